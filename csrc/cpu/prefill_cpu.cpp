@@ -1,0 +1,160 @@
+// CPU prefill: one task per token. Each valid candidate row is dequantized once per token into
+// fp32, then every head runs a two-pass softmax over the rows (scores, max, exp2, weighted sum).
+#include "prefill_cpu.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace cake {
+namespace {
+
+using nvfp4::kHeadDim;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Runtime-dispatched clones: AVX2+FMA where the CPU has it, baseline SSE2 elsewhere.
+#define CAKE_CPU_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define CAKE_CPU_CLONES
+#endif
+
+constexpr int kHeadBlock = 4;  // heads whose scores share one pass over a candidate row
+constexpr int kLanes = 16;     // independent partial sums per head, so the dot vectorizes
+
+// scores[h * num_rows + c] = dot(q[h], rows[c]) for the heads of one block.
+CAKE_CPU_CLONES void score_block(const float* q, int num_block_heads, const float* rows, int64_t num_rows,
+                                 float* scores) {
+  for (int64_t c = 0; c < num_rows; ++c) {
+    const float* row = rows + c * kHeadDim;
+    float partial[kHeadBlock][kLanes] = {};
+    for (int d = 0; d < kHeadDim; d += kLanes) {
+      for (int h = 0; h < kHeadBlock; ++h) {
+        for (int j = 0; j < kLanes; ++j) partial[h][j] += q[h * kHeadDim + d + j] * row[d + j];
+      }
+    }
+    for (int h = 0; h < num_block_heads; ++h) {
+      float sum = 0.0f;
+      for (int j = 0; j < kLanes; ++j) sum += partial[h][j];
+      scores[h * num_rows + c] = sum;
+    }
+  }
+}
+
+// out[h] += sum_c weights[h * num_rows + c] * rows[c] for the heads of one block.
+CAKE_CPU_CLONES void accumulate_block(const float* weights, int num_block_heads, const float* rows, int64_t num_rows,
+                                      float* out) {
+  for (int64_t c = 0; c < num_rows; ++c) {
+    const float* row = rows + c * kHeadDim;
+    for (int h = 0; h < num_block_heads; ++h) {
+      const float weight = weights[h * num_rows + c];
+      float* out_row = out + h * kHeadDim;
+      for (int d = 0; d < kHeadDim; ++d) out_row[d] += weight * row[d];
+    }
+  }
+}
+
+// Appends the dequantized valid candidates of token t in `list` to `rows`; returns the count.
+int64_t gather_valid_rows(const CandidateList& list, int64_t t, float* rows) {
+  if (list.width == 0) return 0;
+  int64_t length = list.width;
+  if (list.lengths.defined()) {
+    length = std::clamp<int64_t>(list.lengths.data_ptr<int32_t>()[t], 0, list.width);
+  }
+  const int32_t* slots = list.indices.data_ptr<int32_t>() + t * list.width;
+  const uint8_t* base = list.cache.data_ptr<uint8_t>();
+  int64_t count = 0;
+  for (int64_t c = 0; c < length; ++c) {
+    const int64_t slot = slots[c];
+    if (!list.geometry.slot_is_valid(slot)) continue;
+    nvfp4::dequantize_row(base + list.geometry.data_offset(slot), base + list.geometry.scale_offset(slot),
+                          rows + count * kHeadDim);
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+void sparse_mla_prefill_cpu(const PrefillArgs& args) {
+  const int64_t num_heads = args.num_heads;
+  const int64_t max_rows = args.main.width + args.extra.width;
+  const float log2e = 1.4426950408889634f;
+  const float score_scale = float(args.sm_scale) * log2e;  // logits in base 2
+  const c10::BFloat16* q = args.q.data_ptr<c10::BFloat16>();
+  c10::BFloat16* output = args.output.data_ptr<c10::BFloat16>();
+  float* out_lse = args.out_lse.data_ptr<float>();
+  const float* sink = args.sink.defined() ? args.sink.data_ptr<float>() : nullptr;
+  const float lse_scale = float(args.lse_scale);
+
+  at::parallel_for(0, args.num_tokens, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> rows(std::max<int64_t>(max_rows, 1) * kHeadDim);
+    std::vector<float> q_block(kHeadBlock * kHeadDim);
+    std::vector<float> scores(kHeadBlock * std::max<int64_t>(max_rows, 1));
+    std::vector<float> out_block(kHeadBlock * kHeadDim);
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t num_rows = gather_valid_rows(args.main, t, rows.data());
+      num_rows += gather_valid_rows(args.extra, t, rows.data() + num_rows * kHeadDim);
+      for (int64_t h0 = 0; h0 < num_heads; h0 += kHeadBlock) {
+        const int block_heads = int(std::min<int64_t>(kHeadBlock, num_heads - h0));
+        std::fill(q_block.begin(), q_block.end(), 0.0f);
+        for (int h = 0; h < block_heads; ++h) {
+          const c10::BFloat16* q_row = q + ((t * num_heads) + h0 + h) * kHeadDim;
+          for (int d = 0; d < kHeadDim; ++d) q_block[h * kHeadDim + d] = float(q_row[d]);
+        }
+        score_block(q_block.data(), block_heads, rows.data(), num_rows, scores.data());
+        float row_max[kHeadBlock];
+        float row_sum[kHeadBlock];
+        for (int h = 0; h < block_heads; ++h) {
+          float* s = scores.data() + h * num_rows;
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t c = 0; c < num_rows; ++c) {
+            s[c] *= score_scale;
+            m = std::max(m, s[c]);
+          }
+          float l = 0.0f;
+          for (int64_t c = 0; c < num_rows; ++c) {
+            s[c] = std::exp2(s[c] - m);
+            l += s[c];
+          }
+          row_max[h] = m;
+          row_sum[h] = l;
+        }
+        std::fill(out_block.begin(), out_block.end(), 0.0f);
+        accumulate_block(scores.data(), block_heads, rows.data(), num_rows, out_block.data());
+        for (int h = 0; h < block_heads; ++h) {
+          const int64_t head = h0 + h;
+          // Combine the candidates (max m, sum l, base 2) with the optional sink as one extra
+          // term of value zero; every exponent below is <= 0, so nothing overflows.
+          float m = row_max[h];
+          float l = row_sum[h];
+          float lse2;
+          float out_scale;
+          if (sink != nullptr) {
+            const float sink2 = sink[head] * log2e;
+            const float top = std::max(m, sink2);
+            const float candidates = num_rows > 0 ? l * std::exp2(m - top) : 0.0f;
+            const float total = candidates + std::exp2(sink2 - top);
+            lse2 = top + std::log2(total);
+            out_scale = num_rows > 0 ? std::exp2(m - top) / total : 0.0f;
+          } else if (num_rows > 0) {
+            lse2 = m + std::log2(l);
+            out_scale = 1.0f / l;
+          } else {
+            lse2 = -std::numeric_limits<float>::infinity();
+            out_scale = 0.0f;
+          }
+          c10::BFloat16* out_row = output + (t * num_heads + head) * kHeadDim;
+          const float* acc = out_block.data() + h * kHeadDim;
+          for (int d = 0; d < kHeadDim; ++d) out_row[d] = c10::BFloat16(num_rows > 0 ? acc[d] * out_scale : 0.0f);
+          out_lse[t * num_heads + head] = lse2 * lse_scale;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace cake

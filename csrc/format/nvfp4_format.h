@@ -1,0 +1,195 @@
+// The 384-byte NVFP4 sparse-MLA cache format: constants, page/slot address math and the
+// encode/decode of one 16-value NoPE group. This is the only place the byte layout is written
+// down in code; the CPU kernels, the CUDA kernels and the cache writers all include it.
+// See CONTRACT.md section 2 for the normative description.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CAKE_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define CAKE_HOST_DEVICE inline
+#endif
+
+namespace cake::nvfp4 {
+
+// Logical row: 448 NoPE values (FP4 + block scales) followed by 64 RoPE values (raw bf16).
+constexpr int kHeadDim = 512;
+constexpr int kNopeDim = 448;
+constexpr int kRopeDim = 64;
+constexpr int kGroupSize = 16;                      // NoPE values per E4M3 block scale
+constexpr int kNumGroups = kNopeDim / kGroupSize;   // 28 scales per token
+
+// Physical bytes per token. A page stores all data rows first, then all scale rows.
+constexpr int kNopeBytes = kNopeDim / 2;                  // 224: two E2M1 codes per byte
+constexpr int kRopeBytes = kRopeDim * 2;                  // 128: bf16
+constexpr int kDataRowBytes = kNopeBytes + kRopeBytes;    // 352
+constexpr int kScaleRowBytes = 32;                        // 28 scales + 4 zero bytes
+constexpr int kTokenBytes = kDataRowBytes + kScaleRowBytes;  // 384
+
+// Candidate lists are processed in chunks of 64; a token may have at most 16 chunks.
+constexpr int kChunkSize = 64;
+constexpr int kMaxChunks = 16;
+constexpr int kHeadsPerTile = 16;
+
+// Geometry of one cache view, read from the tensor at run time.
+struct CacheGeometry {
+  int64_t page_size;    // tokens per page
+  int64_t page_stride;  // bytes between consecutive pages (>= page_size * 384, multiple of 16)
+  int64_t num_pages;
+
+  CAKE_HOST_DEVICE int64_t num_slots() const { return num_pages * page_size; }
+  CAKE_HOST_DEVICE bool slot_is_valid(int64_t slot) const { return slot >= 0 && slot < num_slots(); }
+  // Byte offset of the 352-byte data row of `slot` (slot must be valid).
+  CAKE_HOST_DEVICE int64_t data_offset(int64_t slot) const {
+    const int64_t page = slot / page_size;
+    const int64_t row = slot - page * page_size;
+    return page * page_stride + row * kDataRowBytes;
+  }
+  // Byte offset of the 32-byte scale row of `slot` (slot must be valid).
+  CAKE_HOST_DEVICE int64_t scale_offset(int64_t slot) const {
+    const int64_t page = slot / page_size;
+    const int64_t row = slot - page * page_size;
+    return page * page_stride + page_size * kDataRowBytes + row * kScaleRowBytes;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+CAKE_HOST_DEVICE float bits_to_float(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float value;
+  __builtin_memcpy(&value, &bits, sizeof(value));
+  return value;
+#endif
+}
+
+CAKE_HOST_DEVICE uint32_t float_to_bits(float value) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(value);
+#else
+  uint32_t bits;
+  __builtin_memcpy(&bits, &value, sizeof(bits));
+  return bits;
+#endif
+}
+
+CAKE_HOST_DEVICE float bf16_bits_to_float(uint16_t bits) { return bits_to_float(uint32_t(bits) << 16); }
+
+// E2M1 nibble -> float. Bit 3 is the sign, bits 0..2 index {0, .5, 1, 1.5, 2, 3, 4, 6}.
+CAKE_HOST_DEVICE float e2m1_to_float(uint32_t nibble) {
+  const uint32_t magnitude = nibble & 7u;
+  // exponent field = magnitude >> 1, mantissa bit = magnitude & 1 (bias 1, subnormal at 0).
+  const float value = (magnitude < 2u) ? 0.5f * float(magnitude)
+                                       : float(2u + (magnitude & 1u)) * float(1u << ((magnitude >> 1) - 1u)) * 0.5f;
+  return (nibble & 8u) ? -value : value;
+}
+
+// FP8 E4M3 (OCP "fn": bias 7, no infinities, 0x7F/0xFF are NaN) -> float.
+CAKE_HOST_DEVICE float e4m3_to_float(uint32_t byte) {
+  const uint32_t exponent = (byte >> 3) & 0xFu;
+  const uint32_t mantissa = byte & 7u;
+  float value;
+  if ((byte & 0x7Fu) == 0x7Fu) {
+    value = bits_to_float(0x7FC00000u);
+  } else if (exponent == 0) {
+    value = float(mantissa) * (1.0f / 512.0f);  // subnormal: m * 2^-9
+  } else {
+    value = bits_to_float(((exponent + 120u) << 23) | (mantissa << 20));  // re-bias 7 -> 127
+  }
+  return (byte & 0x80u) ? -value : value;
+}
+
+// Dequantize one token: 352-byte data row + 32-byte scale row -> 512 floats (exact values).
+CAKE_HOST_DEVICE void dequantize_row(const uint8_t* data_row, const uint8_t* scale_row, float* out) {
+  for (int group = 0; group < kNumGroups; ++group) {
+    const float scale = e4m3_to_float(scale_row[group]);
+    for (int i = 0; i < kGroupSize / 2; ++i) {
+      const uint32_t byte = data_row[group * (kGroupSize / 2) + i];
+      out[group * kGroupSize + 2 * i] = e2m1_to_float(byte & 0xFu) * scale;
+      out[group * kGroupSize + 2 * i + 1] = e2m1_to_float(byte >> 4) * scale;
+    }
+  }
+  for (int j = 0; j < kRopeDim; ++j) {
+    const uint32_t lo = data_row[kNopeBytes + 2 * j];
+    const uint32_t hi = data_row[kNopeBytes + 2 * j + 1];
+    out[kNopeDim + j] = bf16_bits_to_float(uint16_t(lo | (hi << 8)));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding (the cache writers). Computed in fp32, round-to-nearest-even, saturating.
+// ---------------------------------------------------------------------------------------------
+
+// Round a non-negative float to the nearest integer, ties to even, without depending on the
+// host's floating-point rounding mode.
+CAKE_HOST_DEVICE float round_half_even_nonneg(float x) {
+  const float floor_x = float(int64_t(x));
+  const float fraction = x - floor_x;
+  if (fraction > 0.5f) return floor_x + 1.0f;
+  if (fraction < 0.5f) return floor_x;
+  return (int64_t(floor_x) & 1) ? floor_x + 1.0f : floor_x;
+}
+
+// Non-negative float -> E4M3 byte, round-to-nearest-even, saturating at 448 (0x7E).
+// NaN and values <= 0 encode as 0 (the writer only encodes amax / 6).
+CAKE_HOST_DEVICE uint8_t encode_e4m3_nonneg(float value) {
+  if (!(value > 0.0f)) return 0;
+  if (value >= 448.0f) return 0x7E;
+  const uint32_t bits = float_to_bits(value);
+  const int exponent = int((bits >> 23) & 0xFFu) - 127;
+  if (exponent < -6) {
+    // Subnormal range: multiples of 2^-9 (the scaling is exact). 8 * 2^-9 is the smallest
+    // normal, whose code 0x08 is exactly 8, so rounding up into it needs no special case.
+    return uint8_t(round_half_even_nonneg(value * 512.0f));
+  }
+  const uint32_t mantissa = bits & 0x7FFFFFu;
+  uint32_t kept = mantissa >> 20;  // 3 mantissa bits
+  const uint32_t dropped = mantissa & 0xFFFFFu;
+  if (dropped > 0x80000u || (dropped == 0x80000u && (kept & 1u))) ++kept;
+  // A carry out of the mantissa bumps the exponent, which the addition does by itself.
+  const uint32_t code = (uint32_t(exponent + 7) << 3) + kept;
+  return uint8_t(code > 0x7Eu ? 0x7Eu : code);
+}
+
+// Float -> E2M1 nibble, round-to-nearest-even on the code grid {0,.5,1,1.5,2,3,4,6}, saturating
+// at 6. The sign bit is kept even when the magnitude rounds to zero; NaN encodes magnitude 0.
+CAKE_HOST_DEVICE uint8_t encode_e2m1(float value) {
+  const uint32_t sign = (float_to_bits(value) >> 31) ? 8u : 0u;
+  const float magnitude = value < 0.0f ? -value : value;
+  uint32_t code;
+  if (!(magnitude == magnitude)) code = 0;       // NaN
+  else if (magnitude <= 0.25f) code = 0;         // tie 0.25 -> 0 (even)
+  else if (magnitude < 0.75f) code = 1;          // tie 0.75 -> 1.0
+  else if (magnitude <= 1.25f) code = 2;         // tie 1.25 -> 1.0
+  else if (magnitude < 1.75f) code = 3;          // tie 1.75 -> 2.0
+  else if (magnitude <= 2.5f) code = 4;          // tie 2.5 -> 2.0
+  else if (magnitude < 3.5f) code = 5;           // tie 3.5 -> 4.0
+  else if (magnitude <= 5.0f) code = 6;          // tie 5 -> 4.0
+  else code = 7;                                 // saturate at 6
+  return uint8_t(sign | code);
+}
+
+// Quantize one group of 16 NoPE values: 8 bytes of codes (even element in the low nibble) and
+// one E4M3 scale byte.
+CAKE_HOST_DEVICE void quantize_group(const float (&values)[kGroupSize], uint8_t (&codes)[kGroupSize / 2],
+                                     uint8_t& scale_byte) {
+  float amax = 0.0f;
+  for (int i = 0; i < kGroupSize; ++i) {
+    const float magnitude = values[i] < 0.0f ? -values[i] : values[i];
+    amax = magnitude > amax ? magnitude : amax;  // a NaN never compares greater
+  }
+  scale_byte = encode_e4m3_nonneg(amax / 6.0f);
+  const float scale = e4m3_to_float(scale_byte);
+  const float inverse = scale == 0.0f ? 0.0f : 1.0f / scale;
+  for (int i = 0; i < kGroupSize; i += 2) {
+    codes[i / 2] = uint8_t(encode_e2m1(values[i] * inverse) | (encode_e2m1(values[i + 1] * inverse) << 4));
+  }
+}
+
+}  // namespace cake::nvfp4

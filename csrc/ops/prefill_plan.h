@@ -1,0 +1,59 @@
+// Head-tile planning for the prefill kernel. The thresholds below are the single source of truth:
+// the C++ op uses them when `head_tiles` is None and the Python planner reads the same table
+// through `torch_ops._C.prefill_plan_table()` (see torch_ops/planner.py).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace cake {
+
+// Prefill instances exist for 16..128 heads in steps of 16.
+inline bool is_prefill_head_count(int64_t num_heads) {
+  return num_heads >= 16 && num_heads <= 128 && num_heads % 16 == 0;
+}
+
+// Sixteen-head tiles one work item may hold: 1 always, 2 when H % 32 == 0, 4 when H % 64 == 0.
+inline std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads) {
+  if (!is_prefill_head_count(num_heads)) return {};
+  std::vector<int64_t> choices{1};
+  if (num_heads % 32 == 0) choices.push_back(2);
+  if (num_heads % 64 == 0) choices.push_back(4);
+  return choices;
+}
+
+// A larger head tile shares each gathered and dequantized row among more heads, but makes fewer
+// work items. Use head tile `ht` only when it still leaves at least `min_items_per_sm` items for
+// every SM; otherwise fall back to the next smaller choice. Measured on the H200 (docs/planner.md).
+struct HeadTileThreshold {
+  int64_t head_tiles;
+  int64_t min_items_per_sm;
+};
+inline const std::vector<HeadTileThreshold>& prefill_plan_table() {
+  static const std::vector<HeadTileThreshold> table{{2, 2}, {4, 2}};
+  return table;
+}
+
+inline int64_t prefill_num_items(int64_t num_tokens, int64_t num_heads, int64_t head_tiles) {
+  return num_tokens * (num_heads / (16 * head_tiles));
+}
+
+// Returns the head tile choice for the shape; 0 when the head count has no prefill instance.
+inline int64_t plan_prefill_head_tiles(int64_t num_tokens, int64_t num_heads, int64_t num_sms) {
+  const std::vector<int64_t> choices = prefill_head_tile_choices(num_heads);
+  if (choices.empty()) return 0;
+  for (auto it = choices.rbegin(); it != choices.rend(); ++it) {
+    const int64_t head_tiles = *it;
+    if (head_tiles == 1) return 1;
+    for (const HeadTileThreshold& threshold : prefill_plan_table()) {
+      if (threshold.head_tiles == head_tiles &&
+          prefill_num_items(num_tokens, num_heads, head_tiles) >= threshold.min_items_per_sm * num_sms) {
+        return head_tiles;
+      }
+    }
+  }
+  return 1;
+}
+
+}  // namespace cake

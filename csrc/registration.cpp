@@ -1,0 +1,38 @@
+// The cake operator library: every schema in one place, plus the small Python module that
+// exposes the planner's table. Kernels register per device in cpu/ops_cpu.cpp and
+// cuda/ops_cuda.cpp; the fake (meta) implementations live in Python (torch_ops.meta).
+#include <Python.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/library.h>
+
+#include "ops/prefill_plan.h"
+
+TORCH_LIBRARY(cake, m) {
+  m.set_python_module("torch_ops.meta.fake_impls");
+  // Mutating: writes `output` and `out_lse` in place and returns nothing, so it needs no scratch
+  // and captures in CUDA graphs with caller-owned buffers.
+  m.def(
+      "sparse_mla_prefill(Tensor q, Tensor kv_cache, Tensor indices, Tensor(a!) output, Tensor(b!) out_lse, "
+      "float sm_scale, *, Tensor? topk_length=None, Tensor? attn_sink=None, Tensor? extra_kv_cache=None, "
+      "Tensor? extra_indices=None, Tensor? extra_topk_length=None, float lse_scale=1.0, int? head_tiles=None) -> ()");
+  // Quantizes latent_kv [P, page_size, 512] into every slot of `cache`.
+  m.def("nvfp4_pack_cache(Tensor latent_kv, Tensor(a!) cache) -> ()");
+  // Quantizes latent_kv [N, 512] into the slots named by slot_mapping [N]; invalid slots skipped.
+  m.def("nvfp4_append_cache(Tensor latent_kv, Tensor slot_mapping, Tensor(a!) cache) -> ()");
+}
+
+PYBIND11_MODULE(_C, module) {
+  module.doc() = "cake sparse-MLA NVFP4 operators (registered under torch.ops.cake)";
+  module.def(
+      "prefill_plan_table",
+      [] {
+        std::vector<std::pair<int64_t, int64_t>> table;
+        for (const auto& row : cake::prefill_plan_table()) table.emplace_back(row.head_tiles, row.min_items_per_sm);
+        return table;
+      },
+      "(head_tiles, min_items_per_sm) rows of the prefill planner");
+  module.def("plan_prefill_head_tiles", &cake::plan_prefill_head_tiles,
+             "The C++ op's own plan when head_tiles is None (for tests)", pybind11::arg("num_tokens"),
+             pybind11::arg("num_heads"), pybind11::arg("num_sms"));
+}

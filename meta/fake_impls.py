@@ -1,0 +1,65 @@
+"""Fake implementations: shape/dtype checks only, so the ops trace under torch.compile and
+FakeTensor. The ops write their outputs in place and return nothing, so there is nothing to
+allocate here. The C++ library names this module (``m.set_python_module``), so PyTorch imports
+it on first need."""
+import torch
+
+HEAD_DIM = 512
+TOKEN_BYTES = 384
+
+
+@torch.library.register_fake("cake::sparse_mla_prefill")
+def _sparse_mla_prefill_fake(
+    q,
+    kv_cache,
+    indices,
+    output,
+    out_lse,
+    sm_scale,
+    *,
+    topk_length=None,
+    attn_sink=None,
+    extra_kv_cache=None,
+    extra_indices=None,
+    extra_topk_length=None,
+    lse_scale=1.0,
+    head_tiles=None,
+):
+    named = dict(kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
+                 attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                 extra_topk_length=extra_topk_length)
+    for name, tensor in named.items():
+        if tensor is not None and tensor.device != q.device:
+            raise ValueError(f"{name}: expected a tensor on {q.device} (the device of q), got {tensor.device}")
+    torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
+    torch._check(q.shape[2] == HEAD_DIM, lambda: f"q: expected last dim 512, got {q.shape[2]}")
+    torch._check(q.dtype == torch.bfloat16, lambda: f"q: expected dtype bfloat16, got {q.dtype}")
+    torch._check(output.shape == q.shape, lambda: f"output: expected shape {tuple(q.shape)}, got {tuple(output.shape)}")
+    torch._check(output.dtype == torch.bfloat16, lambda: f"output: expected dtype bfloat16, got {output.dtype}")
+    torch._check(out_lse.dim() == 2, lambda: f"out_lse: expected shape [T, H], got {tuple(out_lse.shape)}")
+    torch._check(out_lse.shape[0] == q.shape[0], lambda: "out_lse: expected T rows")
+    torch._check(out_lse.shape[1] == q.shape[1], lambda: "out_lse: expected H columns")
+    torch._check(out_lse.dtype == torch.float32, lambda: f"out_lse: expected dtype float32, got {out_lse.dtype}")
+    torch._check(kv_cache.dtype == torch.uint8, lambda: f"kv_cache: expected dtype uint8, got {kv_cache.dtype}")
+    torch._check(kv_cache.shape[-1] == TOKEN_BYTES, lambda: "kv_cache: expected last dim 384")
+    torch._check(indices.dtype == torch.int32, lambda: f"indices: expected dtype int32, got {indices.dtype}")
+    torch._check(indices.shape[0] == q.shape[0], lambda: "indices: expected T rows")
+    torch._check((extra_kv_cache is None) == (extra_indices is None), lambda: "extra_kv_cache and extra_indices go together")
+    return None
+
+
+@torch.library.register_fake("cake::nvfp4_pack_cache")
+def _nvfp4_pack_cache_fake(latent_kv, cache):
+    torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
+    torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
+    torch._check(cache.dtype == torch.uint8, lambda: f"cache: expected dtype uint8, got {cache.dtype}")
+    return None
+
+
+@torch.library.register_fake("cake::nvfp4_append_cache")
+def _nvfp4_append_cache_fake(latent_kv, slot_mapping, cache):
+    torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
+    torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
+    torch._check(slot_mapping.shape[0] == latent_kv.shape[0], lambda: "slot_mapping: expected one slot per row")
+    torch._check(cache.dtype == torch.uint8, lambda: f"cache: expected dtype uint8, got {cache.dtype}")
+    return None

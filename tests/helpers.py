@@ -1,0 +1,151 @@
+"""Shared test helpers: cache views with padded page strides, random problems, the precision
+contract check (CONTRACT.md section 6)."""
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pytest
+import torch
+
+import torch_ops
+from torch_ops.reference import sparse_mla_prefill_reference
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device"))]
+PREFILL_HEADS = [16, 32, 48, 64, 80, 96, 112, 128]
+VIEWS = ["3d", "HND", "NHD"]
+
+
+def random_latent(num_rows: int, generator: torch.Generator, device="cpu") -> torch.Tensor:
+    """bf16 rows [num_rows, 512] whose 16-value groups span several magnitudes (exercises the
+    block scales) and never all zero."""
+    base = torch.randn(num_rows, 512, generator=generator)
+    group_scale = torch.exp(torch.randn(num_rows, 32, generator=generator)).repeat_interleave(16, dim=1)
+    return (base * group_scale).to(torch.bfloat16).to(device)
+
+
+def cache_view(packed_hnd: torch.Tensor, view: str, pad_bytes: int, generator: torch.Generator,
+               extra_tail: int = 0) -> torch.Tensor:
+    """Place a packed HND cache [P, 1, page_size, 384] into a new allocation whose pages are
+    `pad_bytes` apart beyond their payload (padding filled with random bytes), returned in the
+    requested view. `extra_tail` bytes after the last page (0: the cache ends exactly there)."""
+    pages, page_size = packed_hnd.shape[0], packed_hnd.shape[2]
+    payload = page_size * 384
+    page_stride = payload + pad_bytes
+    total = pages * page_stride + extra_tail
+    storage = torch.randint(0, 256, (max(total, 16),), dtype=torch.uint8, generator=generator).to(packed_hnd.device)
+    if pad_bytes == 0:
+        pages_2d = storage[: pages * payload].view(pages, payload)
+    else:
+        pages_2d = storage[: pages * page_stride].view(pages, page_stride)[:, :payload]
+    pages_2d.copy_(packed_hnd.reshape(pages, payload))
+    if view == "3d":
+        return pages_2d.view(pages, page_size, 384)
+    if view == "HND":
+        return pages_2d.view(pages, 1, page_size, 384)
+    return pages_2d.view(pages, page_size, 1, 384)
+
+
+@dataclass
+class CacheSpec:
+    pages: int
+    page_size: int
+    view: str = "HND"
+    pad_bytes: int = 0
+
+
+@dataclass
+class Problem:
+    q: torch.Tensor
+    kv_cache: torch.Tensor
+    indices: torch.Tensor
+    sm_scale: float
+    kwargs: dict = field(default_factory=dict)
+
+    def run(self, head_tiles: Optional[int] = None):
+        num_tokens, num_heads = self.q.shape[0], self.q.shape[1]
+        output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device=self.q.device)
+        out_lse = torch.full((num_tokens, num_heads), float("nan"), dtype=torch.float32, device=self.q.device)
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
+            self.q, self.kv_cache, self.indices, output, out_lse, self.sm_scale, head_tiles=head_tiles, **self.kwargs)
+        return output, out_lse, plan
+
+    def reference(self):
+        return sparse_mla_prefill_reference(self.q, self.kv_cache, self.indices, self.sm_scale, **self.kwargs)
+
+
+def make_cache(spec: CacheSpec, generator: torch.Generator, device) -> torch.Tensor:
+    latent = random_latent(spec.pages * spec.page_size, generator).view(spec.pages, spec.page_size, 512)
+    packed = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.to(device), kv_layout="HND")
+    # The padding bytes come from their own generator, so the view and padding of a cache do not
+    # change the random draws of the rest of the problem.
+    return cache_view(packed, spec.view, spec.pad_bytes, torch.Generator().manual_seed(spec.pad_bytes))
+
+
+def random_indices(num_tokens: int, width: int, num_slots: int, generator: torch.Generator,
+                   invalid_fraction: float = 0.1) -> torch.Tensor:
+    """Slots with duplicates, -1 masks, other negatives and out-of-range values mixed in."""
+    idx = torch.randint(0, max(num_slots, 1), (num_tokens, width), generator=generator)
+    kind = torch.rand(num_tokens, width, generator=generator)
+    idx = torch.where(kind < invalid_fraction / 3, torch.full_like(idx, -1), idx)
+    idx = torch.where((kind >= invalid_fraction / 3) & (kind < 2 * invalid_fraction / 3),
+                      -torch.randint(2, 1000, idx.shape, generator=generator), idx)
+    idx = torch.where((kind >= 2 * invalid_fraction / 3) & (kind < invalid_fraction),
+                      num_slots + torch.randint(0, 1000, idx.shape, generator=generator), idx)
+    return idx.to(torch.int32)
+
+
+def make_problem(*, num_tokens, num_heads, topk, main: CacheSpec, device, seed, extra: Optional[CacheSpec] = None,
+                 extra_topk=0, lengths=None, extra_lengths=None, sink=None, lse_scale=1.0,
+                 invalid_fraction=0.1, sm_scale=None, indices_3d=False) -> Problem:
+    """lengths / extra_lengths: None, or "random" (0, partial, > width, negative mixed)."""
+    g = torch.Generator().manual_seed(seed)
+    q = (torch.randn(num_tokens, num_heads, 512, generator=g)).to(torch.bfloat16).to(device)
+    cache = make_cache(main, g, device)
+    indices = random_indices(num_tokens, topk, main.pages * main.page_size, g, invalid_fraction)
+    if indices_3d:
+        indices = indices.view(num_tokens, 1, topk)
+    kwargs = {"lse_scale": lse_scale}
+
+    def random_lengths(width):
+        return torch.randint(-3, width + 4, (num_tokens + 2,), generator=g).to(torch.int32).to(device)
+
+    if lengths == "random":
+        kwargs["topk_length"] = random_lengths(topk)
+    if sink is not None:
+        kwargs["attn_sink"] = (sink * torch.randn(num_heads + 3, generator=g)).to(torch.float32).to(device)
+    if extra is not None:
+        kwargs["extra_kv_cache"] = make_cache(extra, g, device)
+        kwargs["extra_indices"] = random_indices(num_tokens, extra_topk, extra.pages * extra.page_size, g,
+                                                 invalid_fraction).to(device)
+        if extra_lengths == "random":
+            kwargs["extra_topk_length"] = random_lengths(extra_topk)
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(512)
+    return Problem(q, cache, indices.to(device), sm_scale, kwargs)
+
+
+def assert_matches_reference(output: torch.Tensor, out_lse: torch.Tensor, ref_out: torch.Tensor,
+                             ref_lse: torch.Tensor) -> None:
+    """CONTRACT.md section 6: every element written, per-row relative error <= 1e-2 where the
+    reference row is non-zero (rows whose magnitude is below bf16's normal range are compared
+    in absolute terms), |lse - ref| <= 1e-3 * max(1, |ref|), -inf exactly where the reference."""
+    output = output.detach().cpu().to(torch.float64)
+    out_lse = out_lse.detach().cpu().to(torch.float64)
+    assert not torch.isnan(output).any(), "output has NaN: an element was not written (or NaN leaked)"
+    assert not torch.isnan(out_lse).any(), "out_lse has NaN: an element was not written (or NaN leaked)"
+    ref_norm = ref_out.norm(dim=-1)
+    err_norm = (output - ref_out).norm(dim=-1)
+    tiny = ref_norm < 1e-30
+    rel = torch.where(tiny, torch.zeros_like(ref_norm), err_norm / torch.where(tiny, torch.ones_like(ref_norm), ref_norm))
+    worst = rel.max().item() if rel.numel() else 0.0
+    assert worst <= 1e-2, f"output relative error {worst:.3e} > 1e-2 at row {divmod(int(rel.argmax()), rel.shape[1])}"
+    if tiny.any():
+        assert output.norm(dim=-1)[tiny].max() <= 1e-30, "output non-zero where the reference row is (near) zero"
+    ref_inf = torch.isinf(ref_lse)
+    assert torch.equal(torch.isinf(out_lse), ref_inf), "out_lse -inf pattern differs from the reference"
+    assert torch.equal(out_lse[ref_inf], ref_lse[ref_inf]), "out_lse infinities have the wrong sign"
+    finite = ~ref_inf
+    if finite.any():
+        lse_err = ((out_lse - ref_lse).abs() / ref_lse.abs().clamp(min=1.0))[finite].max().item()
+        assert lse_err <= 1e-3, f"out_lse error {lse_err:.3e} > 1e-3"

@@ -1,0 +1,147 @@
+"""Every ValueError of CONTRACT.md section 5, each with the message it must carry. Raised before
+any launch, so the output buffers stay poisoned."""
+import pytest
+import torch
+
+import torch_ops
+from helpers import DEVICES
+
+T, H, TOPK = 3, 32, 100
+
+
+def base_args(device="cpu"):
+    cache = torch.zeros(4, 1, 64, 384, dtype=torch.uint8, device=device)
+    return dict(
+        q=torch.randn(T, H, 512, device=device).to(torch.bfloat16),
+        kv_cache=cache,
+        indices=torch.zeros(T, TOPK, dtype=torch.int32, device=device),
+        output=torch.full((T, H, 512), float("nan"), dtype=torch.bfloat16, device=device),
+        out_lse=torch.full((T, H), float("nan"), device=device),
+        sm_scale=0.1,
+    )
+
+
+def call(device="cpu", base=None, **overrides):
+    args = dict(base) if base is not None else base_args(device)
+    args.update(overrides)
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(*positional, **args)
+
+
+def raw_op(device="cpu", base=None, **overrides):
+    """The op without the Python wrapper's normalisation."""
+    args = dict(base) if base is not None else base_args(device)
+    args.update(overrides)
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    return torch.ops.cake.sparse_mla_prefill(*positional, **args)
+
+
+CASES = {
+    "q_rank": (dict(q=torch.zeros(T, H * 512, dtype=torch.bfloat16)), r"q: expected shape \[T, H, 512\]"),
+    "q_dim": (dict(q=torch.zeros(T, H, 256, dtype=torch.bfloat16)), r"q: expected shape \[T, H, 512\]"),
+    "q_dtype": (dict(q=torch.zeros(T, H, 512)), "q: expected dtype bfloat16"),
+    "q_contiguous": (dict(q=torch.zeros(H, T, 512, dtype=torch.bfloat16).transpose(0, 1)), "q: expected a contiguous"),
+    "heads_8": (dict(q=torch.zeros(T, 8, 512, dtype=torch.bfloat16)), "q: expected a head count"),
+    "heads_24": (dict(q=torch.zeros(T, 24, 512, dtype=torch.bfloat16)), "q: expected a head count"),
+    "heads_144": (dict(q=torch.zeros(T, 144, 512, dtype=torch.bfloat16)), "q: expected a head count"),
+    "output_shape": (dict(output=torch.zeros(T, H, 511, dtype=torch.bfloat16)), "output: expected shape"),
+    "output_dtype": (dict(output=torch.zeros(T, H, 512)), "output: expected dtype bfloat16"),
+    "output_contiguous": (dict(output=torch.zeros(T, 512, H, dtype=torch.bfloat16).transpose(1, 2)),
+                          "output: expected a contiguous"),
+    "lse_shape": (dict(out_lse=torch.zeros(T, H + 1)), r"out_lse: expected shape \[3, 32\]"),
+    "lse_dtype": (dict(out_lse=torch.zeros(T, H, dtype=torch.float64)), "out_lse: expected dtype float32"),
+    "lse_contiguous": (dict(out_lse=torch.zeros(H, T).t()), "out_lse: expected a contiguous"),
+    "cache_dtype": (dict(kv_cache=torch.zeros(4, 64, 384)), "kv_cache: expected dtype uint8"),
+    "cache_rank": (dict(kv_cache=torch.zeros(4 * 64, 384, dtype=torch.uint8)), "kv_cache: expected"),
+    "cache_last_dim": (dict(kv_cache=torch.zeros(4, 64, 352, dtype=torch.uint8)), "kv_cache: expected last dim 384"),
+    "cache_4d_form": (dict(kv_cache=torch.zeros(4, 2, 32, 384, dtype=torch.uint8)), "kv_cache: a 4-D cache must be"),
+    "cache_inner_stride": (dict(kv_cache=torch.zeros(4, 384, 64, dtype=torch.uint8).transpose(1, 2)),
+                           "kv_cache: expected stride 1 in the last dim"),
+    "cache_token_stride": (dict(kv_cache=torch.zeros(4, 64, 400, dtype=torch.uint8)[:, :, :384]),
+                           "kv_cache: expected token stride 384"),
+    "cache_page_stride_16": (dict(kv_cache=torch.zeros(4, 64 * 384 + 8, dtype=torch.uint8)[:, : 64 * 384].view(4, 64, 384)),
+                             "kv_cache: expected a page stride that is a multiple of 16"),
+    "cache_page_stride_small": (dict(kv_cache=torch.zeros(4 * 64 * 384, dtype=torch.uint8).as_strided((4, 64, 384), (16 * 384, 384, 1))),
+                                r"kv_cache: expected a page stride >= page_size \* 384"),
+    "cache_misaligned": (dict(kv_cache=torch.zeros(4 * 64 * 384 + 8, dtype=torch.uint8)[8:].view(4, 64, 384)),
+                         "kv_cache: expected a 16-byte aligned data pointer"),
+    "indices_dtype": (dict(indices=torch.zeros(T, TOPK, dtype=torch.int64)), "indices: expected dtype int32"),
+    "indices_rank": (dict(indices=torch.zeros(T * TOPK, dtype=torch.int32)), r"indices: expected shape \[T, topk\]"),
+    "indices_rows": (dict(indices=torch.zeros(T + 1, TOPK, dtype=torch.int32)), "indices: expected 3 rows"),
+    "indices_empty": (dict(indices=torch.zeros(T, 0, dtype=torch.int32)), "indices: expected topk >= 1"),
+    "lengths_dtype": (dict(topk_length=torch.zeros(T, dtype=torch.int64)), "topk_length: expected dtype int32"),
+    "lengths_rank": (dict(topk_length=torch.zeros(T, 1, dtype=torch.int32)), "topk_length: expected a 1-D"),
+    "lengths_short": (dict(topk_length=torch.zeros(T - 1, dtype=torch.int32)), "topk_length: expected at least 3"),
+    "sink_dtype": (dict(attn_sink=torch.zeros(H, dtype=torch.float64)), "attn_sink: expected dtype float32"),
+    "sink_short": (dict(attn_sink=torch.zeros(H - 1)), "attn_sink: expected a 1-D tensor with at least 32"),
+    "sink_rank": (dict(attn_sink=torch.zeros(1, H)), "attn_sink: expected a 1-D"),
+    "extra_cache_alone": (dict(extra_kv_cache=torch.zeros(2, 64, 384, dtype=torch.uint8)),
+                          "extra_indices: required when extra_kv_cache"),
+    "extra_indices_alone": (dict(extra_indices=torch.zeros(T, 8, dtype=torch.int32)),
+                            "extra_kv_cache: required when extra_indices"),
+    "extra_length_alone": (dict(extra_topk_length=torch.zeros(T, dtype=torch.int32)),
+                           "extra_topk_length: given without extra_indices"),
+    "extra_cache_bad": (dict(extra_kv_cache=torch.zeros(2, 64, 380, dtype=torch.uint8),
+                             extra_indices=torch.zeros(T, 8, dtype=torch.int32)), "extra_kv_cache: expected last dim 384"),
+    "extra_indices_rows": (dict(extra_kv_cache=torch.zeros(2, 64, 384, dtype=torch.uint8),
+                                extra_indices=torch.zeros(T + 2, 8, dtype=torch.int32)), "extra_indices: expected 3 rows"),
+    "extra_lengths_dtype": (dict(extra_kv_cache=torch.zeros(2, 64, 384, dtype=torch.uint8),
+                                 extra_indices=torch.zeros(T, 8, dtype=torch.int32),
+                                 extra_topk_length=torch.zeros(T)), "extra_topk_length: expected dtype int32"),
+    "too_many_chunks": (dict(indices=torch.zeros(T, 1025, dtype=torch.int32)), "expected ceil"),
+    "too_many_chunks_split": (dict(indices=torch.zeros(T, 1000, dtype=torch.int32),
+                                   extra_kv_cache=torch.zeros(2, 64, 384, dtype=torch.uint8),
+                                   extra_indices=torch.zeros(T, 20, dtype=torch.int32)), "got 16 \\+ 1"),
+    "head_tiles_3": (dict(head_tiles=3), r"head_tiles: expected one of \[1, 2\] for H = 32"),
+    "head_tiles_4_for_32": (dict(head_tiles=4), r"head_tiles: expected one of \[1, 2\]"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_value_errors(name):
+    overrides, message = CASES[name]
+    base = base_args()
+    base["indices"] = torch.randint(0, 256, (T, TOPK), dtype=torch.int32)  # valid slots: only the override is wrong
+    with pytest.raises(ValueError, match=message):
+        raw_op(base=base, **overrides)
+    with pytest.raises(ValueError, match=message):
+        call(base=base, **overrides)
+    assert torch.isnan(base["output"].float()).all(), "nothing may be written before validation passes"
+    assert torch.isnan(base["out_lse"]).all(), "nothing may be written before validation passes"
+
+
+def test_indices_3d_accepted_and_t_zero_is_valid():
+    plan = call(indices=torch.zeros(T, 1, TOPK, dtype=torch.int32))
+    assert plan["head_tiles"] in (1, 2)
+    empty = dict(q=torch.zeros(0, H, 512, dtype=torch.bfloat16), indices=torch.zeros(0, TOPK, dtype=torch.int32),
+                 output=torch.zeros(0, H, 512, dtype=torch.bfloat16), out_lse=torch.zeros(0, H))
+    assert call(**empty)["num_ctas"] == 0
+
+
+def test_sixteen_chunks_accepted():
+    extra = dict(indices=torch.zeros(T, 960, dtype=torch.int32), extra_kv_cache=torch.zeros(2, 64, 384, dtype=torch.uint8),
+                 extra_indices=torch.zeros(T, 64, dtype=torch.int32))
+    call(**extra)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["q_dtype", "cache_misaligned", "too_many_chunks", "head_tiles_3", "lengths_short"])
+def test_value_errors_cuda(name):
+    overrides, message = CASES[name]
+    overrides = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in overrides.items()}
+    with pytest.raises(ValueError, match=message):
+        raw_op(device="cuda", **overrides)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_mixed_devices_rejected():
+    with pytest.raises(ValueError, match="indices: expected a tensor on cuda"):
+        raw_op(device="cuda", indices=torch.zeros(T, TOPK, dtype=torch.int32))
+    with pytest.raises(ValueError, match="attn_sink: expected a tensor on cuda"):
+        raw_op(device="cuda", attn_sink=torch.zeros(H))
+
+
+def test_mixed_devices_rejected_meta():
+    """A device mismatch is caught on CPU machines too (meta tensors stand in for a second device)."""
+    with pytest.raises(ValueError, match="kv_cache: expected a tensor on cpu"):
+        raw_op(kv_cache=torch.zeros(4, 64, 384, dtype=torch.uint8, device="meta"))

@@ -1,0 +1,81 @@
+"""Append semantics of the cache writer: invalid slots skipped, lowest duplicate row wins,
+untouched rows unchanged, int32 and int64 slot mappings, strided views."""
+import pytest
+import torch
+
+import torch_ops
+from helpers import DEVICES, cache_view, random_latent
+from torch_ops.reference import cache_rows_bytes, nvfp4_quantize_reference
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("slot_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("view,pad", [("3d", 0), ("HND", 32), ("NHD", 16)])
+def test_append_semantics(device, slot_dtype, view, pad):
+    g = torch.Generator().manual_seed(7)
+    pages, page_size = 4, 6
+    num_slots = pages * page_size
+    base_latent = random_latent(num_slots, g).view(pages, page_size, 512)
+    packed = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(base_latent.to(device))
+    cache = cache_view(packed, view, pad, g)
+    storage_before = cache.as_strided((cache.untyped_storage().nbytes() - cache.storage_offset(),), (1,)).clone()
+
+    rows = random_latent(9, g)
+    slots = torch.tensor([5, -1, 23, 5, num_slots, 11, -7, 23, 0], dtype=slot_dtype)
+    torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows.to(device), slots.to(device), cache)
+
+    ref_data, ref_scale = nvfp4_quantize_reference(rows)
+    old_data, old_scale = nvfp4_quantize_reference(base_latent.view(num_slots, 512))
+    winners = {5: 0, 23: 2, 11: 5, 0: 8}  # lowest input row per valid slot
+    data, scale = cache_rows_bytes(cache, torch.arange(num_slots))
+    for slot in range(num_slots):
+        if slot in winners:
+            assert torch.equal(data[slot], ref_data[winners[slot]]), f"slot {slot}"
+            assert torch.equal(scale[slot], ref_scale[winners[slot]]), f"slot {slot}"
+        else:
+            assert torch.equal(data[slot], old_data[slot]), f"slot {slot} changed"
+            assert torch.equal(scale[slot], old_scale[slot]), f"slot {slot} changed"
+    # Bytes outside the addressed rows (page padding, tail) are untouched.
+    storage_after = cache.as_strided(storage_before.shape, (1,))
+    changed = (storage_after != storage_before).nonzero().flatten().cpu()
+    _, _, page_stride = torch_ops.cache.cache_geometry(cache)
+    allowed = set()
+    for slot in winners:
+        p, r = divmod(slot, page_size)
+        allowed.update(range(p * page_stride + r * 352, p * page_stride + (r + 1) * 352))
+        allowed.update(range(p * page_stride + page_size * 352 + r * 32, p * page_stride + page_size * 352 + (r + 1) * 32))
+    assert set(changed.tolist()) <= allowed
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_append_many_duplicates_is_deterministic(device):
+    g = torch.Generator().manual_seed(11)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(random_latent(64, g).view(1, 64, 512).to(device))
+    rows = random_latent(2000, g)
+    slots = torch.randint(0, 64, (2000,), generator=g)
+    torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows.to(device), slots.to(device), cache)
+    ref_data, _ = nvfp4_quantize_reference(rows)
+    data, _ = cache_rows_bytes(cache, torch.arange(64))
+    for slot in range(64):
+        hits = (slots == slot).nonzero().flatten()
+        if hits.numel():
+            assert torch.equal(data[slot], ref_data[hits[0]])
+
+
+def test_writer_argument_errors():
+    cache = torch.zeros(2, 4, 384, dtype=torch.uint8)
+    rows = torch.zeros(3, 512, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="slot_mapping: expected dtype int32 or int64"):
+        torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows, torch.zeros(3, dtype=torch.float32), cache)
+    with pytest.raises(ValueError, match=r"slot_mapping: expected shape \[3\]"):
+        torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows, torch.zeros(4, dtype=torch.int32), cache)
+    with pytest.raises(ValueError, match="latent_kv: expected dtype bfloat16"):
+        torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows.float(), torch.zeros(3, dtype=torch.int32), cache)
+    with pytest.raises(ValueError, match=r"latent_kv: expected shape \[N, 512\]"):
+        torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows[:, :256], torch.zeros(3, dtype=torch.int32), cache)
+    with pytest.raises(ValueError, match="cache: expected dtype uint8"):
+        torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows, torch.zeros(3, dtype=torch.int32), cache.float())
+    with pytest.raises(ValueError, match="kv_layout"):
+        torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.zeros(1, 4, 512, dtype=torch.bfloat16), kv_layout="XYZ")
+    with pytest.raises(ValueError, match=r"latent_kv: expected shape \[2, 4, 512\]"):
+        torch.ops.cake.nvfp4_pack_cache(torch.zeros(1, 4, 512, dtype=torch.bfloat16), cache)

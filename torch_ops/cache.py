@@ -1,0 +1,101 @@
+"""NVFP4 cache writers (ops) and a plain-PyTorch dequantizer.
+
+Byte format (CONTRACT.md section 2, csrc/format/nvfp4_format.h): inside a page of ``page_size``
+tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes of raw bf16
+RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
+"""
+from typing import Tuple
+
+import torch
+
+TOKEN_BYTES = 384
+DATA_ROW_BYTES = 352
+SCALE_ROW_BYTES = 32
+NOPE_DIM = 448
+ROPE_DIM = 64
+HEAD_DIM = 512
+GROUP_SIZE = 16
+
+# E2M1 code -> value; bit 3 is the sign.
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def nvfp4_quantize_pack_sparse_mla_cache(latent_kv: torch.Tensor, *, kv_layout: str = "HND") -> torch.Tensor:
+    """Quantize whole pages of bf16 latent rows into a new NVFP4 cache.
+
+    Args:
+        latent_kv: bf16 ``[pages, page_size, 512]``, or with a singleton head axis
+            (``[pages, 1, page_size, 512]`` or ``[pages, page_size, 1, 512]``).
+        kv_layout: ``"HND"`` returns ``[pages, 1, page_size, 384]``, ``"NHD"``
+            ``[pages, page_size, 1, 384]``.
+
+    Returns:
+        A new contiguous uint8 cache on ``latent_kv``'s device.
+    """
+    if kv_layout not in ("HND", "NHD"):
+        raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
+    if latent_kv.dim() == 4:
+        if latent_kv.shape[1] == 1:
+            latent_kv = latent_kv[:, 0]
+        elif latent_kv.shape[2] == 1:
+            latent_kv = latent_kv[:, :, 0]
+        else:
+            raise ValueError(f"latent_kv: expected a singleton head axis in a 4-D tensor, got shape {tuple(latent_kv.shape)}")
+    if latent_kv.dim() != 3 or latent_kv.shape[-1] != HEAD_DIM:
+        raise ValueError(f"latent_kv: expected shape [pages, page_size, 512], got {tuple(latent_kv.shape)}")
+    pages, page_size = latent_kv.shape[0], latent_kv.shape[1]
+    shape = (pages, 1, page_size, TOKEN_BYTES) if kv_layout == "HND" else (pages, page_size, 1, TOKEN_BYTES)
+    cache = torch.empty(shape, dtype=torch.uint8, device=latent_kv.device)
+    torch.ops.cake.nvfp4_pack_cache(latent_kv, cache)
+    return cache
+
+
+def nvfp4_quantize_append_sparse_mla_cache(
+    latent_kv: torch.Tensor, slot_mapping: torch.Tensor, cache: torch.Tensor
+) -> None:
+    """Quantize bf16 rows ``latent_kv [N, 512]`` into ``cache`` at ``slot_mapping [N]``.
+
+    ``slot_mapping`` is int32 or int64. Negative or out-of-range slots are skipped; when a slot
+    occurs more than once the lowest input row wins. Only the addressed data and scale rows are
+    written.
+    """
+    torch.ops.cake.nvfp4_append_cache(latent_kv, slot_mapping, cache)
+
+
+def cache_geometry(cache: torch.Tensor) -> Tuple[int, int, int]:
+    """(num_pages, page_size, page_stride_bytes) of a 3-D, HND or NHD cache view."""
+    if cache.dtype != torch.uint8 or cache.dim() not in (3, 4) or cache.shape[-1] != TOKEN_BYTES:
+        raise ValueError(f"cache: expected a uint8 [P, page_size, 384] / HND / NHD view, got {cache.dtype} {tuple(cache.shape)}")
+    if cache.dim() == 4:
+        token_dim = 2 if cache.shape[1] == 1 else 1
+        if cache.shape[3 - token_dim] != 1:
+            raise ValueError(f"cache: a 4-D cache needs a singleton head axis, got shape {tuple(cache.shape)}")
+    else:
+        token_dim = 1
+    num_pages, page_size = cache.shape[0], cache.shape[token_dim]
+    page_stride = cache.stride(0) if num_pages > 1 else page_size * TOKEN_BYTES
+    return num_pages, page_size, page_stride
+
+
+def nvfp4_dequantize_sparse_mla_cache(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """Dequantize cache rows exactly: float32 ``[N, 512]`` for ``slots [N]`` (all must be valid)."""
+    num_pages, page_size, page_stride = cache_geometry(cache)
+    slots = slots.to(device=cache.device, dtype=torch.int64).reshape(-1)
+    if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= num_pages * page_size):
+        raise ValueError(f"slots: expected values in [0, {num_pages * page_size}), got min {int(slots.min())} max {int(slots.max())}")
+    if num_pages == 0:
+        return torch.empty(0, HEAD_DIM, dtype=torch.float32, device=cache.device)
+    # One flat byte view over the pages (respecting the view's storage offset and page stride).
+    flat = cache.as_strided(((num_pages - 1) * page_stride + page_size * TOKEN_BYTES,), (1,))
+    page, row = slots // page_size, slots % page_size
+    data_start = page * page_stride + row * DATA_ROW_BYTES
+    scale_start = page * page_stride + page_size * DATA_ROW_BYTES + row * SCALE_ROW_BYTES
+    data = flat[data_start[:, None] + torch.arange(DATA_ROW_BYTES, device=cache.device)]
+    scale = flat[scale_start[:, None] + torch.arange(NOPE_DIM // GROUP_SIZE, device=cache.device)]
+
+    codes = torch.stack([data[:, : NOPE_DIM // 2] & 0xF, data[:, : NOPE_DIM // 2] >> 4], dim=-1).reshape(-1, NOPE_DIM)
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=cache.device)
+    block_scale = scale.contiguous().view(torch.float8_e4m3fn).to(torch.float32)
+    nope = lut[codes.long()] * block_scale.repeat_interleave(GROUP_SIZE, dim=1)
+    rope = data[:, NOPE_DIM // 2 :].contiguous().view(torch.bfloat16).to(torch.float32)
+    return torch.cat([nope, rope], dim=1)

@@ -1,0 +1,88 @@
+"""Head-tile planning for the prefill.
+
+The thresholds are one table in C++ (csrc/ops/prefill_plan.h), read here once; this module and
+the C++ op evaluate it with the same rule, so ``head_tiles=None`` resolves to the same plan in
+both (tests/test_planner.py checks that). The rule is plain Python so that it traces under
+``torch.compile`` with symbolic token counts.
+"""
+from typing import Tuple
+
+import torch
+
+from . import _C
+
+CHUNK_SIZE = 64
+MAX_CHUNKS = 16
+HEADS_PER_TILE = 16
+
+# {head_tiles: minimum work items per SM for that tile to be chosen}
+_MIN_ITEMS_PER_SM = dict(_C.prefill_plan_table())
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads: int) -> Tuple[int, ...]:
+    """Head-tile choices (sixteen-head tiles per work item) for ``num_heads``.
+
+    ``(1,)`` plus 2 when ``num_heads % 32 == 0`` plus 4 when ``num_heads % 64 == 0``; ``()`` for a
+    head count without a prefill instance (anything but 16, 32, ..., 128).
+    """
+    if not (16 <= num_heads <= 128 and num_heads % 16 == 0):
+        return ()
+    choices = [1]
+    if num_heads % 32 == 0:
+        choices.append(2)
+    if num_heads % 64 == 0:
+        choices.append(4)
+    return tuple(choices)
+
+
+def plan_head_tiles(num_tokens, num_heads: int, num_sms: int) -> int:
+    """The planning rule itself (no argument checks); mirrors cake::plan_prefill_head_tiles."""
+    choices = cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
+    for head_tiles in reversed(choices):
+        if head_tiles == 1:
+            return 1
+        items = num_tokens * (num_heads // (HEADS_PER_TILE * head_tiles))
+        if items >= _MIN_ITEMS_PER_SM[head_tiles] * num_sms:
+            return head_tiles
+    return 1
+
+
+@torch.compiler.assume_constant_result
+def _num_sms(device_type: str, device_index: int) -> int:
+    if device_type == "cuda":
+        return torch.cuda.get_device_properties(device_index).multi_processor_count
+    return torch.get_num_threads()
+
+
+def device_num_sms(device: torch.device) -> int:
+    """Multiprocessors of a CUDA device; intra-op threads for the CPU (what the C++ op uses).
+
+    A constant while tracing, so ``torch.compile`` bakes the plan into the graph."""
+    index = device.index if device.index is not None else (torch.cuda.current_device() if device.type == "cuda" else -1)
+    return _num_sms(device.type, index)
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
+    *, num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0, num_sms: int
+) -> int:
+    """Head tiles the prefill uses for this shape when ``head_tiles`` is not given.
+
+    A larger tile shares each gathered, dequantized cache row among more heads; the planner
+    takes the largest choice that still leaves enough work items (tokens x head blocks) for every
+    multiprocessor, by thresholds measured on the H200 (docs/planner.md).
+    """
+    choices = cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
+    if not choices:
+        raise ValueError(f"num_heads: expected 16, 32, ..., 128 (a prefill instance), got {num_heads}")
+    if num_tokens < 0:
+        raise ValueError(f"num_tokens: expected >= 0, got {num_tokens}")
+    if topk < 1:
+        raise ValueError(f"topk: expected >= 1, got {topk}")
+    if extra_topk < 0:
+        raise ValueError(f"extra_topk: expected >= 0, got {extra_topk}")
+    chunks = -(-topk // CHUNK_SIZE) + -(-extra_topk // CHUNK_SIZE)
+    if chunks > MAX_CHUNKS:
+        raise ValueError(f"topk/extra_topk: expected ceil(topk/64) + ceil(extra_topk/64) <= 16, got {chunks}")
+    if num_sms < 1:
+        raise ValueError(f"num_sms: expected >= 1, got {num_sms}")
+    return plan_head_tiles(num_tokens, num_heads, num_sms)

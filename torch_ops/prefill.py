@@ -1,0 +1,90 @@
+"""The public prefill entry point: argument normalisation, planning, one op call."""
+from typing import Dict, Optional
+
+import torch
+
+from .planner import (
+    HEADS_PER_TILE,
+    cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles,
+    device_num_sms,
+    plan_head_tiles,
+)
+
+
+def _contiguous(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return tensor.contiguous() if tensor is not None else None
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    output: torch.Tensor,
+    out_lse: torch.Tensor,
+    sm_scale: float,
+    *,
+    topk_length: Optional[torch.Tensor] = None,
+    attn_sink: Optional[torch.Tensor] = None,
+    extra_kv_cache: Optional[torch.Tensor] = None,
+    extra_indices: Optional[torch.Tensor] = None,
+    extra_topk_length: Optional[torch.Tensor] = None,
+    lse_scale: float = 1.0,
+    head_tiles: Optional[int] = None,
+) -> Dict[str, int]:
+    """Sparse-MLA prefill attention over an NVFP4 paged cache, in one launch with no scratch.
+
+    Every head of token ``t`` attends to the token's candidate rows: the valid slots of
+    ``indices[t]`` in ``kv_cache`` and, when given, of ``extra_indices[t]`` in
+    ``extra_kv_cache``, under one softmax. K and V are the same dequantized 512-dim row.
+
+    Args:
+        q: ``[T, H, 512]`` contiguous bf16 queries (448 NoPE dims, then 64 RoPE dims);
+            H in {16, 32, ..., 128}.
+        kv_cache: uint8 NVFP4 cache, 384 bytes per token: ``[pages, page_size, 384]``, HND
+            ``[pages, 1, page_size, 384]`` or NHD ``[pages, page_size, 1, 384]``. Page size and
+            page stride (a multiple of 16, possibly padded) are read from the view.
+        indices: ``[T, topk]`` or ``[T, 1, topk]`` int32 slots (``page * page_size + row``).
+            Negative or out-of-range slots are masked and never read.
+        output: ``[T, H, 512]`` contiguous bf16, written in place.
+        out_lse: ``[T, H]`` contiguous float32, written in place with the base-2 log-sum-exp
+            times ``lse_scale`` (``-inf`` for a token with no valid candidate and no sink).
+        sm_scale: scale of the QK logits (natural-log units).
+        topk_length: 1-D int32, at least T entries: valid leading slots per token (clamped to
+            ``[0, topk]``); every slot counts when omitted.
+        attn_sink: 1-D float32, at least H entries: per-head sink logit joining the softmax
+            normalisation as a candidate of value zero.
+        extra_kv_cache: a second cache in the same format, with its own page geometry; needs
+            ``extra_indices``.
+        extra_indices: ``[T, extra_topk]`` int32 slots into ``extra_kv_cache``.
+        extra_topk_length: 1-D int32 lengths for ``extra_indices``.
+        lse_scale: multiplier for ``out_lse``.
+        head_tiles: sixteen-head tiles per work item, one of
+            ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(H)``; ``None`` asks
+            ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill``.
+
+    ``ceil(topk/64) + ceil(extra_topk/64)`` must be at most 16. Invalid arguments raise
+    ``ValueError`` before anything is launched; ``T == 0`` launches nothing.
+
+    Returns:
+        ``{"head_tiles": ht, "num_ctas": n}``: the resolved plan and the work items launched
+        (one CTA per token and block of ``16 * ht`` heads).
+    """
+    num_tokens, num_heads = q.shape[0], q.shape[1]
+    if head_tiles is None and cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads):
+        head_tiles = plan_head_tiles(num_tokens, num_heads, device_num_sms(q.device))
+    torch.ops.cake.sparse_mla_prefill(
+        q,
+        kv_cache,
+        _contiguous(indices),
+        output,
+        out_lse,
+        sm_scale,
+        topk_length=_contiguous(topk_length),
+        attn_sink=_contiguous(attn_sink),
+        extra_kv_cache=extra_kv_cache,
+        extra_indices=_contiguous(extra_indices),
+        extra_topk_length=_contiguous(extra_topk_length),
+        lse_scale=lse_scale,
+        head_tiles=head_tiles,
+    )
+    return {"head_tiles": head_tiles, "num_ctas": num_tokens * (num_heads // (HEADS_PER_TILE * head_tiles))}

@@ -1,0 +1,108 @@
+"""The readable definition of the math, in float64 plain PyTorch: the test oracle.
+
+Deliberately simple (a Python loop over tokens) and independent of the kernels: it dequantizes
+through ``nvfp4_dequantize_sparse_mla_cache`` (table lookups and torch's own float8 decoding)
+and follows CONTRACT.md sections 3 and 4 line by line.
+"""
+import math
+from typing import Optional, Tuple
+
+import torch
+
+from .cache import E2M1_VALUES, GROUP_SIZE, HEAD_DIM, NOPE_DIM, cache_geometry, nvfp4_dequantize_sparse_mla_cache
+
+
+def _valid_slots(indices: torch.Tensor, lengths: Optional[torch.Tensor], t: int, num_slots: int) -> torch.Tensor:
+    row = indices.reshape(indices.shape[0], -1)[t].to(torch.int64)
+    width = row.numel()
+    length = width if lengths is None else min(max(int(lengths[t]), 0), width)
+    row = row[:length]
+    return row[(row >= 0) & (row < num_slots)]
+
+
+def sparse_mla_prefill_reference(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    *,
+    topk_length: Optional[torch.Tensor] = None,
+    attn_sink: Optional[torch.Tensor] = None,
+    extra_kv_cache: Optional[torch.Tensor] = None,
+    extra_indices: Optional[torch.Tensor] = None,
+    extra_topk_length: Optional[torch.Tensor] = None,
+    lse_scale: float = 1.0,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Returns (output float64 [T, H, 512], out_lse float64 [T, H]) on the CPU."""
+    q = q.detach().cpu().to(torch.float64)
+    num_tokens, num_heads = q.shape[0], q.shape[1]
+    lists = [(kv_cache, indices, topk_length)]
+    if extra_kv_cache is not None:
+        lists.append((extra_kv_cache, extra_indices, extra_topk_length))
+    prepared = []
+    for cache, idx, lengths in lists:
+        pages, page_size, _ = cache_geometry(cache)
+        num_slots = pages * page_size
+        rows = nvfp4_dequantize_sparse_mla_cache(cache, torch.arange(num_slots)).cpu().to(torch.float64)
+        prepared.append((rows, idx.cpu(), None if lengths is None else lengths.cpu(), num_slots))
+    sink = None if attn_sink is None else attn_sink.detach().cpu().to(torch.float64)
+
+    output = torch.zeros(num_tokens, num_heads, HEAD_DIM, dtype=torch.float64)
+    lse = torch.full((num_tokens, num_heads), -math.inf, dtype=torch.float64)
+    for t in range(num_tokens):
+        keys = torch.cat([rows[_valid_slots(idx, lengths, t, num_slots)] for rows, idx, lengths, num_slots in prepared])
+        logits = sm_scale * (q[t] @ keys.T)  # [H, C], natural-log units
+        if keys.shape[0] > 0:
+            row_lse = torch.logsumexp(logits, dim=1)
+            out = torch.softmax(logits, dim=1) @ keys
+        else:
+            row_lse = torch.full((num_heads,), -math.inf, dtype=torch.float64)
+            out = torch.zeros(num_heads, HEAD_DIM, dtype=torch.float64)
+        if sink is not None:
+            head_sink = sink[:num_heads]
+            out = out * torch.sigmoid(row_lse - head_sink)[:, None]
+            row_lse = torch.logaddexp(row_lse, head_sink)
+        output[t] = out
+        lse[t] = row_lse
+    return output, lse * (1.0 / math.log(2.0)) * lse_scale
+
+
+def nvfp4_quantize_reference(latent: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Quantize bf16 rows ``[N, 512]`` the obvious way: (data [N, 352], scales [N, 32]) uint8.
+
+    Nearest grid value by distance, ties to the even code; E4M3 through torch's float8 cast.
+    """
+    x = latent.detach().cpu().to(torch.float32)
+    nope = x[:, :NOPE_DIM].reshape(x.shape[0], -1, GROUP_SIZE)
+    amax = torch.nan_to_num(nope.abs(), nan=0.0).amax(dim=-1)
+    scale_fp8 = torch.clamp(amax / 6.0, max=448.0).to(torch.float8_e4m3fn)
+    scale = scale_fp8.to(torch.float32)
+    inverse = torch.where(scale == 0, torch.zeros_like(scale), 1.0 / scale)
+    y = nope * inverse[..., None]
+    grid = torch.tensor(E2M1_VALUES[:8], dtype=torch.float32)
+    magnitude_in = torch.nan_to_num(y.abs(), nan=0.0).clamp(max=6.0)  # saturate at 6; NaN -> 0
+    distance = (magnitude_in[..., None] - grid).abs()  # [N, 28, 16, 8]
+    best = distance.min(dim=-1, keepdim=True).values
+    tied = distance == best
+    # Prefer the lowest even code among the nearest ones, else the (single) odd one.
+    even = torch.arange(8) % 2 == 0
+    magnitude = torch.where((tied & even).any(-1), (tied & even).int().argmax(-1), tied.int().argmax(-1))
+    code = magnitude | (torch.signbit(y).int() << 3)
+    code = code.reshape(x.shape[0], NOPE_DIM)
+    packed = (code[:, 0::2] | (code[:, 1::2] << 4)).to(torch.uint8)
+    rope = latent.detach().cpu()[:, NOPE_DIM:].contiguous().view(torch.uint8)
+    data = torch.cat([packed, rope], dim=1)
+    scales = torch.zeros(x.shape[0], 32, dtype=torch.uint8)
+    scales[:, : NOPE_DIM // GROUP_SIZE] = scale_fp8.view(torch.uint8)
+    return data, scales
+
+
+def cache_rows_bytes(cache: torch.Tensor, slots: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The raw (data [N, 352], scale [N, 32]) bytes of ``slots`` in a cache view, on the CPU."""
+    pages, page_size, page_stride = cache_geometry(cache)
+    flat = cache.as_strided(((pages - 1) * page_stride + page_size * 384,), (1,)).cpu()
+    slots = slots.cpu().to(torch.int64)
+    page, row = slots // page_size, slots % page_size
+    data = flat[(page * page_stride + row * 352)[:, None] + torch.arange(352)]
+    scale = flat[(page * page_stride + page_size * 352 + row * 32)[:, None] + torch.arange(32)]
+    return data, scale
