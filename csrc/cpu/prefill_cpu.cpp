@@ -2,6 +2,8 @@
 // fp32, then every head runs a two-pass softmax over the rows (scores, max, exp2, weighted sum).
 #include "prefill_cpu.h"
 
+#include "../common/softmax_finalize.h"
+
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 
@@ -127,29 +129,14 @@ void sparse_mla_prefill_cpu(const PrefillArgs& args) {
         accumulate_block(scores.data(), block_heads, rows.data(), num_rows, out_block.data());
         for (int h = 0; h < block_heads; ++h) {
           const int64_t head = h0 + h;
-          // Combine the candidates (max m, sum l, base 2) with the optional sink as one extra
-          // term of value zero; every exponent below is <= 0, so nothing overflows.
-          float m = row_max[h];
-          float l = row_sum[h];
-          float lse2;
-          float out_scale;
-          if (sink != nullptr) {
-            const float sink2 = sink[head] * log2e;
-            const float top = std::max(m, sink2);
-            const float candidates = num_rows > 0 ? l * std::exp2(m - top) : 0.0f;
-            const float total = candidates + std::exp2(sink2 - top);
-            lse2 = top + std::log2(total);
-            out_scale = num_rows > 0 ? std::exp2(m - top) / total : 0.0f;
-          } else if (num_rows > 0) {
-            lse2 = m + std::log2(l);
-            out_scale = 1.0f / l;
-          } else {
-            lse2 = -std::numeric_limits<float>::infinity();
-            out_scale = 0.0f;
-          }
+          const float sink2 = sink != nullptr ? sink[head] * log2e : 0.0f;
+          const SoftmaxFinal final_row =
+              finalize_softmax(row_max[h], num_rows > 0 ? row_sum[h] : 0.0f, sink != nullptr, sink2);
+          const float out_scale = final_row.out_scale;
+          const float lse2 = final_row.lse2;
           c10::BFloat16* out_row = output + (t * num_heads + head) * kHeadDim;
           const float* acc = out_block.data() + h * kHeadDim;
-          for (int d = 0; d < kHeadDim; ++d) out_row[d] = c10::BFloat16(num_rows > 0 ? acc[d] * out_scale : 0.0f);
+          for (int d = 0; d < kHeadDim; ++d) out_row[d] = c10::BFloat16(acc[d] * out_scale);
           out_lse[t * num_heads + head] = lse2 * lse_scale;
         }
       }

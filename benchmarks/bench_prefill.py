@@ -1,0 +1,160 @@
+"""Time cake::sparse_mla_prefill on the GPU against its ceilings and the plain-PyTorch
+composition, all in one run.
+
+    python benchmarks/bench_prefill.py [--tokens 128 1024 4096] [--heads 16 64 128] \
+        [--topk 128 512 1024] [--json results.json] [--markdown table.md]
+
+Method: CUDA events around each launch, warm-up first, median of --repeats launches, the L2
+flushed (a 512 MB memset) before every timed launch. Inputs: a pool of 65536 tokens in pages of
+64 (HND), unique random indices per token (all valid), a sink on, random bf16 q. FLOPs are
+4 * T * H * topk * 512; gathered bytes T * topk * 384. The bf16 matmul ceiling (8192^3
+torch.matmul) is measured in the same run. The baseline composition gathers the rows,
+dequantizes them with PyTorch ops, and runs matmul, softmax (with the sink), matmul; it is
+timed eager, and compiled (torch.compile) for the shapes in --compile-shapes.
+"""
+import argparse
+import json
+import math
+import statistics
+import subprocess
+
+import torch
+
+import torch_ops
+
+POOL_TOKENS = 65536
+PAGE_SIZE = 64
+
+
+def timed_median(fn, repeats, warmup, flush):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return statistics.median(times)
+
+
+def matmul_ceiling(flush):
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    seconds = timed_median(lambda: torch.matmul(a, b), 10, 3, flush)
+    return 2 * 8192**3 / seconds
+
+
+def e2m1_decode(codes):
+    c = codes.to(torch.int32)
+    exponent = (c >> 1) & 3
+    mantissa = (c & 1).to(torch.float32)
+    magnitude = torch.where(exponent == 0, 0.5 * mantissa, (1.0 + 0.5 * mantissa) * torch.exp2((exponent - 1).float()))
+    return torch.where((c & 8) != 0, -magnitude, magnitude)
+
+
+def composition(q, cache, indices, sink, sm_scale):
+    """Plain PyTorch: gather the rows, dequantize, QK^T, softmax with sink, PV."""
+    num_tokens, topk = indices.shape
+    pages = cache.view(cache.shape[0], -1)
+    page_of, row_of = (indices // PAGE_SIZE).long(), (indices % PAGE_SIZE).long()
+    data = pages[:, : PAGE_SIZE * 352].view(-1, PAGE_SIZE, 352)[page_of, row_of]       # [T, K, 352]
+    scales = pages[:, PAGE_SIZE * 352:].view(-1, PAGE_SIZE, 32)[page_of, row_of, :28]  # [T, K, 28]
+    nope_bytes = data[..., :224]
+    codes = torch.stack([nope_bytes & 0xF, nope_bytes >> 4], dim=-1).view(num_tokens, topk, 448)
+    scale = scales.contiguous().view(torch.float8_e4m3fn).float().repeat_interleave(16, dim=-1)
+    nope = (e2m1_decode(codes) * scale).to(torch.bfloat16)
+    rope = data[..., 224:].contiguous().view(torch.bfloat16)
+    keys = torch.cat([nope, rope], dim=-1)                                                # [T, K, 512]
+    logits = torch.bmm(q, keys.transpose(1, 2)).float() * sm_scale                        # [T, H, K]
+    lse = torch.logaddexp(torch.logsumexp(logits, dim=-1), sink[None, :])
+    probs = torch.exp(logits - lse[..., None]).to(torch.bfloat16)
+    return torch.bmm(probs, keys), lse * (1 / math.log(2))
+
+
+def git_commit():
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
+    except Exception:
+        return "unknown"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[128, 1024, 4096])
+    parser.add_argument("--heads", type=int, nargs="+", default=[16, 64, 128])
+    parser.add_argument("--topk", type=int, nargs="+", default=[128, 512, 1024])
+    parser.add_argument("--head-tiles", type=int, default=None, help="force a head tile (default: the planner)")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--baseline", choices=["none", "eager", "all"], default="all")
+    parser.add_argument("--compile-shapes", default="4096x128x1024,4096x64x512",
+                        help="TxHxtopk list for the torch.compile baseline")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--markdown", default=None)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+    ceiling = matmul_ceiling(flush)
+    device_name = torch.cuda.get_device_name()
+    latent = torch.randn(POOL_TOKENS // PAGE_SIZE, PAGE_SIZE, 512, device="cuda").to(torch.bfloat16)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent, kv_layout="HND")
+    compile_shapes = {tuple(int(x) for x in s.split("x")) for s in args.compile_shapes.split(",") if s}
+    compiled_composition = torch.compile(composition, dynamic=True) if args.baseline == "all" else None
+    sm_scale = 1 / math.sqrt(512)
+
+    rows = []
+    print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s")
+    header = "| T | H | topk | plan | time us | TFLOP/s | x matmul | gathered GB/s | eager us | x eager | compiled us | x compiled |"
+    print(header)
+    print("|" + "---|" * 12)
+    for num_tokens in args.tokens:
+        for num_heads in args.heads:
+            for topk in args.topk:
+                q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
+                indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(topk, dim=1).indices.to(torch.int32)
+                sink = torch.randn(num_heads, device="cuda")
+                output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
+                out_lse = torch.empty(num_tokens, num_heads, device="cuda")
+                plan = {}
+
+                def run():
+                    plan.update(torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
+                        q, cache, indices, output, out_lse, sm_scale, attn_sink=sink, head_tiles=args.head_tiles))
+
+                seconds = timed_median(run, args.repeats, args.warmup, flush)
+                flops = 4 * num_tokens * num_heads * topk * 512
+                row = dict(T=num_tokens, H=num_heads, topk=topk, head_tiles=plan["head_tiles"], us=seconds * 1e6,
+                           tflops=flops / seconds / 1e12, of_matmul=flops / seconds / ceiling,
+                           gathered_gbs=num_tokens * topk * 384 / seconds / 1e9)
+                if args.baseline != "none":
+                    eager = timed_median(lambda: composition(q, cache, indices, sink, sm_scale), 5, 1, flush)
+                    ref_out, ref_lse = composition(q, cache, indices, sink, sm_scale)
+                    rel = ((output.float() - ref_out.float()).norm() / ref_out.float().norm()).item()
+                    assert rel < 1e-2, f"kernel disagrees with the composition: {rel}"
+                    row.update(eager_us=eager * 1e6, x_eager=eager / seconds)
+                    del ref_out, ref_lse
+                if compiled_composition is not None and (num_tokens, num_heads, topk) in compile_shapes:
+                    compiled = timed_median(lambda: compiled_composition(q, cache, indices, sink, sm_scale), 5, 2, flush)
+                    row.update(compiled_us=compiled * 1e6, x_compiled=compiled / seconds)
+                rows.append(row)
+                fmt = lambda key, f: (f % row[key]) if key in row else "-"  # noqa: E731
+                line = (f"| {num_tokens} | {num_heads} | {topk} | ht={row['head_tiles']} | {row['us']:.1f} | "
+                        f"{row['tflops']:.1f} | {row['of_matmul']:.3f} | {row['gathered_gbs']:.0f} | "
+                        f"{fmt('eager_us', '%.0f')} | {fmt('x_eager', '%.1f')} | {fmt('compiled_us', '%.0f')} | "
+                        f"{fmt('x_compiled', '%.1f')} |")
+                print(line, flush=True)
+                del q, indices, output, out_lse
+                torch.cuda.empty_cache()
+    meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+// Portable sparse-MLA prefill kernel (sm_80+: cp.async, ldmatrix, mma.sync).
+//
+// One CTA per (token, block of 16 * kHeadTiles heads). It walks the token's candidates in
+// subtiles of 32 rows, main list first, then the extra list, and keeps an online softmax.
+//
+// Warps: 4 per sixteen-head tile. Warp (tile, quarter) owns the head tile's 16 rows and the
+// quarter's 128 of the 512 dims:
+//   - QK^T: each warp multiplies its 128 dims of Q and K (a split-k partial S[16 x 32]); the four
+//     partials meet in shared memory and every warp sums them in the same order, so all four
+//     hold the identical S and run the same softmax without further exchange.
+//   - PV: each warp accumulates O[16 x its 128 dims] from P (its registers) and V (the K tile
+//     read transposed by ldmatrix: K = V, no second copy).
+// Per subtile: cp.async gather of the raw 384-byte rows (double-buffered, one subtile ahead;
+// masked slots are zero-filled, never read) -> dequantize to a bf16 tile -> QK^T -> softmax -> PV.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "../../common/softmax_finalize.h"
+#include "../../format/nvfp4_format.h"
+#include "../cuda_primitives.cuh"
+#include "prefill_params.h"
+
+namespace cake::cuda {
+
+struct PrefillTile {
+  static constexpr int kSubtileRows = 32;                     // candidates per pipeline step
+  static constexpr int kRowStride = nvfp4::kHeadDim + 8;      // bf16 elements; +16 B per row
+                                                              // keeps ldmatrix conflict-free
+  static constexpr int kRawStageBytes = kSubtileRows * nvfp4::kTokenBytes;
+  static constexpr int kChunksPerRow = nvfp4::kTokenBytes / 16;     // 24 cp.async per row
+  static constexpr int kDataChunks = nvfp4::kDataRowBytes / 16;     // 22 of them are data
+
+  // Shared memory: Q tile, K tile, two raw stages, split-k partials, two validity masks.
+  static constexpr int smem_bytes(int head_tiles) {
+    return (16 * head_tiles + kSubtileRows) * kRowStride * 2 + 2 * kRawStageBytes +
+           head_tiles * 4 * 4 * 32 * 16 + 2 * 4;
+  }
+};
+
+// The token's valid prefix of one list: clamp(lengths[t], 0, width), or width.
+__device__ __forceinline__ int list_length(const CandidateListParams& list, int token) {
+  if (list.width == 0) return 0;
+  if (list.lengths == nullptr) return list.width;
+  const int length = __ldg(list.lengths + token);
+  return length < 0 ? 0 : (length > list.width ? list.width : length);
+}
+
+// Slot of candidate `position` of a list, or -1 when it is past the length or out of range.
+__device__ __forceinline__ int64_t candidate_slot(const CandidateListParams& list, int token, int length,
+                                                  int position) {
+  if (position >= length) return -1;
+  const int64_t slot = __ldg(list.indices + int64_t(token) * list.width + position);
+  return (slot >= 0 && slot < list.num_slots) ? slot : -1;
+}
+
+template <int kHeadTiles>
+__global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
+    sparse_mla_prefill_kernel(const __grid_constant__ PrefillParams params) {
+  using Tile = PrefillTile;
+  constexpr int kThreads = kHeadTiles * 128;
+  constexpr int kRows = 16 * kHeadTiles;
+  constexpr int kSub = Tile::kSubtileRows;
+  constexpr int kStride = Tile::kRowStride;
+  constexpr int kThreadsPerRow = kThreads / kSub;
+
+  extern __shared__ __align__(128) uint8_t smem[];
+  __nv_bfloat16* q_tile = reinterpret_cast<__nv_bfloat16*>(smem);           // [kRows][kStride]
+  __nv_bfloat16* k_tile = q_tile + kRows * kStride;                           // [kSub][kStride]
+  uint8_t* raw = reinterpret_cast<uint8_t*>(k_tile + kSub * kStride);         // [2][kSub][384]
+  float4* partials = reinterpret_cast<float4*>(raw + 2 * Tile::kRawStageBytes);  // [tile][quarter][4][32]
+  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(partials + kHeadTiles * 4 * 4 * 32);  // [2]
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int head_tile = warp / 4;  // which 16 heads of the block
+  const int quarter = warp % 4;    // which 128 of the 512 dims
+  const int token = blockIdx.x / params.num_head_blocks;
+  const int head0 = (blockIdx.x % params.num_head_blocks) * kRows;
+
+  const int length0 = list_length(params.lists[0], token);
+  const int length1 = list_length(params.lists[1], token);
+  const int subtiles0 = (length0 + kSub - 1) / kSub;
+  const int num_subtiles = subtiles0 + (length1 + kSub - 1) / kSub;
+
+  // Q rows of this block -> shared memory (joins the first copy group).
+  const __nv_bfloat16* q_block = params.q + (int64_t(token) * params.num_heads + head0) * nvfp4::kHeadDim;
+  for (int unit = tid; unit < kRows * (nvfp4::kHeadDim / 8); unit += kThreads) {
+    const int row = unit / (nvfp4::kHeadDim / 8);
+    const int chunk = unit % (nvfp4::kHeadDim / 8);
+    cp_async_16(smem_address(q_tile + row * kStride + chunk * 8), q_block + row * nvfp4::kHeadDim + chunk * 8, true);
+  }
+
+  // Issue the copies of subtile `s` into raw stage s % 2 and publish its validity mask.
+  auto issue_gather = [&](int s) {
+    const bool in_main = s < subtiles0;
+    const CandidateListParams& list = in_main ? params.lists[0] : params.lists[1];
+    const int length = in_main ? length0 : length1;
+    const int first = (in_main ? s : s - subtiles0) * kSub;
+    uint8_t* stage = raw + (s & 1) * Tile::kRawStageBytes;
+    const int row = tid / kThreadsPerRow;
+    const int64_t slot = candidate_slot(list, token, length, first + row);
+    const bool valid = slot >= 0;
+    const int64_t page = valid ? slot / list.page_size : 0;
+    const int64_t in_page = valid ? slot - page * list.page_size : 0;
+    const uint8_t* page_base = list.cache + page * list.page_stride;
+    const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
+    const uint8_t* scale_row = page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
+    for (int chunk = tid % kThreadsPerRow; chunk < Tile::kChunksPerRow; chunk += kThreadsPerRow) {
+      const uint8_t* src = chunk < Tile::kDataChunks ? data_row + chunk * 16 : scale_row + (chunk - Tile::kDataChunks) * 16;
+      cp_async_16(smem_address(stage + row * nvfp4::kTokenBytes + chunk * 16), valid ? src : list.cache, valid);
+    }
+    if (warp == 0) {
+      const bool lane_valid = candidate_slot(list, token, length, first + lane) >= 0;
+      const uint32_t mask = __ballot_sync(0xffffffffu, lane_valid);
+      if (lane == 0) valid_masks[s & 1] = mask;
+    }
+  };
+
+  if (num_subtiles > 0) issue_gather(0);
+  cp_async_commit();
+
+  float o_acc[16][4];
+#pragma unroll
+  for (int n = 0; n < 16; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // rows lane/4 and lane/4 + 8 of the head tile
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's share; reduced over the quad at the end
+
+  for (int s = 0; s < num_subtiles; ++s) {
+    if (s + 1 < num_subtiles) issue_gather(s + 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // raw stage s (and Q) landed for every thread; the K tile is free
+    const uint32_t valid_mask = valid_masks[s & 1];
+
+    // Dequantize raw stage s into the bf16 K tile (exact: e2m1 * e4m3 fits in bf16).
+    const uint8_t* stage = raw + (s & 1) * Tile::kRawStageBytes;
+    for (int unit = tid; unit < kSub * nvfp4::kNumGroups; unit += kThreads) {
+      const int row = unit / nvfp4::kNumGroups;
+      const int group = unit % nvfp4::kNumGroups;
+      const uint8_t* raw_row = stage + row * nvfp4::kTokenBytes;
+      const uint2 codes = *reinterpret_cast<const uint2*>(raw_row + group * 8);
+      const float scale = nvfp4::e4m3_to_float(raw_row[nvfp4::kDataRowBytes + group]);
+      uint32_t packed[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t byte = ((i < 4 ? codes.x : codes.y) >> (8 * (i % 4))) & 0xFFu;
+        // Sign and the 3 magnitude bits straight into fp32 bit positions: the value is the
+        // code's magnitude times 2^-126 (denormal for the E2M1 subnormal), fixed by 2^126.
+        const float low = __uint_as_float(((byte & 7u) << 22) | ((byte & 8u) << 28)) * 0x1p126f;
+        const float high = __uint_as_float((((byte >> 4) & 7u) << 22) | ((byte & 0x80u) << 24)) * 0x1p126f;
+        packed[i] = pack_bf16x2(low * scale, high * scale);
+      }
+      uint4* dst = reinterpret_cast<uint4*>(k_tile + row * kStride + group * nvfp4::kGroupSize);
+      dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+    }
+    for (int unit = tid; unit < kSub * 8; unit += kThreads) {  // RoPE: raw bf16, 16 bytes a unit
+      const int row = unit / 8;
+      const int part = unit % 8;
+      *reinterpret_cast<uint4*>(k_tile + row * kStride + nvfp4::kNopeDim + part * 8) =
+          *reinterpret_cast<const uint4*>(stage + row * nvfp4::kTokenBytes + nvfp4::kNopeBytes + part * 16);
+    }
+    __syncthreads();  // K tile ready
+
+    // QK^T partial over this warp's 128 dims: S[16 x 32] as 4 n-tiles of 8 candidates.
+    float s_acc[4][4];
+#pragma unroll
+    for (int n = 0; n < 4; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      const int k0 = quarter * 128 + kk * 16;
+      uint32_t a[4];
+      ldmatrix_x4(a, smem_address(q_tile + (head_tile * 16 + lane % 16) * kStride + k0 + (lane / 16) * 8));
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        uint32_t b[4];
+        ldmatrix_x4(b, smem_address(k_tile + (nb * 16 + (lane / 16) * 8 + lane % 8) * kStride + k0 + ((lane / 8) % 2) * 8));
+        mma_bf16_16x8x16(s_acc[2 * nb], a, b[0], b[1]);
+        mma_bf16_16x8x16(s_acc[2 * nb + 1], a, b[2], b[3]);
+      }
+    }
+    float4* my_partials = partials + (head_tile * 4 + quarter) * 4 * 32;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) my_partials[n * 32 + lane] = make_float4(s_acc[n][0], s_acc[n][1], s_acc[n][2], s_acc[n][3]);
+    __syncthreads();  // partials of all quarters visible
+
+    // Full S, summed in a fixed order (identical in the four warps of a head tile), in base 2.
+    float p[4][4];
+    const float4* tile_partials = partials + head_tile * 4 * 4 * 32;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      float4 sum = tile_partials[n * 32 + lane];
+#pragma unroll
+      for (int q = 1; q < 4; ++q) {
+        const float4 part = tile_partials[(q * 4 + n) * 32 + lane];
+        sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w;
+      }
+      const int column = n * 8 + 2 * (lane % 4);
+      const bool valid_even = (valid_mask >> column) & 1u;
+      const bool valid_odd = (valid_mask >> (column + 1)) & 1u;
+      p[n][0] = valid_even ? sum.x * params.score_scale_log2 : -INFINITY;
+      p[n][1] = valid_odd ? sum.y * params.score_scale_log2 : -INFINITY;
+      p[n][2] = valid_even ? sum.z * params.score_scale_log2 : -INFINITY;
+      p[n][3] = valid_odd ? sum.w * params.score_scale_log2 : -INFINITY;
+    }
+
+    // Online softmax per row (r = 0: row lane/4, r = 1: row lane/4 + 8).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) tile_max = fmaxf(tile_max, fmaxf(p[n][2 * r], p[n][2 * r + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[r], tile_max);
+      const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
+      const float rescale = fast_exp2(row_max[r] - reference);
+      row_max[r] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          // Round P to bf16 here, so the normaliser sums exactly the weights the MMA uses.
+          p[n][e] = __bfloat162float(__float2bfloat16_rn(fast_exp2(p[n][e] - reference)));
+          sum += p[n][e];
+        }
+      }
+      row_sum[r] = row_sum[r] * rescale + sum;
+#pragma unroll
+      for (int n = 0; n < 16; ++n) o_acc[n][2 * r] *= rescale, o_acc[n][2 * r + 1] *= rescale;
+    }
+
+    // PV: O[16 x 128] += P[16 x 32] V[32 x 128]; P's accumulator layout is the A-operand layout.
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
+                             pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                             pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, smem_address(k_tile + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kStride +
+                                          quarter * 128 + nb * 16 + (lane / 16) * 8));
+        mma_bf16_16x8x16(o_acc[2 * nb], a, b[0], b[1]);
+        mma_bf16_16x8x16(o_acc[2 * nb + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing may be in flight at exit (also covers a token with no subtile)
+
+  // Epilogue: normalise (with the sink as a zero-valued candidate), write O and the base-2 LSE.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float total = row_sum[r];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const int head = head0 + head_tile * 16 + lane / 4 + 8 * r;
+    const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
+    const SoftmaxFinal final_row = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2);
+    const float out_scale = final_row.out_scale;
+    const float lse2 = final_row.lse2;
+    __nv_bfloat16* out_row = params.output + (int64_t(token) * params.num_heads + head) * nvfp4::kHeadDim +
+                             quarter * 128 + 2 * (lane % 4);
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      *reinterpret_cast<uint32_t*>(out_row + n * 8) =
+          pack_bf16x2(o_acc[n][2 * r] * out_scale, o_acc[n][2 * r + 1] * out_scale);
+    }
+    if (quarter == 0 && lane % 4 == 0) {
+      params.out_lse[int64_t(token) * params.num_heads + head] = lse2 * params.lse_scale;
+    }
+  }
+}
+
+}  // namespace cake::cuda

@@ -1,0 +1,38 @@
+"""The workload that benchmarks/run_sanitizer.sh runs under compute-sanitizer: every head tile,
+partial chunks, both caches with page sizes 1 and 2, padded strides, every view, lengths,
+negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
+valid page; plus both writers. Small shapes, so the sanitizer finishes in minutes."""
+import torch
+
+import torch_ops
+from helpers import CacheSpec, assert_matches_reference, make_problem
+
+
+def main():
+    torch.manual_seed(0)
+    cases = [
+        dict(num_tokens=3, num_heads=128, topk=100, main=CacheSpec(3, 64), extra=CacheSpec(7, 1), extra_topk=33,
+             lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),
+        dict(num_tokens=2, num_heads=64, topk=65, main=CacheSpec(5, 2, "NHD", 16), extra=CacheSpec(4, 48, "3d", 48),
+             extra_topk=1, sink=20.0, invalid_fraction=0.5),
+        dict(num_tokens=2, num_heads=48, topk=1, main=CacheSpec(1, 1)),
+        dict(num_tokens=2, num_heads=32, topk=64, main=CacheSpec(2, 64), invalid_fraction=1.0, sink=1.0),
+        dict(num_tokens=1, num_heads=16, topk=1024, main=CacheSpec(9, 256, "HND", 1024), lengths="random"),
+    ]
+    for i, case in enumerate(cases):
+        problem = make_problem(device="cuda", seed=i, **case)
+        for head_tiles in torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(case["num_heads"]):
+            output, out_lse, _ = problem.run(head_tiles)
+            torch.cuda.synchronize()
+            assert_matches_reference(output, out_lse, *problem.reference())
+    # Writers: pack into an exact-size cache, append with invalid and repeated slots.
+    latent = torch.randn(3, 5, 512, device="cuda").to(torch.bfloat16)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent)
+    slots = torch.tensor([0, 14, -1, 15, 14, 3], device="cuda")
+    torch_ops.nvfp4_quantize_append_sparse_mla_cache(torch.randn(6, 512, device="cuda").to(torch.bfloat16), slots, cache)
+    torch.cuda.synchronize()
+    print("sanitizer workload done")
+
+
+if __name__ == "__main__":
+    main()
