@@ -14,6 +14,7 @@ timed eager, and compiled (torch.compile) for the shapes in --compile-shapes.
 """
 import argparse
 import json
+import os
 import math
 import statistics
 import subprocess
@@ -76,8 +77,11 @@ def composition(q, cache, indices, sink, sm_scale):
 
 
 def git_commit():
+    if os.environ.get("CAKE_COMMIT"):
+        return os.environ["CAKE_COMMIT"]
     try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
+                                       stderr=subprocess.DEVNULL).strip()
     except Exception:
         return "unknown"
 

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/cake-device}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+py="${PYTHON:-python3}"
 steps="${*:-build test}"
 rc=0
 for step in $steps; do
@@ -14,20 +15,20 @@ for step in $steps; do
   case "$step" in
     build)
       CAKE_CUDA_ARCHS="${CAKE_CUDA_ARCHS:-90a}" MAX_JOBS="${MAX_JOBS:-16}" \
-        pip install --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { echo "build failed"; tail -40 "$out/build.log"; exit 1; }
+        "$py" -m pip install --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { echo "build failed"; tail -40 "$out/build.log"; exit 1; }
       ;;
     test)
-      python -m pytest -q -x -p no:cacheprovider tests ${PYTEST_ARGS:-} > "$out/pytest.log" 2>&1 || rc=1
+      "$py" -m pytest -q -x -p no:cacheprovider tests ${PYTEST_ARGS:-} > "$out/pytest.log" 2>&1 || rc=1
       tail -15 "$out/pytest.log"
       ;;
     sanitize)
       bash benchmarks/run_sanitizer.sh "$out" || rc=1
       ;;
     bench)
-      python benchmarks/bench_prefill.py --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.md" || rc=1
+      "$py" benchmarks/bench_prefill.py --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.md" || rc=1
       ;;
     bench-quick)
-      python benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1
+      "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1
       ;;
   esac
   echo "[$step] $(( $(date +%s) - start )) s"

@@ -13,7 +13,7 @@ for tool in memcheck racecheck initcheck synccheck; do
   # PyTorch's caching allocator hands out uninitialized blocks that the workload fills itself;
   # initcheck only reports reads of bytes nothing wrote.
   compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 --target-processes all \
-    python tests/sanitizer_workload.py > "$log_dir/$tool.log" 2>&1
+    "${PYTHON:-python3}" tests/sanitizer_workload.py > "$log_dir/$tool.log" 2>&1
   rc=$?
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log_dir/$tool.log" | tail -1)
   echo "$tool: rc=$rc ${summary:-no summary line}"

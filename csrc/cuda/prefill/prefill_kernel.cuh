@@ -125,7 +125,10 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
 #pragma unroll
   for (int n = 0; n < 16; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY};  // rows lane/4 and lane/4 + 8 of the head tile
-  float row_sum[2] = {0.0f, 0.0f};            // this thread's share; reduced over the quad at the end
+  // This thread's shares of the row sums, reduced over the quad at the end: of the bf16-rounded
+  // weights the MMA uses (normalises the output consistently) and of the fp32 weights (the LSE).
+  float row_sum[2] = {0.0f, 0.0f};
+  float row_sum_exact[2] = {0.0f, 0.0f};
 
   for (int s = 0; s < num_subtiles; ++s) {
     if (s + 1 < num_subtiles) issue_gather(s + 1);
@@ -219,16 +222,19 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
       const float rescale = fast_exp2(row_max[r] - reference);
       row_max[r] = new_max;
       float sum = 0.0f;
+      float sum_exact = 0.0f;
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          // Round P to bf16 here, so the normaliser sums exactly the weights the MMA uses.
-          p[n][e] = __bfloat162float(__float2bfloat16_rn(fast_exp2(p[n][e] - reference)));
+          const float weight = fast_exp2(p[n][e] - reference);
+          sum_exact += weight;
+          p[n][e] = __bfloat162float(__float2bfloat16_rn(weight));
           sum += p[n][e];
         }
       }
       row_sum[r] = row_sum[r] * rescale + sum;
+      row_sum_exact[r] = row_sum_exact[r] * rescale + sum_exact;
 #pragma unroll
       for (int n = 0; n < 16; ++n) o_acc[n][2 * r] *= rescale, o_acc[n][2 * r + 1] *= rescale;
     }
@@ -257,11 +263,13 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     float total = row_sum[r];
     total += __shfl_xor_sync(0xffffffffu, total, 1);
     total += __shfl_xor_sync(0xffffffffu, total, 2);
+    float total_exact = row_sum_exact[r];
+    total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 1);
+    total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 2);
     const int head = head0 + head_tile * 16 + lane / 4 + 8 * r;
     const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
-    const SoftmaxFinal final_row = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2);
-    const float out_scale = final_row.out_scale;
-    const float lse2 = final_row.lse2;
+    const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;
+    const float lse2 = finalize_softmax(row_max[r], total_exact, params.sink != nullptr, sink2).lse2;
     __nv_bfloat16* out_row = params.output + (int64_t(token) * params.num_heads + head) * nvfp4::kHeadDim +
                              quarter * 128 + 2 * (lane % 4);
 #pragma unroll
