@@ -49,6 +49,30 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
+// Byte permute: output byte i is byte (selector >> 4i) & 7 of the 8-byte value {high:low}.
+__device__ __forceinline__ uint32_t byte_perm(uint32_t low, uint32_t high, uint32_t selector) {
+  uint32_t result;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(result) : "r"(low), "r"(high), "r"(selector));
+  return result;
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 product =
+      __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&product);
+}
+
+// Barrier among the 128 threads (4 warps) of head tile `tile` (0..3): named barrier 1 + tile
+// (0 is __syncthreads). Literal ids keep the compiler from reserving all 16 barriers.
+__device__ __forceinline__ void head_tile_barrier(int tile) {
+  switch (tile) {
+    case 0: asm volatile("bar.sync 1, 128;\n" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 2, 128;\n" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 3, 128;\n" ::: "memory"); break;
+    default: asm volatile("bar.sync 4, 128;\n" ::: "memory"); break;
+  }
+}
+
 // 2^x with the hardware approximation (relative error ~2^-22); ex2(-inf) = 0.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

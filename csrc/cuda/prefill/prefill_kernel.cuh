@@ -6,10 +6,13 @@
 // Warps: 4 per sixteen-head tile. Warp (tile, quarter) owns the head tile's 16 rows and the
 // quarter's 128 of the 512 dims:
 //   - QK^T: each warp multiplies its 128 dims of Q and K (a split-k partial S[16 x 32]); the four
-//     partials meet in shared memory and every warp sums them in the same order, so all four
-//     hold the identical S and run the same softmax without further exchange.
-//   - PV: each warp accumulates O[16 x its 128 dims] from P (its registers) and V (the K tile
-//     read transposed by ldmatrix: K = V, no second copy).
+//     partials meet in shared memory.
+//   - Softmax, split by candidates: warp `quarter` sums the partials of candidates
+//     [8 quarter, 8 quarter + 8), the tile's four warps exchange row maxima, and each writes its
+//     slice of P (bf16) to shared memory. Every warp then reads the whole P[16 x 32].
+//   - PV: each warp accumulates O[16 x its 128 dims] from P and V (the K tile read transposed by
+//     ldmatrix: K = V, no second copy).
+// The four warps of one head tile meet on their own named barrier, not the whole CTA.
 // Per subtile: cp.async gather of the raw 384-byte rows (double-buffered, one subtile ahead;
 // masked slots are zero-filled, never read) -> dequantize to a bf16 tile -> QK^T -> softmax -> PV.
 #pragma once
@@ -19,6 +22,7 @@
 #include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
 #include "../cuda_primitives.cuh"
+#include "nvfp4_dequant.cuh"
 #include "prefill_params.h"
 
 namespace cake::cuda {
@@ -31,10 +35,13 @@ struct PrefillTile {
   static constexpr int kChunksPerRow = nvfp4::kTokenBytes / 16;     // 24 cp.async per row
   static constexpr int kDataChunks = nvfp4::kDataRowBytes / 16;     // 22 of them are data
 
-  // Shared memory: Q tile, K tile, two raw stages, split-k partials, two validity masks.
+  static constexpr int kPStride = kSubtileRows + 8;  // bf16; +16 B per row for ldmatrix
+
+  // Shared memory: Q tile, K tile, two raw stages, split-k partials, P tile, row statistics
+  // exchange (max, and at the end the two sums), two validity masks.
   static constexpr int smem_bytes(int head_tiles) {
     return (16 * head_tiles + kSubtileRows) * kRowStride * 2 + 2 * kRawStageBytes +
-           head_tiles * 4 * 4 * 32 * 16 + 2 * 4;
+           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + 2 * 4;
   }
 };
 
@@ -69,7 +76,9 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   __nv_bfloat16* k_tile = q_tile + kRows * kStride;                           // [kSub][kStride]
   uint8_t* raw = reinterpret_cast<uint8_t*>(k_tile + kSub * kStride);         // [2][kSub][384]
   float4* partials = reinterpret_cast<float4*>(raw + 2 * Tile::kRawStageBytes);  // [tile][quarter][4][32]
-  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(partials + kHeadTiles * 4 * 4 * 32);  // [2]
+  __nv_bfloat16* p_tiles = reinterpret_cast<__nv_bfloat16*>(partials + kHeadTiles * 4 * 4 * 32);  // [tile][16][kPStride]
+  float* row_stats = reinterpret_cast<float*>(p_tiles + kHeadTiles * 16 * Tile::kPStride);  // [tile][3][quarter][16]
+  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * 3 * 4 * 16);  // [2]
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -78,6 +87,8 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   const int quarter = warp % 4;    // which 128 of the 512 dims
   const int token = blockIdx.x / params.num_head_blocks;
   const int head0 = (blockIdx.x % params.num_head_blocks) * kRows;
+  __nv_bfloat16* p_tile = p_tiles + head_tile * 16 * Tile::kPStride;
+  float* tile_stats = row_stats + head_tile * 3 * 4 * 16;  // [max | sum | exact sum][quarter][row]
 
   const int length0 = list_length(params.lists[0], token);
   const int length1 = list_length(params.lists[1], token);
@@ -102,7 +113,8 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     const int row = tid / kThreadsPerRow;
     const int64_t slot = candidate_slot(list, token, length, first + row);
     const bool valid = slot >= 0;
-    const int64_t page = valid ? slot / list.page_size : 0;
+    // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
+    const int64_t page = !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
     const int64_t in_page = valid ? slot - page * list.page_size : 0;
     const uint8_t* page_base = list.cache + page * list.page_stride;
     const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
@@ -143,18 +155,8 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
       const int row = unit / nvfp4::kNumGroups;
       const int group = unit % nvfp4::kNumGroups;
       const uint8_t* raw_row = stage + row * nvfp4::kTokenBytes;
-      const uint2 codes = *reinterpret_cast<const uint2*>(raw_row + group * 8);
-      const float scale = nvfp4::e4m3_to_float(raw_row[nvfp4::kDataRowBytes + group]);
       uint32_t packed[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const uint32_t byte = ((i < 4 ? codes.x : codes.y) >> (8 * (i % 4))) & 0xFFu;
-        // Sign and the 3 magnitude bits straight into fp32 bit positions: the value is the
-        // code's magnitude times 2^-126 (denormal for the E2M1 subnormal), fixed by 2^126.
-        const float low = __uint_as_float(((byte & 7u) << 22) | ((byte & 8u) << 28)) * 0x1p126f;
-        const float high = __uint_as_float((((byte >> 4) & 7u) << 22) | ((byte & 0x80u) << 24)) * 0x1p126f;
-        packed[i] = pack_bf16x2(low * scale, high * scale);
-      }
+      dequantize_group(*reinterpret_cast<const uint2*>(raw_row + group * 8), raw_row[nvfp4::kDataRowBytes + group], packed);
       uint4* dst = reinterpret_cast<uint4*>(k_tile + row * kStride + group * nvfp4::kGroupSize);
       dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
       dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
@@ -187,64 +189,76 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     float4* my_partials = partials + (head_tile * 4 + quarter) * 4 * 32;
 #pragma unroll
     for (int n = 0; n < 4; ++n) my_partials[n * 32 + lane] = make_float4(s_acc[n][0], s_acc[n][1], s_acc[n][2], s_acc[n][3]);
-    __syncthreads();  // partials of all quarters visible
+    head_tile_barrier(head_tile);  // the tile's four partials are visible
 
-    // Full S, summed in a fixed order (identical in the four warps of a head tile), in base 2.
-    float p[4][4];
+    // This warp's slice of S: candidates 8 * quarter + 2 * (lane % 4) + {0, 1}, rows lane / 4
+    // (x, y) and lane / 4 + 8 (z, w); summed in a fixed order, scaled to base 2, masked.
     const float4* tile_partials = partials + head_tile * 4 * 4 * 32;
+    float4 s_sum = tile_partials[quarter * 32 + lane];
 #pragma unroll
-    for (int n = 0; n < 4; ++n) {
-      float4 sum = tile_partials[n * 32 + lane];
-#pragma unroll
-      for (int q = 1; q < 4; ++q) {
-        const float4 part = tile_partials[(q * 4 + n) * 32 + lane];
-        sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w;
-      }
-      const int column = n * 8 + 2 * (lane % 4);
-      const bool valid_even = (valid_mask >> column) & 1u;
-      const bool valid_odd = (valid_mask >> (column + 1)) & 1u;
-      p[n][0] = valid_even ? sum.x * params.score_scale_log2 : -INFINITY;
-      p[n][1] = valid_odd ? sum.y * params.score_scale_log2 : -INFINITY;
-      p[n][2] = valid_even ? sum.z * params.score_scale_log2 : -INFINITY;
-      p[n][3] = valid_odd ? sum.w * params.score_scale_log2 : -INFINITY;
+    for (int q = 1; q < 4; ++q) {
+      const float4 part = tile_partials[(q * 4 + quarter) * 32 + lane];
+      s_sum.x += part.x, s_sum.y += part.y, s_sum.z += part.z, s_sum.w += part.w;
     }
-
-    // Online softmax per row (r = 0: row lane/4, r = 1: row lane/4 + 8).
+    const int column = quarter * 8 + 2 * (lane % 4);
+    const bool valid_even = (valid_mask >> column) & 1u;
+    const bool valid_odd = (valid_mask >> (column + 1)) & 1u;
+    float p[4] = {valid_even ? s_sum.x * params.score_scale_log2 : -INFINITY,
+                  valid_odd ? s_sum.y * params.score_scale_log2 : -INFINITY,
+                  valid_even ? s_sum.z * params.score_scale_log2 : -INFINITY,
+                  valid_odd ? s_sum.w * params.score_scale_log2 : -INFINITY};
+    float slice_max[2] = {fmaxf(p[0], p[1]), fmaxf(p[2], p[3])};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
+      slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 1));
+      slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 2));
+    }
+    if (lane % 4 == 0) {
+      tile_stats[quarter * 16 + lane / 4] = slice_max[0];
+      tile_stats[quarter * 16 + lane / 4 + 8] = slice_max[1];
+    }
+    head_tile_barrier(head_tile);  // slice maxima visible
+
+    // Online softmax: the four warps derive the same new max and rescale factor per row.
+    float rescale[2];
 #pragma unroll
-      for (int n = 0; n < 4; ++n) tile_max = fmaxf(tile_max, fmaxf(p[n][2 * r], p[n][2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    for (int r = 0; r < 2; ++r) {
+      const int row = lane / 4 + 8 * r;
+      const float tile_max = fmaxf(fmaxf(tile_stats[row], tile_stats[16 + row]),
+                                   fmaxf(tile_stats[32 + row], tile_stats[48 + row]));
       const float new_max = fmaxf(row_max[r], tile_max);
       const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
-      const float rescale = fast_exp2(row_max[r] - reference);
+      rescale[r] = fast_exp2(row_max[r] - reference);
       row_max[r] = new_max;
       float sum = 0.0f;
       float sum_exact = 0.0f;
 #pragma unroll
-      for (int n = 0; n < 4; ++n) {
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          const float weight = fast_exp2(p[n][e] - reference);
-          sum_exact += weight;
-          p[n][e] = __bfloat162float(__float2bfloat16_rn(weight));
-          sum += p[n][e];
-        }
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        const float weight = fast_exp2(p[e] - reference);
+        sum_exact += weight;
+        p[e] = __bfloat162float(__float2bfloat16_rn(weight));  // the weight the MMA uses
+        sum += p[e];
       }
-      row_sum[r] = row_sum[r] * rescale + sum;
-      row_sum_exact[r] = row_sum_exact[r] * rescale + sum_exact;
-#pragma unroll
-      for (int n = 0; n < 16; ++n) o_acc[n][2 * r] *= rescale, o_acc[n][2 * r + 1] *= rescale;
+      row_sum[r] = row_sum[r] * rescale[r] + sum;
+      row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
     }
+    *reinterpret_cast<uint32_t*>(p_tile + (lane / 4) * Tile::kPStride + column) = pack_bf16x2(p[0], p[1]);
+    *reinterpret_cast<uint32_t*>(p_tile + (lane / 4 + 8) * Tile::kPStride + column) = pack_bf16x2(p[2], p[3]);
+    // The running max rarely moves once the first candidates are in: skip the rescale then.
+    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
+#pragma unroll
+      for (int n = 0; n < 16; ++n) {
+        o_acc[n][0] *= rescale[0], o_acc[n][1] *= rescale[0];
+        o_acc[n][2] *= rescale[1], o_acc[n][3] *= rescale[1];
+      }
+    }
+    head_tile_barrier(head_tile);  // P[16 x 32] complete
 
-    // PV: O[16 x 128] += P[16 x 32] V[32 x 128]; P's accumulator layout is the A-operand layout.
+    // PV: O[16 x 128] += P[16 x 32] V[32 x 128].
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
-                             pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                             pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+      uint32_t a[4];
+      ldmatrix_x4(a, smem_address(p_tile + (lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8));
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb) {
         uint32_t b[4];
@@ -266,6 +280,15 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     float total_exact = row_sum_exact[r];
     total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 1);
     total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 2);
+    // Each warp summed only its candidates: add the other quarters' sums (fixed order).
+    const int row = lane / 4 + 8 * r;
+    if (lane % 4 == 0) {
+      tile_stats[64 + quarter * 16 + row] = total;
+      tile_stats[128 + quarter * 16 + row] = total_exact;
+    }
+    head_tile_barrier(head_tile);
+    total = (tile_stats[64 + row] + tile_stats[80 + row]) + (tile_stats[96 + row] + tile_stats[112 + row]);
+    total_exact = (tile_stats[128 + row] + tile_stats[144 + row]) + (tile_stats[160 + row] + tile_stats[176 + row]);
     const int head = head0 + head_tile * 16 + lane / 4 + 8 * r;
     const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
     const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;

@@ -1,0 +1,41 @@
+// Register-level NVFP4 -> bf16 conversion for the CUDA kernels. Exact: every E2M1 value is a
+// normal bf16 and so is every E4M3 scale, and their product has at most 4 significant bits.
+#pragma once
+
+#include <cstdint>
+
+#include "../../format/nvfp4_format.h"
+#include "../cuda_primitives.cuh"
+
+namespace cake::cuda {
+
+// The bf16 bit patterns of the 8 E2M1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} are
+// 0x0000 3F00 3F80 3FC0 4000 4040 4080 40C0: two 8-byte tables (high bytes, low bytes) that a
+// byte permute indexes with the nibble's 3 magnitude bits, four nibbles per instruction.
+constexpr uint32_t kE2m1HighBytes0 = 0x3F3F3F00u, kE2m1HighBytes1 = 0x40404040u;
+constexpr uint32_t kE2m1LowBytes0 = 0xC0800000u, kE2m1LowBytes1 = 0xC0804000u;
+
+// Four nibbles (the low 16 bits of `nibbles`, element order) -> two bf16x2 words.
+__device__ __forceinline__ void e2m1x4_to_bf16x4(uint32_t nibbles, uint32_t& out01, uint32_t& out23) {
+  const uint32_t index = nibbles & 0x7777u;
+  const uint32_t high = byte_perm(kE2m1HighBytes0, kE2m1HighBytes1, index);
+  const uint32_t low = byte_perm(kE2m1LowBytes0, kE2m1LowBytes1, index);
+  // Interleave low/high bytes into bf16 pairs and put each nibble's sign (bit 3) on bit 15/31.
+  out01 = byte_perm(low, high, 0x5140u) | ((nibbles << 12) & 0x8000u) | ((nibbles << 24) & 0x80000000u);
+  out23 = byte_perm(low, high, 0x7362u) | ((nibbles << 4) & 0x8000u) | ((nibbles << 16) & 0x80000000u);
+}
+
+// One 16-value group: 8 code bytes + its E4M3 scale -> 8 bf16x2 words (element order).
+__device__ __forceinline__ void dequantize_group(uint2 codes, uint8_t scale_byte, uint32_t (&out)[8]) {
+  const uint32_t scale_bf16 = pack_bf16x2(nvfp4::e4m3_to_float(scale_byte), nvfp4::e4m3_to_float(scale_byte));
+  const uint32_t words[2] = {codes.x, codes.y};
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    e2m1x4_to_bf16x4(words[w], out[4 * w + 0], out[4 * w + 1]);
+    e2m1x4_to_bf16x4(words[w] >> 16, out[4 * w + 2], out[4 * w + 3]);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = bf16x2_mul(out[i], scale_bf16);
+}
+
+}  // namespace cake::cuda
