@@ -18,7 +18,7 @@ for step in $steps; do
         "$py" -m pip install --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { echo "build failed"; tail -40 "$out/build.log"; exit 1; }
       ;;
     test)
-      "$py" -m pytest -q -x -p no:cacheprovider tests ${PYTEST_ARGS:-} > "$out/pytest.log" 2>&1 || rc=1
+      "$py" -m pytest -q -x -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} > "$out/pytest.log" 2>&1 || rc=1
       tail -15 "$out/pytest.log"
       ;;
     sanitize)

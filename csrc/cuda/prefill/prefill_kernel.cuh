@@ -13,8 +13,9 @@
 //   - PV: each warp accumulates O[16 x its 128 dims] from P and V (the K tile read transposed by
 //     ldmatrix: K = V, no second copy).
 // The four warps of one head tile meet on their own named barrier, not the whole CTA.
-// Per subtile: cp.async gather of the raw 384-byte rows (double-buffered, one subtile ahead;
-// masked slots are zero-filled, never read) -> dequantize to a bf16 tile -> QK^T -> softmax -> PV.
+// Per subtile: cp.async gather of the raw 384-byte rows (kStages buffers, kStages - 1 subtiles
+// ahead; masked slots are zero-filled, never read) -> dequantize to a bf16 tile -> QK^T ->
+// softmax -> PV.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -39,9 +40,11 @@ struct PrefillTile {
 
   // Shared memory: Q tile, K tile, two raw stages, split-k partials, P tile, row statistics
   // exchange (max, and at the end the two sums), two validity masks.
-  static constexpr int smem_bytes(int head_tiles) {
-    return (16 * head_tiles + kSubtileRows) * kRowStride * 2 + 2 * kRawStageBytes +
-           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + 2 * 4;
+  // `stages` raw buffers: gathers are issued stages - 1 subtiles ahead, since a random row
+  // read from HBM takes longer than one subtile's math.
+  static constexpr int smem_bytes(int head_tiles, int stages) {
+    return (16 * head_tiles + kSubtileRows) * kRowStride * 2 + stages * kRawStageBytes +
+           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + stages * 4;
   }
 };
 
@@ -61,7 +64,7 @@ __device__ __forceinline__ int64_t candidate_slot(const CandidateListParams& lis
   return (slot >= 0 && slot < list.num_slots) ? slot : -1;
 }
 
-template <int kHeadTiles>
+template <int kHeadTiles, int kStages>
 __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     sparse_mla_prefill_kernel(const __grid_constant__ PrefillParams params) {
   using Tile = PrefillTile;
@@ -74,11 +77,11 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   extern __shared__ __align__(128) uint8_t smem[];
   __nv_bfloat16* q_tile = reinterpret_cast<__nv_bfloat16*>(smem);           // [kRows][kStride]
   __nv_bfloat16* k_tile = q_tile + kRows * kStride;                           // [kSub][kStride]
-  uint8_t* raw = reinterpret_cast<uint8_t*>(k_tile + kSub * kStride);         // [2][kSub][384]
-  float4* partials = reinterpret_cast<float4*>(raw + 2 * Tile::kRawStageBytes);  // [tile][quarter][4][32]
+  uint8_t* raw = reinterpret_cast<uint8_t*>(k_tile + kSub * kStride);         // [kStages][kSub][384]
+  float4* partials = reinterpret_cast<float4*>(raw + kStages * Tile::kRawStageBytes);  // [tile][quarter][4][32]
   __nv_bfloat16* p_tiles = reinterpret_cast<__nv_bfloat16*>(partials + kHeadTiles * 4 * 4 * 32);  // [tile][16][kPStride]
   float* row_stats = reinterpret_cast<float*>(p_tiles + kHeadTiles * 16 * Tile::kPStride);  // [tile][3][quarter][16]
-  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * 3 * 4 * 16);  // [2]
+  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * 3 * 4 * 16);  // [kStages]
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -103,13 +106,13 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     cp_async_16(smem_address(q_tile + row * kStride + chunk * 8), q_block + row * nvfp4::kHeadDim + chunk * 8, true);
   }
 
-  // Issue the copies of subtile `s` into raw stage s % 2 and publish its validity mask.
+  // Issue the copies of subtile `s` into raw stage s % kStages and publish its validity mask.
   auto issue_gather = [&](int s) {
     const bool in_main = s < subtiles0;
     const CandidateListParams& list = in_main ? params.lists[0] : params.lists[1];
     const int length = in_main ? length0 : length1;
     const int first = (in_main ? s : s - subtiles0) * kSub;
-    uint8_t* stage = raw + (s & 1) * Tile::kRawStageBytes;
+    uint8_t* stage = raw + (s % kStages) * Tile::kRawStageBytes;
     const int row = tid / kThreadsPerRow;
     const int64_t slot = candidate_slot(list, token, length, first + row);
     const bool valid = slot >= 0;
@@ -126,12 +129,16 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     if (warp == 0) {
       const bool lane_valid = candidate_slot(list, token, length, first + lane) >= 0;
       const uint32_t mask = __ballot_sync(0xffffffffu, lane_valid);
-      if (lane == 0) valid_masks[s & 1] = mask;
+      if (lane == 0) valid_masks[s % kStages] = mask;
     }
   };
 
-  if (num_subtiles > 0) issue_gather(0);
-  cp_async_commit();
+  // Prologue: subtiles 0 .. kStages - 2 in flight, one copy group each (Q joins the first).
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_subtiles) issue_gather(s);
+    cp_async_commit();
+  }
 
   float o_acc[16][4];
 #pragma unroll
@@ -143,14 +150,15 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   float row_sum_exact[2] = {0.0f, 0.0f};
 
   for (int s = 0; s < num_subtiles; ++s) {
-    if (s + 1 < num_subtiles) issue_gather(s + 1);
+    // The stage refilled here was last read by the dequant of subtile s - 1, before barrier B.
+    if (s + kStages - 1 < num_subtiles) issue_gather(s + kStages - 1);
     cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<kStages - 1>();  // this thread's copies of subtile s have landed
     __syncthreads();  // raw stage s (and Q) landed for every thread; the K tile is free
-    const uint32_t valid_mask = valid_masks[s & 1];
+    const uint32_t valid_mask = valid_masks[s % kStages];
 
     // Dequantize raw stage s into the bf16 K tile (exact: e2m1 * e4m3 fits in bf16).
-    const uint8_t* stage = raw + (s & 1) * Tile::kRawStageBytes;
+    const uint8_t* stage = raw + (s % kStages) * Tile::kRawStageBytes;
     for (int unit = tid; unit < kSub * nvfp4::kNumGroups; unit += kThreads) {
       const int row = unit / nvfp4::kNumGroups;
       const int group = unit % nvfp4::kNumGroups;
