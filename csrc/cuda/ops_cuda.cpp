@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "../ops/cache_writer_args.h"
@@ -45,13 +46,12 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
   const PrefillArgs args = check_prefill_args(q, kv_cache, indices, output, out_lse, sm_scale, topk_length, attn_sink,
                                               extra_kv_cache, extra_indices, extra_topk_length, lse_scale, head_tiles,
                                               props->multiProcessorCount);
-  // CAKE_PREFILL_STAGES: an experiment knob for the benchmark sweep (raw-row pipeline depth).
-  static const int stages_override = [] {
-    const char* value = std::getenv("CAKE_PREFILL_STAGES");
-    return value ? std::atoi(value) : 0;
-  }();
-  const int stages = stages_override > 0 ? stages_override : cuda::prefill_default_stages(int(args.head_tiles));
-  const int smem_bytes = cuda::prefill_smem_bytes(int(args.head_tiles), stages);
+  // CAKE_PREFILL_VARIANT="stages,k_tiles": an experiment knob for the benchmark sweep.
+  cuda::PrefillVariant variant = cuda::prefill_default_variant(int(args.head_tiles));
+  if (const char* knob = std::getenv("CAKE_PREFILL_VARIANT")) {
+    std::sscanf(knob, "%d,%d", &variant.stages, &variant.k_tiles);
+  }
+  const int smem_bytes = cuda::prefill_smem_bytes(variant);
   TORCH_CHECK_VALUE(size_t(smem_bytes) <= props->sharedMemPerBlockOptin, "head_tiles: ", args.head_tiles, " needs ",
                     smem_bytes, " bytes of shared memory per block, this device allows ", props->sharedMemPerBlockOptin,
                     "; pass a smaller head_tiles");
@@ -72,17 +72,8 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
   params.score_scale_log2 = float(args.sm_scale * M_LOG2E);
   params.lse_scale = float(args.lse_scale);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  switch (args.head_tiles * 100 + stages) {
-    case 102: cuda::launch_sparse_mla_prefill<1, 2>(params, stream); break;
-    case 104: cuda::launch_sparse_mla_prefill<1, 4>(params, stream); break;
-    case 106: cuda::launch_sparse_mla_prefill<1, 6>(params, stream); break;
-    case 202: cuda::launch_sparse_mla_prefill<2, 2>(params, stream); break;
-    case 204: cuda::launch_sparse_mla_prefill<2, 4>(params, stream); break;
-    case 206: cuda::launch_sparse_mla_prefill<2, 6>(params, stream); break;
-    case 402: cuda::launch_sparse_mla_prefill<4, 2>(params, stream); break;
-    case 404: cuda::launch_sparse_mla_prefill<4, 4>(params, stream); break;
-    default: TORCH_CHECK_VALUE(false, "head_tiles: no instance for ", args.head_tiles, " with ", stages, " stages");
-  }
+  TORCH_CHECK_VALUE(cuda::launch_sparse_mla_prefill(variant, params, stream), "head_tiles: no kernel instance for ",
+                    args.head_tiles, " with ", variant.stages, " stages and ", variant.k_tiles, " K tiles");
 }
 
 void nvfp4_pack_cache_cuda_op(const at::Tensor& latent_kv, const at::Tensor& cache) {

@@ -8,14 +8,14 @@
 
 namespace cake::cuda {
 
-template <int kHeadTiles, int kStages>
+template <int kHeadTiles, int kStages, int kKTiles>
 void launch_sparse_mla_prefill(const PrefillParams& params, cudaStream_t stream) {
-  const int smem_bytes = PrefillTile::smem_bytes(kHeadTiles, kStages);
+  const int smem_bytes = PrefillTile::smem_bytes(kHeadTiles, kStages, kKTiles);
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
-  C10_CUDA_CHECK(cudaFuncSetAttribute(sparse_mla_prefill_kernel<kHeadTiles, kStages>,
+  C10_CUDA_CHECK(cudaFuncSetAttribute(sparse_mla_prefill_kernel<kHeadTiles, kStages, kKTiles>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   const unsigned num_ctas = unsigned(params.num_tokens) * unsigned(params.num_head_blocks);
-  sparse_mla_prefill_kernel<kHeadTiles, kStages><<<num_ctas, kHeadTiles * 128, smem_bytes, stream>>>(params);
+  sparse_mla_prefill_kernel<kHeadTiles, kStages, kKTiles><<<num_ctas, kHeadTiles * 128, smem_bytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -42,9 +42,11 @@ struct PrefillTile {
   // exchange (max, and at the end the two sums), two validity masks.
   // `stages` raw buffers: gathers are issued stages - 1 subtiles ahead, since a random row
   // read from HBM takes longer than one subtile's math.
-  static constexpr int smem_bytes(int head_tiles, int stages) {
-    return (16 * head_tiles + kSubtileRows) * kRowStride * 2 + stages * kRawStageBytes +
-           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + stages * 4;
+  // `k_tiles` bf16 K tiles: with two, the dequant of subtile s + 1 runs while other warps are
+  // still multiplying subtile s (one CTA barrier per subtile instead of two).
+  static constexpr int smem_bytes(int head_tiles, int stages, int k_tiles) {
+    return (16 * head_tiles + k_tiles * kSubtileRows) * kRowStride * 2 + stages * kRawStageBytes +
+           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + 2 * stages * 4;
   }
 };
 
@@ -64,7 +66,7 @@ __device__ __forceinline__ int64_t candidate_slot(const CandidateListParams& lis
   return (slot >= 0 && slot < list.num_slots) ? slot : -1;
 }
 
-template <int kHeadTiles, int kStages>
+template <int kHeadTiles, int kStages, int kKTiles>
 __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     sparse_mla_prefill_kernel(const __grid_constant__ PrefillParams params) {
   using Tile = PrefillTile;
@@ -73,15 +75,18 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   constexpr int kSub = Tile::kSubtileRows;
   constexpr int kStride = Tile::kRowStride;
   constexpr int kThreadsPerRow = kThreads / kSub;
+  static_assert(kKTiles == 1 ? kStages >= 2 : kStages >= 3, "a gather needs one subtile of lead time");
 
   extern __shared__ __align__(128) uint8_t smem[];
   __nv_bfloat16* q_tile = reinterpret_cast<__nv_bfloat16*>(smem);           // [kRows][kStride]
-  __nv_bfloat16* k_tile = q_tile + kRows * kStride;                           // [kSub][kStride]
-  uint8_t* raw = reinterpret_cast<uint8_t*>(k_tile + kSub * kStride);         // [kStages][kSub][384]
+  __nv_bfloat16* k_tiles = q_tile + kRows * kStride;                          // [kKTiles][kSub][kStride]
+  uint8_t* raw = reinterpret_cast<uint8_t*>(k_tiles + kKTiles * kSub * kStride);  // [kStages][kSub][384]
   float4* partials = reinterpret_cast<float4*>(raw + kStages * Tile::kRawStageBytes);  // [tile][quarter][4][32]
   __nv_bfloat16* p_tiles = reinterpret_cast<__nv_bfloat16*>(partials + kHeadTiles * 4 * 4 * 32);  // [tile][16][kPStride]
   float* row_stats = reinterpret_cast<float*>(p_tiles + kHeadTiles * 16 * Tile::kPStride);  // [tile][3][quarter][16]
-  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * 3 * 4 * 16);  // [kStages]
+  // [2 * kStages]: twice the stages, so a fast warp publishing the mask of subtile s + kStages
+  // never overwrites the one a slow warp is about to read for subtile s.
+  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * 3 * 4 * 16);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -129,7 +134,29 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     if (warp == 0) {
       const bool lane_valid = candidate_slot(list, token, length, first + lane) >= 0;
       const uint32_t mask = __ballot_sync(0xffffffffu, lane_valid);
-      if (lane == 0) valid_masks[s % kStages] = mask;
+      if (lane == 0) valid_masks[s % (2 * kStages)] = mask;
+    }
+  };
+
+  // Dequantize raw stage s % kStages into K tile s % kKTiles (exact: e2m1 * e4m3 fits in bf16).
+  auto dequantize_subtile = [&](int s) {
+    const uint8_t* stage = raw + (s % kStages) * Tile::kRawStageBytes;
+    __nv_bfloat16* k_tile = k_tiles + (s % kKTiles) * kSub * kStride;
+    for (int unit = tid; unit < kSub * nvfp4::kNumGroups; unit += kThreads) {
+      const int row = unit / nvfp4::kNumGroups;
+      const int group = unit % nvfp4::kNumGroups;
+      const uint8_t* raw_row = stage + row * nvfp4::kTokenBytes;
+      uint32_t packed[8];
+      dequantize_group(*reinterpret_cast<const uint2*>(raw_row + group * 8), raw_row[nvfp4::kDataRowBytes + group], packed);
+      uint4* dst = reinterpret_cast<uint4*>(k_tile + row * kStride + group * nvfp4::kGroupSize);
+      dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+    }
+    for (int unit = tid; unit < kSub * 8; unit += kThreads) {  // RoPE: raw bf16, 16 bytes a unit
+      const int row = unit / 8;
+      const int part = unit % 8;
+      *reinterpret_cast<uint4*>(k_tile + row * kStride + nvfp4::kNopeDim + part * 8) =
+          *reinterpret_cast<const uint4*>(stage + row * nvfp4::kTokenBytes + nvfp4::kNopeBytes + part * 16);
     }
   };
 
@@ -149,33 +176,30 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   float row_sum[2] = {0.0f, 0.0f};
   float row_sum_exact[2] = {0.0f, 0.0f};
 
+  if constexpr (kKTiles == 2) {
+    if (num_subtiles > 0) {
+      cp_async_wait<kStages - 2>();  // subtile 0 and Q landed for this thread
+      __syncthreads();
+      dequantize_subtile(0);
+    }
+  }
+
   for (int s = 0; s < num_subtiles; ++s) {
-    // The stage refilled here was last read by the dequant of subtile s - 1, before barrier B.
+    // The stage refilled here was last read by the dequant of subtile s - 1, which every thread
+    // finished before the previous CTA barrier.
     if (s + kStages - 1 < num_subtiles) issue_gather(s + kStages - 1);
     cp_async_commit();
-    cp_async_wait<kStages - 1>();  // this thread's copies of subtile s have landed
-    __syncthreads();  // raw stage s (and Q) landed for every thread; the K tile is free
-    const uint32_t valid_mask = valid_masks[s % kStages];
-
-    // Dequantize raw stage s into the bf16 K tile (exact: e2m1 * e4m3 fits in bf16).
-    const uint8_t* stage = raw + (s % kStages) * Tile::kRawStageBytes;
-    for (int unit = tid; unit < kSub * nvfp4::kNumGroups; unit += kThreads) {
-      const int row = unit / nvfp4::kNumGroups;
-      const int group = unit % nvfp4::kNumGroups;
-      const uint8_t* raw_row = stage + row * nvfp4::kTokenBytes;
-      uint32_t packed[8];
-      dequantize_group(*reinterpret_cast<const uint2*>(raw_row + group * 8), raw_row[nvfp4::kDataRowBytes + group], packed);
-      uint4* dst = reinterpret_cast<uint4*>(k_tile + row * kStride + group * nvfp4::kGroupSize);
-      dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-      dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+    if constexpr (kKTiles == 1) {
+      cp_async_wait<kStages - 1>();  // this thread's copies of subtile s have landed
+      __syncthreads();               // ... and everyone's; the K tile is free
+      dequantize_subtile(s);
+      __syncthreads();               // K tile ready
+    } else {
+      cp_async_wait<kStages - 2>();  // this thread's copies of subtile s + 1 have landed
+      __syncthreads();               // K tile s complete, raw stage s + 1 visible, K tile s + 1 free
     }
-    for (int unit = tid; unit < kSub * 8; unit += kThreads) {  // RoPE: raw bf16, 16 bytes a unit
-      const int row = unit / 8;
-      const int part = unit % 8;
-      *reinterpret_cast<uint4*>(k_tile + row * kStride + nvfp4::kNopeDim + part * 8) =
-          *reinterpret_cast<const uint4*>(stage + row * nvfp4::kTokenBytes + nvfp4::kNopeBytes + part * 16);
-    }
-    __syncthreads();  // K tile ready
+    const uint32_t valid_mask = valid_masks[s % (2 * kStages)];
+    const __nv_bfloat16* k_tile = k_tiles + (s % kKTiles) * kSub * kStride;
 
     // QK^T partial over this warp's 128 dims: S[16 x 32] as 4 n-tiles of 8 candidates.
     float s_acc[4][4];
@@ -275,6 +299,9 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
         mma_bf16_16x8x16(o_acc[2 * nb], a, b[0], b[1]);
         mma_bf16_16x8x16(o_acc[2 * nb + 1], a, b[2], b[3]);
       }
+    }
+    if constexpr (kKTiles == 2) {
+      if (s + 1 < num_subtiles) dequantize_subtile(s + 1);  // overlaps the other tiles' MMAs
     }
   }
   cp_async_wait<0>();  // nothing may be in flight at exit (also covers a token with no subtile)

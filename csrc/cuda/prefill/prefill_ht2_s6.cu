@@ -1,4 +1,0 @@
-// The portable prefill instance for head_tiles = 2, 6 raw stages (one instance per file).
-#include "prefill_instance.cuh"
-
-template void cake::cuda::launch_sparse_mla_prefill<2, 6>(const PrefillParams&, cudaStream_t);
