@@ -62,9 +62,6 @@ if _cuda_requested():
     extension = CUDAExtension(
         "torch_ops._C",
         sources,
-        # libstdc++ dynamically, whatever the toolchain's defaults: a static copy inside the
-        # extension would hold its own locale state beside torch's and crash while formatting.
-        extra_link_args=["-Wl,--no-as-needed", "-lstdc++"],
         include_dirs=_cuda_wheel_includes(),
         extra_compile_args={
             "cxx": cxx_flags + ["-DCAKE_WITH_CUDA"],
@@ -72,7 +69,7 @@ if _cuda_requested():
         },
     )
 else:
-    extension = CppExtension("torch_ops._C", sources, extra_compile_args={"cxx": cxx_flags}, extra_link_args=["-Wl,--no-as-needed", "-lstdc++"])
+    extension = CppExtension("torch_ops._C", sources, extra_compile_args={"cxx": cxx_flags})
 
 setup(
     packages=["torch_ops", "torch_ops.meta"],

@@ -14,6 +14,10 @@ for step in $steps; do
   start=$(date +%s)
   case "$step" in
     build)
+      # The device image points CC/CXX at a GCC whose libstdc++ is linked statically into the
+      # extension and clashes with torch's at run time (a crash formatting error messages):
+      # build with the system compilers instead.
+      CC="${CAKE_CC:-/usr/bin/gcc}" CXX="${CAKE_CXX:-/usr/bin/g++}" \
       CAKE_CUDA_ARCHS="${CAKE_CUDA_ARCHS:-90a}" MAX_JOBS="${MAX_JOBS:-16}" \
         "$py" -m pip install --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { echo "build failed"; tail -40 "$out/build.log"; exit 1; }
       ;;
@@ -26,6 +30,12 @@ for step in $steps; do
       ;;
     bench)
       "$py" benchmarks/bench_prefill.py --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.md" || rc=1
+      ;;
+    planner-sweep)
+      for ht in 1 2 4; do
+        "$py" benchmarks/bench_prefill.py --tokens 64 128 256 512 1024 2048 4096 --heads 64 128 --topk 512 \
+          --head-tiles $ht --baseline none --repeats 10 2>&1 | grep "^| [0-9]"
+      done | tee "$out/planner_sweep.md"
       ;;
     bench-quick)
       "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1
