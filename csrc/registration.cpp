@@ -28,10 +28,10 @@ PYBIND11_MODULE(_C, module) {
       "prefill_plan_table",
       [] {
         std::vector<std::pair<int64_t, int64_t>> table;
-        for (const auto& row : cake::prefill_plan_table()) table.emplace_back(row.head_tiles, row.min_items_per_sm);
+        for (const auto& row : cake::prefill_plan_table()) table.emplace_back(row.head_tiles, row.min_items_percent);
         return table;
       },
-      "(head_tiles, min_items_per_sm) rows of the prefill planner");
+      "(head_tiles, min_items_percent of the SM count) rows of the prefill planner");
   module.def("plan_prefill_head_tiles", &cake::plan_prefill_head_tiles,
              "The C++ op's own plan when head_tiles is None (for tests)", pybind11::arg("num_tokens"),
              pybind11::arg("num_heads"), pybind11::arg("num_sms"));

@@ -125,12 +125,20 @@ def test_sixteen_chunks_accepted():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("name", ["q_dtype", "cache_misaligned", "too_many_chunks", "head_tiles_3", "lengths_short"])
+@pytest.mark.parametrize("name", ["q_dtype", "cache_4d_form", "too_many_chunks", "head_tiles_3", "lengths_short"])
 def test_value_errors_cuda(name):
     overrides, message = CASES[name]
     overrides = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in overrides.items()}
     with pytest.raises(ValueError, match=message):
         raw_op(device="cuda", **overrides)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_misaligned_cache_cuda():
+    # Built on the device: moving a misaligned CPU view to CUDA would realign it.
+    cache = torch.zeros(4 * 64 * 384 + 8, dtype=torch.uint8, device="cuda")[8:].view(4, 64, 384)
+    with pytest.raises(ValueError, match="kv_cache: expected a 16-byte aligned data pointer"):
+        raw_op(device="cuda", kv_cache=cache)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -15,8 +15,8 @@ CHUNK_SIZE = 64
 MAX_CHUNKS = 16
 HEADS_PER_TILE = 16
 
-# {head_tiles: minimum work items per SM for that tile to be chosen}
-_MIN_ITEMS_PER_SM = dict(_C.prefill_plan_table())
+# {head_tiles: minimum work items, in percent of the SM count, for that tile to be chosen}
+_MIN_ITEMS_PERCENT = dict(_C.prefill_plan_table())
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads: int) -> Tuple[int, ...]:
@@ -42,7 +42,7 @@ def plan_head_tiles(num_tokens, num_heads: int, num_sms: int) -> int:
         if head_tiles == 1:
             return 1
         items = num_tokens * (num_heads // (HEADS_PER_TILE * head_tiles))
-        if items >= _MIN_ITEMS_PER_SM[head_tiles] * num_sms:
+        if items * 100 >= _MIN_ITEMS_PERCENT[head_tiles] * num_sms:
             return head_tiles
     return 1
 
