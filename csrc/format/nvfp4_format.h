@@ -105,23 +105,6 @@ CAKE_HOST_DEVICE float e4m3_to_float(uint32_t byte) {
   return (byte & 0x80u) ? -value : value;
 }
 
-// Dequantize one token: 352-byte data row + 32-byte scale row -> 512 floats (exact values).
-CAKE_HOST_DEVICE void dequantize_row(const uint8_t* data_row, const uint8_t* scale_row, float* out) {
-  for (int group = 0; group < kNumGroups; ++group) {
-    const float scale = e4m3_to_float(scale_row[group]);
-    for (int i = 0; i < kGroupSize / 2; ++i) {
-      const uint32_t byte = data_row[group * (kGroupSize / 2) + i];
-      out[group * kGroupSize + 2 * i] = e2m1_to_float(byte & 0xFu) * scale;
-      out[group * kGroupSize + 2 * i + 1] = e2m1_to_float(byte >> 4) * scale;
-    }
-  }
-  for (int j = 0; j < kRopeDim; ++j) {
-    const uint32_t lo = data_row[kNopeBytes + 2 * j];
-    const uint32_t hi = data_row[kNopeBytes + 2 * j + 1];
-    out[kNopeDim + j] = bf16_bits_to_float(uint16_t(lo | (hi << 8)));
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Encoding (the cache writers). Computed in fp32, round-to-nearest-even, saturating.
 // ---------------------------------------------------------------------------------------------
