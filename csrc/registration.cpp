@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 #include <torch/library.h>
 
+#include "cuda/prefill/prefill_variants.h"
 #include "ops/prefill_plan.h"
 
 TORCH_LIBRARY(cake, m) {
@@ -32,6 +33,9 @@ PYBIND11_MODULE(_C, module) {
         return table;
       },
       "(head_tiles, min_items_percent of the SM count) rows of the prefill planner");
+  module.def("prefill_max_head_tiles", &cake::cuda::prefill_max_head_tiles,
+             "Largest head tile whose CUDA instance fits `smem_per_block` bytes of shared memory",
+             pybind11::arg("smem_per_block"));
   module.def("plan_prefill_head_tiles", &cake::plan_prefill_head_tiles,
              "The C++ op's own plan when head_tiles is None (for tests)", pybind11::arg("num_tokens"),
              pybind11::arg("num_heads"), pybind11::arg("num_sms"));

@@ -58,3 +58,11 @@ def test_op_uses_the_planner_when_head_tiles_is_none():
 def test_planner_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         plan(**kwargs)
+
+
+def test_shared_memory_caps_head_tiles():
+    """Hopper (227 KB) and A100 (163 KB) run every head tile; ~100 KB parts (sm_120) only 1."""
+    assert _C.prefill_max_head_tiles(232448) == 4
+    assert _C.prefill_max_head_tiles(166912) == 4
+    assert _C.prefill_max_head_tiles(101376) == 1
+    assert _C.prefill_max_head_tiles(1024) == 0

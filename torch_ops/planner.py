@@ -54,12 +54,31 @@ def _num_sms(device_type: str, device_index: int) -> int:
     return torch.get_num_threads()
 
 
+@torch.compiler.assume_constant_result
+def _max_head_tiles(device_type: str, device_index: int) -> int:
+    if device_type == "cuda":
+        smem = torch.cuda.get_device_properties(device_index).shared_memory_per_block_optin
+        return _C.prefill_max_head_tiles(smem)
+    return 4
+
+
+def _device_index(device: torch.device) -> int:
+    if device.index is not None:
+        return device.index
+    return torch.cuda.current_device() if device.type == "cuda" else -1
+
+
+def device_max_head_tiles(device: torch.device) -> int:
+    """Largest head tile the device's shared memory allows (4 on Hopper and the CPU, 4 on A100
+    through a smaller instance, 1 on GPUs with ~100 KB per block such as sm_120)."""
+    return _max_head_tiles(device.type, _device_index(device))
+
+
 def device_num_sms(device: torch.device) -> int:
     """Multiprocessors of a CUDA device; intra-op threads for the CPU (what the C++ op uses).
 
     A constant while tracing, so ``torch.compile`` bakes the plan into the graph."""
-    index = device.index if device.index is not None else (torch.cuda.current_device() if device.type == "cuda" else -1)
-    return _num_sms(device.type, index)
+    return _num_sms(device.type, _device_index(device))
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
@@ -69,7 +88,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
 
     A larger tile shares each gathered, dequantized cache row among more heads; the planner
     takes the largest choice that still leaves enough work items (tokens x head blocks) for every
-    multiprocessor, by thresholds measured on the H200 (docs/planner.md).
+    multiprocessor, by thresholds measured on the H200 (docs/planner.md). On a GPU with less
+    shared memory per block the op then caps the choice (``device_max_head_tiles``).
     """
     choices = cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
     if not choices:

@@ -45,16 +45,17 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
                               "got ", props->major, ".", props->minor, " (", props->name, ")");
   const PrefillArgs args = check_prefill_args(q, kv_cache, indices, output, out_lse, sm_scale, topk_length, attn_sink,
                                               extra_kv_cache, extra_indices, extra_topk_length, lse_scale, head_tiles,
-                                              props->multiProcessorCount);
-  // CAKE_PREFILL_VARIANT="stages,k_tiles": an experiment knob for the benchmark sweep.
-  cuda::PrefillVariant variant = cuda::prefill_default_variant(int(args.head_tiles));
+                                              props->multiProcessorCount,
+                                              cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin));
+  cuda::PrefillVariant variant = cuda::prefill_variant_for(int(args.head_tiles), props->sharedMemPerBlockOptin);
+  // CAKE_PREFILL_VARIANT="stages,k_tiles" overrides the instance: a knob for benchmark sweeps.
   if (const char* knob = std::getenv("CAKE_PREFILL_VARIANT")) {
+    variant.head_tiles = int(args.head_tiles);
     std::sscanf(knob, "%d,%d", &variant.stages, &variant.k_tiles);
   }
-  const int smem_bytes = cuda::prefill_smem_bytes(variant);
-  TORCH_CHECK_VALUE(size_t(smem_bytes) <= props->sharedMemPerBlockOptin, "head_tiles: ", args.head_tiles, " needs ",
-                    smem_bytes, " bytes of shared memory per block, this device allows ", props->sharedMemPerBlockOptin,
-                    "; pass a smaller head_tiles");
+  TORCH_CHECK_VALUE(variant.head_tiles > 0 && size_t(variant.smem_bytes()) <= props->sharedMemPerBlockOptin,
+                    "head_tiles: ", args.head_tiles, " has no kernel instance that fits this device's ",
+                    props->sharedMemPerBlockOptin, " bytes of shared memory per block");
   TORCH_CHECK_VALUE(args.num_tokens * (args.num_heads / (16 * args.head_tiles)) < (int64_t(1) << 31),
                     "q: too many tokens for one launch (", args.num_tokens, ")");
   if (args.num_tokens == 0) return;

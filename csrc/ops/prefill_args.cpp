@@ -42,7 +42,7 @@ PrefillArgs check_prefill_args(const at::Tensor& q, const at::Tensor& kv_cache, 
                                const std::optional<at::Tensor>& extra_kv_cache,
                                const std::optional<at::Tensor>& extra_indices,
                                const std::optional<at::Tensor>& extra_topk_length, double lse_scale,
-                               std::optional<int64_t> head_tiles, int64_t num_sms) {
+                               std::optional<int64_t> head_tiles, int64_t num_sms, int64_t max_head_tiles) {
   PrefillArgs args;
   // q, output, out_lse.
   TORCH_CHECK_VALUE(q.dim() == 3 && q.size(2) == nvfp4::kHeadDim, "q: expected shape [T, H, 512], got ", q.sizes());
@@ -116,9 +116,11 @@ PrefillArgs check_prefill_args(const at::Tensor& q, const at::Tensor& kv_cache, 
     for (int64_t choice : choices) allowed = allowed || choice == *head_tiles;
     TORCH_CHECK_VALUE(allowed, "head_tiles: expected one of ", c10::IntArrayRef(choices), " for H = ", args.num_heads,
                       ", got ", *head_tiles);
+    TORCH_CHECK_VALUE(*head_tiles <= max_head_tiles, "head_tiles: ", *head_tiles, " needs more shared memory per "
+                      "block than this device has; it runs at most ", max_head_tiles);
     args.head_tiles = *head_tiles;
   } else {
-    args.head_tiles = plan_prefill_head_tiles(args.num_tokens, args.num_heads, num_sms);
+    args.head_tiles = cap_head_tiles(plan_prefill_head_tiles(args.num_tokens, args.num_heads, num_sms), max_head_tiles);
   }
   args.q = q;
   args.output = output;

@@ -34,7 +34,8 @@ struct PrefillArgs {
   double lse_scale = 1.0;
 };
 
-// Validates every argument and resolves the head-tile plan (with `num_sms` when it is not given).
+// Validates every argument and resolves the head-tile plan when it is not given: the planner's
+// choice for `num_sms`, capped at `max_head_tiles` (what the device's shared memory allows).
 PrefillArgs check_prefill_args(const at::Tensor& q, const at::Tensor& kv_cache, const at::Tensor& indices,
                                const at::Tensor& output, const at::Tensor& out_lse, double sm_scale,
                                const std::optional<at::Tensor>& topk_length,
@@ -42,6 +43,6 @@ PrefillArgs check_prefill_args(const at::Tensor& q, const at::Tensor& kv_cache, 
                                const std::optional<at::Tensor>& extra_kv_cache,
                                const std::optional<at::Tensor>& extra_indices,
                                const std::optional<at::Tensor>& extra_topk_length, double lse_scale,
-                               std::optional<int64_t> head_tiles, int64_t num_sms);
+                               std::optional<int64_t> head_tiles, int64_t num_sms, int64_t max_head_tiles = 4);
 
 }  // namespace cake

@@ -10,7 +10,7 @@ namespace cake::cuda {
 
 template <int kHeadTiles, int kStages, int kKTiles>
 void launch_sparse_mla_prefill(const PrefillParams& params, cudaStream_t stream) {
-  const int smem_bytes = PrefillTile::smem_bytes(kHeadTiles, kStages, kKTiles);
+  const int smem_bytes = PrefillVariant{kHeadTiles, kStages, kKTiles}.smem_bytes();
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
   C10_CUDA_CHECK(cudaFuncSetAttribute(sparse_mla_prefill_kernel<kHeadTiles, kStages, kKTiles>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));

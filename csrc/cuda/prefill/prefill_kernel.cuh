@@ -25,30 +25,10 @@
 #include "../cuda_primitives.cuh"
 #include "nvfp4_dequant.cuh"
 #include "prefill_params.h"
+#include "prefill_variants.h"
 
 namespace cake::cuda {
 
-struct PrefillTile {
-  static constexpr int kSubtileRows = 32;                     // candidates per pipeline step
-  static constexpr int kRowStride = nvfp4::kHeadDim + 8;      // bf16 elements; +16 B per row
-                                                              // keeps ldmatrix conflict-free
-  static constexpr int kRawStageBytes = kSubtileRows * nvfp4::kTokenBytes;
-  static constexpr int kChunksPerRow = nvfp4::kTokenBytes / 16;     // 24 cp.async per row
-  static constexpr int kDataChunks = nvfp4::kDataRowBytes / 16;     // 22 of them are data
-
-  static constexpr int kPStride = kSubtileRows + 8;  // bf16; +16 B per row for ldmatrix
-
-  // Shared memory: Q tile, K tile, two raw stages, split-k partials, P tile, row statistics
-  // exchange (max, and at the end the two sums), two validity masks.
-  // `stages` raw buffers: gathers are issued stages - 1 subtiles ahead, since a random row
-  // read from HBM takes longer than one subtile's math.
-  // `k_tiles` bf16 K tiles: with two, the dequant of subtile s + 1 runs while other warps are
-  // still multiplying subtile s (one CTA barrier per subtile instead of two).
-  static constexpr int smem_bytes(int head_tiles, int stages, int k_tiles) {
-    return (16 * head_tiles + k_tiles * kSubtileRows) * kRowStride * 2 + stages * kRawStageBytes +
-           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + 2 * stages * 4;
-  }
-};
 
 // The token's valid prefix of one list: clamp(lengths[t], 0, width), or width.
 __device__ __forceinline__ int list_length(const CandidateListParams& list, int token) {

@@ -1,0 +1,63 @@
+// Geometry of the portable prefill kernel and the table of its compiled instances. Plain C++
+// (no CUDA types), so the planner and the Python module can ask what fits a device.
+#pragma once
+
+#include "../../format/nvfp4_format.h"
+
+namespace cake::cuda {
+
+struct PrefillTile {
+  static constexpr int kSubtileRows = 32;                     // candidates per pipeline step
+  static constexpr int kRowStride = nvfp4::kHeadDim + 8;      // bf16 elements; +16 B per row
+                                                              // keeps ldmatrix conflict-free
+  static constexpr int kRawStageBytes = kSubtileRows * nvfp4::kTokenBytes;
+  static constexpr int kChunksPerRow = nvfp4::kTokenBytes / 16;     // 24 cp.async per row
+  static constexpr int kDataChunks = nvfp4::kDataRowBytes / 16;     // 22 of them are data
+
+  static constexpr int kPStride = kSubtileRows + 8;  // bf16; +16 B per row for ldmatrix
+
+  // Shared memory: Q tile, K tile, two raw stages, split-k partials, P tile, row statistics
+  // exchange (max, and at the end the two sums), two validity masks.
+  // `stages` raw buffers: gathers are issued stages - 1 subtiles ahead, since a random row
+  // read from HBM takes longer than one subtile's math.
+  // `k_tiles` bf16 K tiles: with two, the dequant of subtile s + 1 runs while other warps are
+  // still multiplying subtile s (one CTA barrier per subtile instead of two).
+  static constexpr int smem_bytes(int head_tiles, int stages, int k_tiles) {
+    return (16 * head_tiles + k_tiles * kSubtileRows) * kRowStride * 2 + stages * kRawStageBytes +
+           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + 2 * stages * 4;
+  }
+};
+
+// The pipeline shape of one kernel instance.
+struct PrefillVariant {
+  int head_tiles;
+  int stages;   // raw-row buffers (gather lead = stages - 1 subtiles, or stages - 2 with 2 K tiles)
+  int k_tiles;  // dequantized bf16 tiles (2: the dequant of the next subtile overlaps the MMAs)
+  constexpr int smem_bytes() const { return PrefillTile::smem_bytes(head_tiles, stages, k_tiles); }
+};
+
+// Compiled instances, preferred first within each head tile. Measured on the H200
+// (docs/benchmarks.md, "variant sweep"): a deeper raw pipeline or a second K tile costs CTAs per
+// SM for 1 and 2 head tiles and loses there; with 4 head tiles (one CTA per SM anyway) the second
+// K tile gains a little. {4, 2, 1} (162 KB) is the fallback for GPUs with less shared memory per
+// block than Hopper's 227 KB (A100: 163 KB).
+constexpr PrefillVariant kPrefillVariants[] = {{1, 2, 1}, {2, 2, 1}, {4, 3, 2}, {4, 2, 1}};
+
+// The preferred instance for `head_tiles` that fits `smem_per_block` bytes; head_tiles 0 if none.
+inline PrefillVariant prefill_variant_for(int head_tiles, long long smem_per_block) {
+  for (const PrefillVariant& variant : kPrefillVariants) {
+    if (variant.head_tiles == head_tiles && variant.smem_bytes() <= smem_per_block) return variant;
+  }
+  return {0, 0, 0};
+}
+
+// The largest head tile with an instance that fits (0: none), which caps the planner's choice.
+inline int prefill_max_head_tiles(long long smem_per_block) {
+  int best = 0;
+  for (const PrefillVariant& variant : kPrefillVariants) {
+    if (variant.smem_bytes() <= smem_per_block && variant.head_tiles > best) best = variant.head_tiles;
+  }
+  return best;
+}
+
+}  // namespace cake::cuda
