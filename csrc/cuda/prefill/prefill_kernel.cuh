@@ -13,9 +13,10 @@
 //   - PV: each warp accumulates O[16 x its 128 dims] from P and V (the K tile read transposed by
 //     ldmatrix: K = V, no second copy).
 // The four warps of one head tile meet on their own named barrier, not the whole CTA.
-// Per subtile: cp.async gather of the raw 384-byte rows (kStages buffers, kStages - 1 subtiles
-// ahead; masked slots are zero-filled, never read) -> dequantize to a bf16 tile -> QK^T ->
-// softmax -> PV.
+// Per subtile: cp.async gather of the raw 384-byte rows (kStages buffers, issued ahead; masked
+// slots are zero-filled, never read) -> dequantize to a bf16 K tile -> QK^T -> softmax -> PV.
+// With kKTiles == 2 the dequant of the next subtile follows each warp's PV into the other K
+// tile, so head tiles that are still multiplying overlap it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,7 +29,6 @@
 #include "prefill_variants.h"
 
 namespace cake::cuda {
-
 
 // The token's valid prefix of one list: clamp(lengths[t], 0, width), or width.
 __device__ __forceinline__ int list_length(const CandidateListParams& list, int token) {
