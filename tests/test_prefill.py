@@ -106,6 +106,22 @@ def test_empty_rows(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_infinite_sinks(device):
+    """A +inf sink takes all the weight (zeros, lse +inf); a -inf sink is no sink, also for an
+    empty row (-inf, not NaN)."""
+    problem = make_problem(num_tokens=4, num_heads=16, topk=40, main=CacheSpec(2, 64), device=device, seed=21,
+                           sink=1.0, lengths="random")
+    problem.kwargs["topk_length"] = torch.tensor([0, 40, 5, 0], dtype=torch.int32, device=device)
+    sink = torch.randn(16)
+    sink[:4] = float("inf")
+    sink[4:8] = float("-inf")
+    problem.kwargs["attn_sink"] = sink.to(device)
+    output, out_lse = check(problem)
+    assert output[:, :4].eq(0).all() and torch.isposinf(out_lse[:, :4]).all()
+    assert torch.isneginf(out_lse[0, 4:8]).all() and torch.isneginf(out_lse[3, 4:8]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_zero_lengths_mask_everything(device):
     problem = make_problem(num_tokens=3, num_heads=16, topk=64, main=CacheSpec(2, 64), device=device, seed=4)
     problem.kwargs["topk_length"] = torch.zeros(3, dtype=torch.int32, device=device)

@@ -58,10 +58,12 @@ def sparse_mla_prefill_reference(
         else:
             row_lse = torch.full((num_heads,), -math.inf, dtype=torch.float64)
             out = torch.zeros(num_heads, HEAD_DIM, dtype=torch.float64)
-        if sink is not None:
+        if sink is not None and keys.shape[0] > 0:
             head_sink = sink[:num_heads]
             out = out * torch.sigmoid(row_lse - head_sink)[:, None]
             row_lse = torch.logaddexp(row_lse, head_sink)
+        elif sink is not None:  # empty row: zeros, and the lse is the sink's alone
+            row_lse = sink[:num_heads].clone()
         output[t] = out
         lse[t] = row_lse
     return output, lse * (1.0 / math.log(2.0)) * lse_scale
