@@ -2,7 +2,8 @@
 composition, all in one run.
 
     python benchmarks/bench_prefill.py [--tokens 128 1024 4096] [--heads 16 64 128] \
-        [--topk 128 512 1024] [--json results.json] [--markdown table.md]
+        [--topk 128 512 1024] [--json results.json] [--plot results.png]
+    python benchmarks/bench_prefill.py --from-json results.json --plot results.png   # re-plot
 
 Method: CUDA events around each launch, warm-up first, median of --repeats launches, the L2
 flushed (a 512 MB memset) before every timed launch. Inputs: a pool of 65536 tokens in pages of
@@ -76,6 +77,31 @@ def composition(q, cache, indices, sink, sm_scale):
     return torch.bmm(probs, keys), lse * (1 / math.log(2))
 
 
+def plot(rows, meta, path):
+    """TFLOP/s vs T, one line per (H, topk), with the bf16 matmul ceiling of the same run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heads = sorted({r["H"] for r in rows})
+    fig, axes = plt.subplots(1, len(heads), figsize=(5 * len(heads), 4), sharey=True, squeeze=False)
+    for ax, num_heads in zip(axes[0], heads):
+        for topk in sorted({r["topk"] for r in rows if r["H"] == num_heads}):
+            points = sorted((r["T"], r["tflops"]) for r in rows if r["H"] == num_heads and r["topk"] == topk)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"topk {topk}")
+        ax.axhline(meta["matmul_tflops"], color="gray", linestyle="--", label="bf16 matmul 8192^3")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens T")
+        ax.set_title(f"H = {num_heads}")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("TFLOP/s (4*T*H*topk*512 / time)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"cake sparse-MLA NVFP4 prefill, {meta['device']}, commit {meta['commit']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def git_commit():
     if os.environ.get("CAKE_COMMIT"):
         return os.environ["CAKE_COMMIT"]
@@ -98,8 +124,14 @@ def main():
     parser.add_argument("--compile-shapes", default="4096x128x1024,4096x64x512",
                         help="TxHxtopk list for the torch.compile baseline")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--markdown", default=None)
+    parser.add_argument("--plot", default=None, help="write a PNG of TFLOP/s vs T per H (needs matplotlib)")
+    parser.add_argument("--from-json", default=None, help="only plot a recorded --json file (no GPU needed)")
     args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            recorded = json.load(f)
+        plot(recorded["rows"], recorded["meta"], args.plot or args.from_json.replace(".json", ".png"))
+        return
 
     torch.manual_seed(0)
     flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
@@ -158,6 +190,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    if args.plot:
+        plot(rows, meta, args.plot)
 
 
 if __name__ == "__main__":
