@@ -6,7 +6,6 @@ import torch
 
 import torch_ops
 from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem, random_latent, random_indices
-from torch_ops.reference import cache_rows_bytes
 
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 

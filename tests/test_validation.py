@@ -4,7 +4,6 @@ import pytest
 import torch
 
 import torch_ops
-from helpers import DEVICES
 
 T, H, TOPK = 3, 32, 100
 

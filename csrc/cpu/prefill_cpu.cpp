@@ -187,8 +187,8 @@ void sparse_mla_prefill_cpu(const PrefillArgs& args) {
         for (int h = 0; h < block_heads; ++h) {
           const int64_t head = h0 + h;
           const float sink2 = sink != nullptr ? sink[head] * log2e : 0.0f;
-          const SoftmaxFinal final_row =
-              finalize_softmax(row_max[h], num_rows > 0 ? row_sum[h] : 0.0f, sink != nullptr, sink2);
+          // row_sum is 0 for a token with no valid candidate, which finalize_softmax reads as empty.
+          const SoftmaxFinal final_row = finalize_softmax(row_max[h], row_sum[h], sink != nullptr, sink2);
           const float out_scale = final_row.out_scale;
           const float lse2 = final_row.lse2;
           c10::BFloat16* out_row = output + (t * num_heads + head) * kHeadDim;
