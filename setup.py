@@ -58,14 +58,17 @@ def _sources(pattern: str) -> list:
 cxx_flags = ["-O3", "-DNDEBUG"]
 sources = _sources("csrc/registration.cpp") + _sources("csrc/ops/*.cpp") + _sources("csrc/cpu/*.cpp")
 if _cuda_requested():
+    cuda_defines = ["-DCAKE_WITH_CUDA"]
+    if any("sm_90a" in flag for flag in _gencode_flags()):
+        cuda_defines.append("-DCAKE_WITH_SM90A")  # the Hopper kernel has an sm_90a image
     sources += _sources("csrc/cuda/*.cpp") + _sources("csrc/cuda/**/*.cu")
     extension = CUDAExtension(
         "torch_ops._C",
         sources,
         include_dirs=_cuda_wheel_includes(),
         extra_compile_args={
-            "cxx": cxx_flags + ["-DCAKE_WITH_CUDA"],
-            "nvcc": ["-O3", "-DNDEBUG", "-DCAKE_WITH_CUDA", "--expt-relaxed-constexpr", "-lineinfo"] + _gencode_flags(),
+            "cxx": cxx_flags + cuda_defines,
+            "nvcc": ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-lineinfo"] + cuda_defines + _gencode_flags(),
         },
     )
 else:

@@ -102,6 +102,30 @@ def plot(rows, meta, path):
     fig.savefig(path, dpi=110)
 
 
+def dual_cache_comparison(heads_list, cache64, latent, flush, repeats, warmup, sm_scale, num_tokens=4096):
+    """Main list: topk 128 in a page-256 cache; extra list: 512 in the page-64 cache. Against one
+    call with 640 candidates in the page-64 cache. Same pool, unique indices, sink on."""
+    cache256 = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.view(-1, 256, 512), kv_layout="HND")
+    print("\n| T | H | dual (128 @ page 256 + 512 @ page 64) us | single 640 @ page 64 us | dual / single |")
+    print("|---|---|---|---|---|")
+    rows = []
+    for num_heads in heads_list:
+        q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
+        picks = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(640, dim=1).indices.to(torch.int32)
+        sink = torch.randn(num_heads, device="cuda")
+        output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
+        out_lse = torch.empty(num_tokens, num_heads, device="cuda")
+        main, extra = picks[:, :128].contiguous(), picks[:, 128:].contiguous()
+        dual = timed_median(lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
+            q, cache256, main, output, out_lse, sm_scale, attn_sink=sink, extra_kv_cache=cache64,
+            extra_indices=extra), repeats, warmup, flush)
+        single = timed_median(lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
+            q, cache64, picks, output, out_lse, sm_scale, attn_sink=sink), repeats, warmup, flush)
+        rows.append(dict(T=num_tokens, H=num_heads, dual_us=dual * 1e6, single_us=single * 1e6))
+        print(f"| {num_tokens} | {num_heads} | {dual * 1e6:.1f} | {single * 1e6:.1f} | {dual / single:.3f} |", flush=True)
+    return rows
+
+
 def git_commit():
     if os.environ.get("CAKE_COMMIT"):
         return os.environ["CAKE_COMMIT"]
@@ -123,6 +147,9 @@ def main():
     parser.add_argument("--baseline", choices=["none", "eager", "all"], default="all")
     parser.add_argument("--compile-shapes", default="4096x128x1024,4096x64x512",
                         help="TxHxtopk list for the torch.compile baseline")
+    parser.add_argument("--dual", type=int, nargs="*", default=None, metavar="H",
+                        help="also compare a dual-cache call (main topk 128 in a page-256 cache + extra 512 in a "
+                             "page-64 cache) with a single-cache call of 640 candidates at T = 4096, for these H")
     parser.add_argument("--json", default=None)
     parser.add_argument("--plot", default=None, help="write a PNG of TFLOP/s vs T per H (needs matplotlib)")
     parser.add_argument("--from-json", default=None, help="only plot a recorded --json file (no GPU needed)")
@@ -145,6 +172,12 @@ def main():
 
     rows = []
     print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s")
+    props = torch.cuda.get_device_properties(0)
+    smem_per_block = props.shared_memory_per_block_optin
+
+    def kernel_name(num_heads, head_tiles):
+        return torch_ops._C.prefill_kernel_for(props.major, smem_per_block, num_heads, head_tiles)
+
     header = "| T | H | topk | plan | time us | TFLOP/s | x matmul | gathered GB/s | eager us | x eager | compiled us | x compiled |"
     print(header)
     print("|" + "---|" * 12)
@@ -164,7 +197,8 @@ def main():
 
                 seconds = timed_median(run, args.repeats, args.warmup, flush)
                 flops = 4 * num_tokens * num_heads * topk * 512
-                row = dict(T=num_tokens, H=num_heads, topk=topk, head_tiles=plan["head_tiles"], us=seconds * 1e6,
+                row = dict(T=num_tokens, H=num_heads, topk=topk, head_tiles=plan["head_tiles"],
+                           kernel=kernel_name(num_heads, plan["head_tiles"]), us=seconds * 1e6,
                            tflops=flops / seconds / 1e12, of_matmul=flops / seconds / ceiling,
                            gathered_gbs=num_tokens * topk * 384 / seconds / 1e9)
                 if args.baseline != "none":
@@ -179,17 +213,19 @@ def main():
                     row.update(compiled_us=compiled * 1e6, x_compiled=compiled / seconds)
                 rows.append(row)
                 fmt = lambda key, f: (f % row[key]) if key in row else "-"  # noqa: E731
-                line = (f"| {num_tokens} | {num_heads} | {topk} | ht={row['head_tiles']} | {row['us']:.1f} | "
+                line = (f"| {num_tokens} | {num_heads} | {topk} | ht={row['head_tiles']} {row['kernel']} | {row['us']:.1f} | "
                         f"{row['tflops']:.1f} | {row['of_matmul']:.3f} | {row['gathered_gbs']:.0f} | "
                         f"{fmt('eager_us', '%.0f')} | {fmt('x_eager', '%.1f')} | {fmt('compiled_us', '%.0f')} | "
                         f"{fmt('x_compiled', '%.1f')} |")
                 print(line, flush=True)
-                del q, indices, output, out_lse
                 torch.cuda.empty_cache()
-    meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__)
+    dual_rows = dual_cache_comparison(args.dual, cache, latent, flush, args.repeats, args.warmup, sm_scale) \
+        if args.dual else []
+    meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
+                kernel_env=os.environ.get("CAKE_PREFILL_KERNEL", ""))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+            json.dump(dict(meta=meta, rows=rows, dual=dual_rows), f, indent=1)
     if args.plot:
         plot(rows, meta, args.plot)
 

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "cuda/prefill/prefill_variants.h"
+#include "cuda/prefill_kernel_choice.h"
 #include "ops/prefill_plan.h"
 
 TORCH_LIBRARY(cake, m) {
@@ -36,6 +37,17 @@ PYBIND11_MODULE(_C, module) {
   module.def("prefill_max_head_tiles", &cake::cuda::prefill_max_head_tiles,
              "Largest head tile whose CUDA instance fits `smem_per_block` bytes of shared memory",
              pybind11::arg("smem_per_block"));
+  module.def(
+      "prefill_kernel_for",
+      [](int cc_major, long long smem_per_block, long long num_heads, long long head_tiles) {
+        return cake::cuda::select_prefill_kernel(cc_major, smem_per_block, num_heads, head_tiles) ==
+                       cake::cuda::PrefillKernel::kHopper
+                   ? "hopper"
+                   : "portable";
+      },
+      "Which CUDA prefill kernel serves a call ('hopper' or 'portable'), knobs included",
+      pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
+      pybind11::arg("head_tiles"));
   module.def("plan_prefill_head_tiles", &cake::plan_prefill_head_tiles,
              "The C++ op's own plan when head_tiles is None (for tests)", pybind11::arg("num_tokens"),
              pybind11::arg("num_heads"), pybind11::arg("num_sms"));

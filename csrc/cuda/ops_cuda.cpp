@@ -12,6 +12,8 @@
 #include "../ops/cache_writer_args.h"
 #include "../ops/prefill_args.h"
 #include "cache_writer_cuda.h"
+#include "hopper/prefill_hopper.h"
+#include "prefill_kernel_choice.h"
 #include "prefill/prefill_launch.h"
 
 namespace cake {
@@ -47,13 +49,16 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
                                               extra_kv_cache, extra_indices, extra_topk_length, lse_scale, head_tiles,
                                               props->multiProcessorCount,
                                               cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin));
+  const bool use_hopper = cuda::select_prefill_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
+                                                      args.head_tiles) == cuda::PrefillKernel::kHopper;
+  // CAKE_PREFILL_VARIANT="stages,k_tiles" overrides the portable instance: a knob for benchmark sweeps.
+  const char* variant_knob = std::getenv("CAKE_PREFILL_VARIANT");
   cuda::PrefillVariant variant = cuda::prefill_variant_for(int(args.head_tiles), props->sharedMemPerBlockOptin);
-  // CAKE_PREFILL_VARIANT="stages,k_tiles" overrides the instance: a knob for benchmark sweeps.
-  if (const char* knob = std::getenv("CAKE_PREFILL_VARIANT")) {
+  if (variant_knob != nullptr) {
     variant.head_tiles = int(args.head_tiles);
-    std::sscanf(knob, "%d,%d", &variant.stages, &variant.k_tiles);
+    std::sscanf(variant_knob, "%d,%d", &variant.stages, &variant.k_tiles);
   }
-  TORCH_CHECK_VALUE(variant.head_tiles > 0 && size_t(variant.smem_bytes()) <= props->sharedMemPerBlockOptin,
+  TORCH_CHECK_VALUE(use_hopper || (variant.head_tiles > 0 && size_t(variant.smem_bytes()) <= props->sharedMemPerBlockOptin),
                     "head_tiles: ", args.head_tiles, " has no kernel instance that fits this device's ",
                     props->sharedMemPerBlockOptin, " bytes of shared memory per block");
   TORCH_CHECK_VALUE(args.num_tokens * (args.num_heads / (16 * args.head_tiles)) < (int64_t(1) << 31),
@@ -73,6 +78,10 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
   params.score_scale_log2 = float(args.sm_scale * M_LOG2E);
   params.lse_scale = float(args.lse_scale);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (use_hopper) {
+    cuda::launch_sparse_mla_prefill_hopper(params, stream);
+    return;
+  }
   TORCH_CHECK_VALUE(cuda::launch_sparse_mla_prefill(variant, params, stream), "head_tiles: no kernel instance for ",
                     args.head_tiles, " with ", variant.stages, " stages and ", variant.k_tiles, " K tiles");
 }

@@ -1,0 +1,13 @@
+// Host side of the Hopper (sm_90a) prefill kernel: whether it serves a call, and its launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "../prefill/prefill_params.h"
+#include "prefill_hopper_layout.h"
+
+namespace cake::cuda {
+
+void launch_sparse_mla_prefill_hopper(const PrefillParams& params, cudaStream_t stream);
+
+}  // namespace cake::cuda

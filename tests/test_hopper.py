@@ -1,0 +1,110 @@
+"""The Hopper (sm_90a) prefill kernel: which calls it serves, and the contract on it.
+
+The rest of the suite reaches it too (every CUDA call on an H100/H200 with a multiple of 64
+heads and head_tiles 4); these tests force the edge cases through it explicitly, compare it with
+the portable kernel on the same inputs, and check it is bitwise repeatable."""
+import math
+
+import pytest
+import torch
+
+import torch_ops
+from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
+
+HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
+
+
+def _has_cuda_build() -> bool:
+    return hasattr(torch_ops._C, "prefill_kernel_for")
+
+
+def _device_runs_hopper() -> bool:
+    if not HAS_CUDA:
+        return False
+    props = torch.cuda.get_device_properties(0)
+    return torch_ops._C.prefill_kernel_for(props.major, HOPPER_SMEM, 128, 4) == "hopper"
+
+
+needs_hopper = pytest.mark.skipif(not _device_runs_hopper(), reason="needs an sm_90 GPU and an sm_90a build")
+
+
+def test_kernel_choice(monkeypatch):
+    """Only compute capability 9.x, a multiple of 64 heads and head_tiles 4 may take the Hopper
+    kernel; the knobs force the portable one."""
+    choose = torch_ops._C.prefill_kernel_for
+    monkeypatch.delenv("CAKE_PREFILL_KERNEL", raising=False)
+    monkeypatch.delenv("CAKE_PREFILL_VARIANT", raising=False)
+    for cc_major, smem, heads, head_tiles in [(8, 166912, 128, 4), (12, 101376, 128, 4), (10, HOPPER_SMEM, 128, 4),
+                                              (9, HOPPER_SMEM, 128, 2), (9, HOPPER_SMEM, 16, 1),
+                                              (9, HOPPER_SMEM, 96, 2), (9, 101376, 128, 4)]:
+        assert choose(cc_major, smem, heads, head_tiles) == "portable", (cc_major, smem, heads, head_tiles)
+    hopper_built = choose(9, HOPPER_SMEM, 64, 4)
+    assert hopper_built in ("hopper", "portable")  # "portable" only in a build without sm_90a
+    assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built
+    monkeypatch.setenv("CAKE_PREFILL_KERNEL", "portable")
+    assert choose(9, HOPPER_SMEM, 128, 4) == "portable"
+    monkeypatch.delenv("CAKE_PREFILL_KERNEL")
+    monkeypatch.setenv("CAKE_PREFILL_VARIANT", "2,1")
+    assert choose(9, HOPPER_SMEM, 128, 4) == "portable"
+
+
+# (heads, topk, main cache, extra cache, extra topk, lengths, sink): partial, single-candidate and
+# 16-chunk lists, page sizes 1, 2 and 256, padded page strides, all three views.
+HOPPER_CASES = [
+    (64, 1, CacheSpec(4, 64), None, 0, None, None),
+    (64, 63, CacheSpec(5, 64, "NHD", 16), None, 0, "random", 1.0),
+    (128, 65, CacheSpec(3, 256, "3d"), CacheSpec(40, 1), 7, "random", 1.0),
+    (64, 200, CacheSpec(100, 2, "HND", 48), CacheSpec(3, 64, "NHD"), 129, "random", None),
+    (128, 1024, CacheSpec(20, 64), None, 0, "random", 1.0),
+    (128, 128, CacheSpec(2, 256, "HND", 4096), CacheSpec(9, 64), 512, None, 1.0),
+]
+
+
+@needs_hopper
+@pytest.mark.parametrize("case", range(len(HOPPER_CASES)))
+def test_hopper_matches_reference(case):
+    heads, topk, main, extra, extra_topk, lengths, sink = HOPPER_CASES[case]
+    problem = make_problem(num_tokens=37, num_heads=heads, topk=topk, main=main, device="cuda", seed=500 + case,
+                           extra=extra, extra_topk=extra_topk, lengths=lengths, extra_lengths=lengths, sink=sink,
+                           lse_scale=0.75)
+    output, out_lse, plan = problem.run(head_tiles=4)
+    assert plan["head_tiles"] == 4 and plan["num_ctas"] == 37 * heads // 64
+    assert_matches_reference(output, out_lse, *problem.reference())
+
+
+@needs_hopper
+def test_hopper_empty_rows_and_infinite_sinks():
+    problem = make_problem(num_tokens=6, num_heads=64, topk=70, main=CacheSpec(3, 64), device="cuda", seed=31,
+                           sink=1.0, extra=CacheSpec(2, 1), extra_topk=5)
+    problem.kwargs["topk_length"] = torch.tensor([0, 70, 5, 0, 64, 1], dtype=torch.int32, device="cuda")
+    problem.kwargs["extra_topk_length"] = torch.tensor([0, 5, 0, 0, 2, 0], dtype=torch.int32, device="cuda")
+    sink = torch.randn(64)
+    sink[:4] = float("inf")
+    sink[4:8] = float("-inf")
+    problem.kwargs["attn_sink"] = sink.cuda()
+    output, out_lse, _ = problem.run(head_tiles=4)
+    assert_matches_reference(output, out_lse, *problem.reference())
+    assert output[:, :4].eq(0).all() and torch.isposinf(out_lse[:, :4]).all()
+    assert output[0].eq(0).all() and output[3].eq(0).all()
+    assert torch.isneginf(out_lse[0, 4:8]).all() and torch.isneginf(out_lse[3, 4:8]).all()
+    expected = sink[8:] * (1 / math.log(2))
+    torch.testing.assert_close(out_lse[0, 8:].cpu(), expected, rtol=1e-6, atol=1e-6)
+
+
+@needs_hopper
+def test_hopper_agrees_with_portable_and_is_repeatable(monkeypatch):
+    problem = make_problem(num_tokens=300, num_heads=128, topk=512, main=CacheSpec(64, 64, "NHD", 32), device="cuda",
+                           seed=77, extra=CacheSpec(8, 256), extra_topk=128, lengths="random", sink=1.0)
+    reference = problem.reference()
+    runs = [problem.run(head_tiles=4)[:2] for _ in range(3)]
+    monkeypatch.setenv("CAKE_PREFILL_KERNEL", "portable")
+    portable = problem.run(head_tiles=4)[:2]
+    for output, out_lse in runs + [portable]:
+        assert_matches_reference(output, out_lse, *reference)
+    for output, out_lse in runs[1:]:
+        assert torch.equal(output.view(torch.int16), runs[0][0].view(torch.int16))
+        assert torch.equal(out_lse, runs[0][1])
+    # Same rounding of the weights and the same normalisation: the two kernels differ only in
+    # the fp32 summation order of the MMAs.
+    torch.testing.assert_close(runs[0][0].float(), portable[0].float(), rtol=2e-2, atol=2e-3)
+    torch.testing.assert_close(runs[0][1], portable[1], rtol=1e-5, atol=1e-4)
