@@ -104,7 +104,10 @@ def test_hopper_agrees_with_portable_and_is_repeatable(monkeypatch):
     for output, out_lse in runs[1:]:
         assert torch.equal(output.view(torch.int16), runs[0][0].view(torch.int16))
         assert torch.equal(out_lse, runs[0][1])
-    # Same rounding of the weights and the same normalisation: the two kernels differ only in
-    # the fp32 summation order of the MMAs.
-    torch.testing.assert_close(runs[0][0].float(), portable[0].float(), rtol=2e-2, atol=2e-3)
+    # Both kernels round the weights to bf16 and normalise by the sum of the rounded weights; they
+    # differ in the fp32 summation order of the MMAs, so a weight may round the other way. Per row,
+    # their distance stays far inside the contract's 1e-2.
+    hopper_out, portable_out = runs[0][0].double(), portable[0].double()
+    distance = (hopper_out - portable_out).norm(dim=-1) / portable_out.norm(dim=-1).clamp(min=1e-30)
+    assert distance.max().item() < 5e-3
     torch.testing.assert_close(runs[0][1], portable[1], rtol=1e-5, atol=1e-4)

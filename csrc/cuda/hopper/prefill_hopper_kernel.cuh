@@ -89,15 +89,23 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       cp_async_16(q_tile + swizzled_offset(row, column), q_block + row * nvfp4::kHeadDim + column, true);
     }
 
-    // Gather stage `s` (rows [16 (s % 4), +16) of block s / 4): 8 threads per row, 3 chunks each.
-    auto issue_stage = [&](int s) {
+    // Thread roles, fixed for the whole loop: stage row `row` (8 threads per row). For the gather
+    // the thread copies chunks lane8 + 8 k of the 24 in the row; for the dequant it converts the
+    // NoPE groups lane8 + 8 j (j < 4, the last only for lane8 < 4) and RoPE part lane8.
+    const int row = tid / 8;
+    const int lane8 = tid % 8;
+
+    // Slot of stage s's row `row`: loaded one iteration before its gather is issued, so the
+    // index read's latency hides behind a dequant.
+    auto load_slot = [&](int s) -> int64_t {
       const int block = s / 4;
       const bool in_main = block < blocks0;
       const CandidateListParams& list = in_main ? params.lists[0] : params.lists[1];
-      const int length = in_main ? length0 : length1;
-      const int row = tid / 8;
       const int position = (in_main ? block : block - blocks0) * L::kBlockRows + (s % 4) * L::kStageRows + row;
-      const int64_t slot = candidate_slot(list, token, length, position);
+      return candidate_slot(list, token, in_main ? length0 : length1, position);
+    };
+    auto issue_stage = [&](int s, int64_t slot) {
+      const CandidateListParams& list = s / 4 < blocks0 ? params.lists[0] : params.lists[1];
       const bool valid = slot >= 0;
       // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
       const int64_t page =
@@ -109,51 +117,49 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       uint8_t* stage_row = raw + ((s % L::kStages) * L::kStageRows + row) * L::kRawRowStride;
 #pragma unroll
       for (int k = 0; k < 3; ++k) {
-        const int chunk = tid % 8 + 8 * k;
-        const uint8_t* src = chunk < 22 ? data_row + chunk * 16 : scale_row + (chunk - 22) * 16;
+        const int chunk = lane8 + 8 * k;
+        const uint8_t* src = chunk < nvfp4::kDataRowBytes / 16 ? data_row + chunk * 16
+                                                               : scale_row + (chunk - nvfp4::kDataRowBytes / 16) * 16;
         cp_async_16(smem_address(stage_row + chunk * 16), valid ? src : list.cache, valid);
       }
-      if (tid % 8 == 0) stage_valid[(s % L::kStages) * L::kStageRows + row] = valid;
+      if (lane8 == 0) stage_valid[(s % L::kStages) * L::kStageRows + row] = valid;
     };
 
-    // Dequantize stage `s` into rows [16 (s % 4), +16) of K tile (s / 4) % 2. Units run row-fastest
-    // so a warp's 16-byte stores cover whole 128-byte rows of one column block.
+    // Swizzled destinations of this thread's first group (j = 0; group j adds j * 16 KB: two
+    // column blocks) and of its RoPE part, relative to the K tile and the stage's first row.
+    const int swizzle = row % 8;  // stage rows start at multiples of 16, so tile row % 8 == row % 8
+    const uint32_t nope_dst0 = (lane8 / 4) * L::kColumnBlockBytes + row * 128 + (((2 * (lane8 % 4)) ^ swizzle) << 4);
+    const uint32_t nope_dst1 = (lane8 / 4) * L::kColumnBlockBytes + row * 128 + (((2 * (lane8 % 4) + 1) ^ swizzle) << 4);
+    const uint32_t rope_dst = 7 * L::kColumnBlockBytes + row * 128 + ((lane8 ^ swizzle) << 4);
+
     auto dequantize_stage = [&](int s) {
-      const uint8_t* stage = raw + (s % L::kStages) * L::kStageRows * L::kRawRowStride;
-      const uint32_t k_tile = k_tiles + ((s / 4) % 2) * L::kTileBytes;
-      const int row0 = (s % 4) * L::kStageRows;
-      for (int unit = tid; unit < L::kStageRows * (nvfp4::kNumGroups + 8); unit += 128) {
-        const int row = unit % L::kStageRows;
-        const int item = unit / L::kStageRows;  // 0..27: a NoPE group, 28..35: 8 RoPE values
-        const uint8_t* raw_row = stage + row * L::kRawRowStride;
-        const int tile_row = row0 + row;
-        if (item < nvfp4::kNumGroups) {
+      const uint8_t* raw_row = raw + ((s % L::kStages) * L::kStageRows + row) * L::kRawRowStride;
+      const uint32_t tile_rows = k_tiles + ((s / 4) % 2) * L::kTileBytes + (s % 4) * L::kStageRows * 128;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int group = lane8 + 8 * j;
+        if (j < 3 || lane8 < 4) {
           uint32_t packed[8];
-          dequantize_group(*reinterpret_cast<const uint2*>(raw_row + item * 8), raw_row[nvfp4::kDataRowBytes + item],
+          dequantize_group(*reinterpret_cast<const uint2*>(raw_row + group * 8), raw_row[nvfp4::kDataRowBytes + group],
                            packed);
-          const int column = item * nvfp4::kGroupSize;
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(k_tile + swizzled_offset(tile_row, column)),
-                       "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3]));
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(k_tile + swizzled_offset(tile_row, column + 8)),
-                       "r"(packed[4]), "r"(packed[5]), "r"(packed[6]), "r"(packed[7]));
-        } else {
-          const int part = item - nvfp4::kNumGroups;
-          const uint4 rope = *reinterpret_cast<const uint4*>(raw_row + nvfp4::kNopeBytes + part * 16);
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                           k_tile + swizzled_offset(tile_row, nvfp4::kNopeDim + part * 8)),
-                       "r"(rope.x), "r"(rope.y), "r"(rope.z), "r"(rope.w));
+          st_shared_16(tile_rows + nope_dst0 + j * 2 * L::kColumnBlockBytes, packed[0], packed[1], packed[2], packed[3]);
+          st_shared_16(tile_rows + nope_dst1 + j * 2 * L::kColumnBlockBytes, packed[4], packed[5], packed[6], packed[7]);
         }
       }
+      const uint4 rope = *reinterpret_cast<const uint4*>(raw_row + nvfp4::kNopeBytes + lane8 * 16);
+      st_shared_16(tile_rows + rope_dst, rope.x, rope.y, rope.z, rope.w);
       if (tid < L::kStageRows) {
-        block_valid[((s / 4) % 2) * L::kBlockRows + row0 + tid] = stage_valid[(s % L::kStages) * L::kStageRows + tid];
+        block_valid[((s / 4) % 2) * L::kBlockRows + (s % 4) * L::kStageRows + tid] =
+            stage_valid[(s % L::kStages) * L::kStageRows + tid];
       }
     };
 
 #pragma unroll
     for (int s = 0; s < L::kStages - 1; ++s) {
-      if (s < num_stages) issue_stage(s);
+      if (s < num_stages) issue_stage(s, load_slot(s));
       cp_async_commit();
     }
+    int64_t next_slot = L::kStages - 1 < num_stages ? load_slot(L::kStages - 1) : -1;
     for (int s = 0; s < num_stages; ++s) {
       cp_async_wait<L::kStages - 2>();  // this thread's copies of stage s (and Q) have landed
       if (s == 0) {
@@ -163,7 +169,10 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       // Everyone's copies of stage s are visible, and everyone finished dequantizing stage s - 1,
       // whose buffer the next gather refills.
       named_barrier<1, 128>();
-      if (s + L::kStages - 1 < num_stages) issue_stage(s + L::kStages - 1);
+      if (s + L::kStages - 1 < num_stages) {
+        issue_stage(s + L::kStages - 1, next_slot);
+        if (s + L::kStages < num_stages) next_slot = load_slot(s + L::kStages);
+      }
       cp_async_commit();
       const int block = s / 4;
       if (s % 4 == 0 && block >= 2) mbarrier_wait(k_empty + 8 * (block % 2), ((block / 2) - 1) & 1);
@@ -201,12 +210,15 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
 
       // S[64 heads x 32 candidates] = Q[64 x 512] K[32 w .. 32 w + 32, 512]^T.
       float s_acc[16];
+      // Descriptors of the k-step's 16 columns: +32 bytes within a 128-byte row, +8 KB per column
+      // block; the start address field counts 16-byte units, so offsets add to the descriptor.
+      const uint64_t q_desc = smem_descriptor(q_tile, 16, 1024);
+      const uint64_t k_desc = smem_descriptor(k_tile + consumer * 32 * 128, 16, 1024);
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < 32; ++k) {
-        const uint32_t column_block = (k / 4) * L::kColumnBlockBytes + (k % 4) * 32;
-        wgmma_m64n32k16_ss(s_acc, smem_descriptor(q_tile + column_block, 16, 1024),
-                           smem_descriptor(k_tile + column_block + consumer * 32 * 128, 16, 1024), k > 0);
+        const uint32_t step = ((k / 4) * L::kColumnBlockBytes + (k % 4) * 32) >> 4;
+        wgmma_m64n32k16_ss(s_acc, q_desc + step, k_desc + step, k > 0);
       }
       wgmma_commit();
       wgmma_wait<0>();
@@ -287,13 +299,13 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       named_barrier<3, 256>();  // P[64 x 64] complete
 
       // O[64 x 256 dims of this consumer] += P[64 x 64] V[64 x 256]: V = the K tile, MN-major.
+      const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
+      const uint64_t v_desc =
+          smem_descriptor(k_tile + consumer * 4 * L::kColumnBlockBytes, L::kColumnBlockBytes, 1024);
       wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        wgmma_m64n256k16_ss_bt(o_acc, smem_descriptor(p_tile + k * 32, 16, 1024),
-                               smem_descriptor(k_tile + consumer * 4 * L::kColumnBlockBytes + k * 16 * 128,
-                                               L::kColumnBlockBytes, 1024),
-                               true);
+      for (int k = 0; k < 4; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
+        wgmma_m64n256k16_ss_bt(o_acc, p_desc + ((k * 32) >> 4), v_desc + ((k * 16 * 128) >> 4), true);
       }
       wgmma_commit();
       wgmma_wait<0>();

@@ -49,6 +49,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_bt(float (&d)[128], uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 
+__device__ __forceinline__ void st_shared_16(uint32_t address, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
 // Writes by ordinary stores become visible to the tensor cores (the async proxy) after this
 // fence and a barrier.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }

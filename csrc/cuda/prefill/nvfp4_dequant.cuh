@@ -2,6 +2,8 @@
 // normal bf16 and so is every E4M3 scale, and their product has at most 4 significant bits.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "../../format/nvfp4_format.h"
@@ -15,19 +17,35 @@ namespace cake::cuda {
 constexpr uint32_t kE2m1HighBytes0 = 0x3F3F3F00u, kE2m1HighBytes1 = 0x40404040u;
 constexpr uint32_t kE2m1LowBytes0 = 0xC0800000u, kE2m1LowBytes1 = 0xC0804000u;
 
-// Four nibbles (the low 16 bits of `nibbles`, element order) -> two bf16x2 words.
+// Four nibbles (the low 16 bits of `nibbles`, element order) -> two bf16x2 words. Seven
+// instructions: the magnitudes index the two byte tables; the sign comes from a third permute in
+// its sign-replicate mode (selector bit 3 = the nibble's sign bit): it returns the msb of 0x7F (0)
+// for negative nibbles and 0x7F for positive ones, and one LOP3 turns that into bit 15.
 __device__ __forceinline__ void e2m1x4_to_bf16x4(uint32_t nibbles, uint32_t& out01, uint32_t& out23) {
   const uint32_t index = nibbles & 0x7777u;
-  const uint32_t high = byte_perm(kE2m1HighBytes0, kE2m1HighBytes1, index);
+  const uint32_t positive = byte_perm(0x7F7F7F7Fu, 0x7F7F7F7Fu, nibbles);  // 0x7F: positive, 0x00: negative
+  const uint32_t high = byte_perm(kE2m1HighBytes0, kE2m1HighBytes1, index) | (~positive & 0x80808080u);
   const uint32_t low = byte_perm(kE2m1LowBytes0, kE2m1LowBytes1, index);
-  // Interleave low/high bytes into bf16 pairs and put each nibble's sign (bit 3) on bit 15/31.
-  out01 = byte_perm(low, high, 0x5140u) | ((nibbles << 12) & 0x8000u) | ((nibbles << 24) & 0x80000000u);
-  out23 = byte_perm(low, high, 0x7362u) | ((nibbles << 4) & 0x8000u) | ((nibbles << 16) & 0x80000000u);
+  out01 = byte_perm(low, high, 0x5140u);  // interleave low/high bytes into bf16 pairs
+  out23 = byte_perm(low, high, 0x7362u);
+}
+
+// An E4M3 block scale as a bf16 pair (exact). sm_89+ converts in hardware (subnormals and NaN
+// included); older GPUs use the format header's decoder.
+__device__ __forceinline__ uint32_t e4m3_to_bf16x2(uint8_t scale_byte) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t halves;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(static_cast<unsigned short>(scale_byte)));
+  const float scale = __half2float(__ushort_as_half(static_cast<unsigned short>(halves & 0xFFFFu)));
+#else
+  const float scale = nvfp4::e4m3_to_float(scale_byte);
+#endif
+  return pack_bf16x2(scale, scale);
 }
 
 // One 16-value group: 8 code bytes + its E4M3 scale -> 8 bf16x2 words (element order).
 __device__ __forceinline__ void dequantize_group(uint2 codes, uint8_t scale_byte, uint32_t (&out)[8]) {
-  const uint32_t scale_bf16 = pack_bf16x2(nvfp4::e4m3_to_float(scale_byte), nvfp4::e4m3_to_float(scale_byte));
+  const uint32_t scale_bf16 = e4m3_to_bf16x2(scale_byte);
   const uint32_t words[2] = {codes.x, codes.y};
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
