@@ -10,7 +10,7 @@ struct HopperPrefillLayout {
   static constexpr int kHeads = 64;            // heads per CTA: one wgmma M
   static constexpr int kBlockRows = 64;        // candidates per block (a chunk of the list)
   static constexpr int kStageRows = 16;        // candidates per gather stage (a quarter block)
-  static constexpr int kStages = 4;            // raw gather stages in flight: 3 quarters of lead
+  static constexpr int kStages = 4;            // raw gather stages: one block of lead
   static constexpr int kThreads = 384;         // producer warpgroup + two consumer warpgroups
   // A raw stage row is the 384 gathered bytes plus 16 of padding: with 384 (= 3 * 128) every
   // row would start on the same bank and the dequant's reads of 16 rows would serialise.
@@ -26,11 +26,11 @@ struct HopperPrefillLayout {
   static constexpr int kKOffset = kQOffset + kTileBytes;  // two K tiles (K is also V)
   static constexpr int kPOffset = kKOffset + 2 * kTileBytes;
   static constexpr int kRawOffset = kPOffset + kPTileBytes;
-  static constexpr int kStageValidOffset = kRawOffset + kStages * kStageRows * kRawRowStride;  // u8 [stage][row]
-  static constexpr int kBlockValidOffset = kStageValidOffset + kStages * kStageRows;           // u8 [tile][row]
+  static constexpr int kBlockValidOffset = kRawOffset + kStages * kStageRows * kRawRowStride;  // u8 [tile][row]
   static constexpr int kRowStatsOffset = kBlockValidOffset + 2 * kBlockRows;  // f32 [max|sum|exact][wg][64]
-  static constexpr int kBarrierOffset = kRowStatsOffset + 3 * 2 * kHeads * 4;  // q_full, k_full[2], k_empty[2]
-  static constexpr int kSmemBytes = kBarrierOffset + 5 * 8;
+  // mbarriers: q_full, raw_full[kStages], raw_empty[kStages]
+  static constexpr int kBarrierOffset = kRowStatsOffset + 3 * 2 * kHeads * 4;
+  static constexpr int kSmemBytes = kBarrierOffset + (1 + 2 * kStages) * 8;
 };
 
 static_assert(HopperPrefillLayout::kSmemBytes <= 232448, "the Hopper prefill must fit 227 KB of shared memory");

@@ -49,6 +49,17 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_bt(float (&d)[128], uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 
+__device__ __forceinline__ void st_shared_4(uint32_t address, uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_16(uint32_t address) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(address)
+               : "memory");
+  return v;
+}
 __device__ __forceinline__ void st_shared_16(uint32_t address, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
@@ -62,6 +73,11 @@ __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
 }
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives on the barrier when all of this thread's earlier cp.async copies have landed; the
+// barrier's expected count includes this arrival (.noinc).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 // Blocks until the phase with parity `parity` of the barrier has completed.
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
