@@ -116,36 +116,50 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       const BlockSource src = source(s / 4, (s % 4) * L::kStageRows + row);
       return candidate_slot(*src.list, token, src.length, src.position);
     };
-    int64_t slot = load_slot(0);
-    for (int s = 0; s < num_stages; ++s) {
-      const int64_t next_slot = s + 1 < num_stages ? load_slot(s + 1) : -1;  // in flight during this stage
-      const int buffer = s % L::kStages;
-      if (s >= L::kStages) mbarrier_wait(raw_empty + 8 * buffer, ((s / L::kStages) - 1) & 1);
-      const CandidateListParams& list = *source(s / 4, 0).list;
-      const bool valid = slot >= 0;
-      // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
-      const int64_t page =
-          !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
-      const int64_t in_page = valid ? slot - page * list.page_size : 0;
-      const uint8_t* page_base = list.cache + page * list.page_stride;
-      const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
-      const uint8_t* scale_row = page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
-      uint8_t* stage_row = raw + (buffer * L::kStageRows + row) * L::kRawRowStride;
+    // The four slots of a block are loaded together one block ahead (four independent index reads
+    // in flight, hidden behind the previous block's gathers).
+    int64_t slots[4];
 #pragma unroll
-      for (int k = 0; k < 3; ++k) {
-        const int chunk = lane8 + 8 * k;
-        const uint8_t* src = chunk < nvfp4::kDataRowBytes / 16 ? data_row + chunk * 16
-                                                               : scale_row + (chunk - nvfp4::kDataRowBytes / 16) * 16;
-        cp_async_16(smem_address(stage_row + chunk * 16), valid ? src : list.cache, valid);  // masked: zero-fill
+    for (int q = 0; q < 4; ++q) slots[q] = load_slot(q);
+    for (int block = 0; block < num_blocks; ++block) {
+      int64_t next_slots[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) next_slots[q] = block + 1 < num_blocks ? load_slot(4 * (block + 1) + q) : -1;
+      const CandidateListParams& list = *source(block, 0).list;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int s = 4 * block + q;
+        const int buffer = q;  // kStages == 4: stage s always lives in buffer s % 4
+        if (block > 0) mbarrier_wait(raw_empty + 8 * buffer, (block - 1) & 1);
+        const int64_t slot = slots[q];
+        const bool valid = slot >= 0;
+        // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
+        const int64_t page =
+            !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
+        const int64_t in_page = valid ? slot - page * list.page_size : 0;
+        const uint8_t* page_base = list.cache + page * list.page_stride;
+        const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
+        const uint8_t* scale_row =
+            page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
+        uint8_t* stage_row = raw + (buffer * L::kStageRows + row) * L::kRawRowStride;
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+          const int chunk = lane8 + 8 * k;
+          const uint8_t* src = chunk < nvfp4::kDataRowBytes / 16
+                                   ? data_row + chunk * 16
+                                   : scale_row + (chunk - nvfp4::kDataRowBytes / 16) * 16;
+          cp_async_16(smem_address(stage_row + chunk * 16), valid ? src : list.cache, valid);  // masked: zero-fill
+        }
+        cp_async_arrive_noinc(raw_full + 8 * buffer);  // fires when this thread's copies have landed
+        if (s == L::kStages - 1 || s == num_stages - 1) {
+          // Q is the only committed copy group (stage copies report through their mbarriers).
+          cp_async_wait<0>();
+          fence_proxy_async();  // Q is read by wgmma (the async proxy)
+          mbarrier_arrive(q_full);
+        }
       }
-      cp_async_arrive_noinc(raw_full + 8 * buffer);  // fires when this thread's copies have landed
-      if (s == L::kStages - 1 || s == num_stages - 1) {
-        // Q is the only committed copy group (stage copies report through their mbarriers).
-        cp_async_wait<0>();
-        fence_proxy_async();  // Q is read by wgmma (the async proxy)
-        mbarrier_arrive(q_full);
-      }
-      slot = next_slot;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) slots[q] = next_slots[q];
     }
     cp_async_commit();  // nothing in flight at exit
     cp_async_wait<0>();

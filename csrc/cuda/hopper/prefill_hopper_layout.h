@@ -35,5 +35,7 @@ struct HopperPrefillLayout {
 
 static_assert(HopperPrefillLayout::kSmemBytes <= 232448, "the Hopper prefill must fit 227 KB of shared memory");
 static_assert(HopperPrefillLayout::kBarrierOffset % 8 == 0, "mbarriers are 8-byte aligned");
+static_assert(HopperPrefillLayout::kStages * HopperPrefillLayout::kStageRows == HopperPrefillLayout::kBlockRows,
+              "the kernel maps stage s of a block to raw buffer s % 4: one block of raw buffers");
 
 }  // namespace cake::cuda

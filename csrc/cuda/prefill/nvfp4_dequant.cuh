@@ -20,13 +20,12 @@ constexpr uint32_t kE2m1LowBytes0 = 0xC0800000u, kE2m1LowBytes1 = 0xC0804000u;
 // Four nibbles (the low 16 bits of `nibbles`, element order) -> two bf16x2 words. Eight
 // instructions: the magnitudes index the two byte tables; the sign comes from a third permute in
 // its sign-replicate mode (selector bit 3 = the nibble's sign bit): it returns the replicated msb
-// of 0x7F (0x00) for negative nibbles and 0x7F for positive ones; bit 6 of the complement,
-// shifted to bit 7 of the high byte, is the sign (one LOP3 and one shift-add).
+// of 0x7F (0x00) for negative nibbles and 0x7F for positive ones; bit 6 shifted to bit 7 and
+// complemented is the sign (a shift and a three-input LOP3 that also merges it).
 __device__ __forceinline__ void e2m1x4_to_bf16x4(uint32_t nibbles, uint32_t& out01, uint32_t& out23) {
   const uint32_t index = nibbles & 0x7777u;
   const uint32_t positive = byte_perm(0x7F7F7F7Fu, 0x7F7F7F7Fu, nibbles);  // 0x7F: positive, 0x00: negative
-  // The table's high bytes are <= 0x40, so adding the sign bit cannot carry.
-  const uint32_t high = byte_perm(kE2m1HighBytes0, kE2m1HighBytes1, index) + ((~positive & 0x40404040u) << 1);
+  const uint32_t high = byte_perm(kE2m1HighBytes0, kE2m1HighBytes1, index) | (~(positive << 1) & 0x80808080u);
   const uint32_t low = byte_perm(kE2m1LowBytes0, kE2m1LowBytes1, index);
   out01 = byte_perm(low, high, 0x5140u);  // interleave low/high bytes into bf16 pairs
   out23 = byte_perm(low, high, 0x7362u);
