@@ -45,6 +45,9 @@ __device__ __forceinline__ uint32_t swizzled_offset(int row, int column) {
          (column % 8) * 2;
 }
 
+// A row's softmax reference moves only when a block's max exceeds it by more than this (log2).
+constexpr float kLazyRescaleLog2 = 8.0f;
+
 // Where candidate `row` (0..63) of block `block` comes from: its list and position in it.
 struct BlockSource {
   const CandidateListParams* list;
@@ -176,33 +179,53 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
     float* sum_exchange = row_stats + 2 * L::kHeads;
     float* exact_exchange = row_stats + 4 * L::kHeads;
 
-    // Dequant roles: stage row dq_row (16 threads per row), items dq_lane + 16 j of the row's 36
-    // (0..27: a NoPE group of 16 values, 28..35: 8 RoPE values).
-    const int dq_row = consumer_thread / 16;
-    const int dq_lane = consumer_thread % 16;
+    // Dequant roles per stage (16 rows x (28 NoPE groups + 8 RoPE parts)), fixed for the kernel so
+    // all addresses are per-thread constants and every branch is warp-uniform: threads 0..223
+    // (7 warps) convert groups item and item + 224 of the stage's 448 (row = item % 16, row
+    // fastest so a warp's stores fill whole 128-byte rows; group = item / 16); threads 224..255
+    // (one warp) copy the 128 RoPE units, 4 each.
+    const bool converts = consumer_thread < 224;
+    const int dq_row = consumer_thread % 16;
+    const int dq_swizzle = dq_row % 8;  // stage rows start at multiples of 16: tile row % 8 == dq_row % 8
+    uint32_t dq_src[2], dq_dst[2][2];   // [pass]: raw offset of the codes, K-tile offsets of the two halves
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int group = consumer_thread / 16 + 14 * pass;  // + 224 items = + 14 groups
+      dq_src[pass] = dq_row * L::kRawRowStride + group * 8;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        dq_dst[pass][half] = (group / 4) * L::kColumnBlockBytes + dq_row * 128 +
+                             (((2 * (group % 4) + half) ^ dq_swizzle) << 4);
+      }
+    }
+    const int rope_part0 = (consumer_thread - 224) / 16;  // parts rope_part0 + 2 k, k < 4
+    const E2m1Tables tables = e2m1_tables();
     auto dequantize_block = [&](int block) {
       const uint32_t k_tile = k_tiles + (block % 2) * L::kTileBytes;
 #pragma unroll 1
       for (int quarter = 0; quarter < 4; ++quarter) {
         const int buffer = quarter;  // stage 4 block + quarter lives in buffer quarter
         mbarrier_wait(raw_full + 8 * buffer, block & 1);
-        const uint8_t* raw_row = raw + (buffer * L::kStageRows + dq_row) * L::kRawRowStride;
-        const int tile_row = quarter * L::kStageRows + dq_row;
+        const uint8_t* stage = raw + buffer * L::kStageRows * L::kRawRowStride;
+        const uint32_t tile_rows = k_tile + quarter * L::kStageRows * 128;
+        if (converts) {
 #pragma unroll
-        for (int j = 0; j < 3; ++j) {
-          const int item = dq_lane + 16 * j;
-          if (item < nvfp4::kNumGroups) {
+          for (int pass = 0; pass < 2; ++pass) {
+            const int group = consumer_thread / 16 + 14 * pass;
             uint32_t packed[8];
-            dequantize_group(*reinterpret_cast<const uint2*>(raw_row + item * 8),
-                             raw_row[nvfp4::kDataRowBytes + item], packed);
-            const int column = item * nvfp4::kGroupSize;
-            st_shared_16(k_tile + swizzled_offset(tile_row, column), packed[0], packed[1], packed[2], packed[3]);
-            st_shared_16(k_tile + swizzled_offset(tile_row, column + 8), packed[4], packed[5], packed[6], packed[7]);
-          } else if (item < nvfp4::kNumGroups + 8) {
-            const int part = item - nvfp4::kNumGroups;
-            const uint4 rope = *reinterpret_cast<const uint4*>(raw_row + nvfp4::kNopeBytes + part * 16);
-            st_shared_16(k_tile + swizzled_offset(tile_row, nvfp4::kNopeDim + part * 8), rope.x, rope.y, rope.z,
-                         rope.w);
+            dequantize_group(*reinterpret_cast<const uint2*>(stage + dq_src[pass]),
+                             stage[dq_row * L::kRawRowStride + nvfp4::kDataRowBytes + group], tables, packed);
+            st_shared_16(tile_rows + dq_dst[pass][0], packed[0], packed[1], packed[2], packed[3]);
+            st_shared_16(tile_rows + dq_dst[pass][1], packed[4], packed[5], packed[6], packed[7]);
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int part = rope_part0 + 2 * k;
+            const uint4 rope =
+                *reinterpret_cast<const uint4*>(stage + dq_row * L::kRawRowStride + nvfp4::kNopeBytes + part * 16);
+            st_shared_16(tile_rows + 7 * L::kColumnBlockBytes + dq_row * 128 + ((part ^ dq_swizzle) << 4), rope.x,
+                         rope.y, rope.z, rope.w);
           }
         }
         mbarrier_arrive(raw_empty + 8 * buffer);  // this thread's reads of the stage are done
@@ -219,7 +242,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
     float o_acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o_acc[i] = 0.0f;
-    float row_max[2] = {-INFINITY, -INFINITY};
+    float row_max[2] = {-INFINITY, -INFINITY};  // the softmax reference of each row (see step 2)
     float row_sum[2] = {0.0f, 0.0f};        // of the bf16 weights the MMA uses
     float row_sum_exact[2] = {0.0f, 0.0f};  // of the fp32 weights (the LSE)
 
@@ -279,14 +302,19 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       // tile and K tile (block + 1) % 2 are free.
       named_barrier<3, 256>();
 
+      // The reference the weights are taken against moves only when a block's max exceeds it by
+      // more than 2^8 (or on the first valid block): weights stay <= 256, exact relative rounding
+      // in bf16 is scale-free, and the O rescale (128 multiplies) becomes rare. Both consumers
+      // see the same maxima, so they take the same decisions.
       float rescale[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = row0 + 8 * r;
         const float block_max = fmaxf(max_exchange[row], max_exchange[L::kHeads + row]);
-        const float new_max = fmaxf(row_max[r], block_max);
+        const bool move = block_max > row_max[r] + kLazyRescaleLog2;  // false while block_max == -inf
+        const float new_max = move ? block_max : row_max[r];
         const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
-        rescale[r] = fast_exp2(row_max[r] - reference);
+        rescale[r] = move ? fast_exp2(row_max[r] - new_max) : 1.0f;
         row_max[r] = new_max;
         float sum = 0.0f;
         float sum_exact = 0.0f;
