@@ -28,12 +28,14 @@ PYBIND11_MODULE(_C, module) {
   module.doc() = "cake sparse-MLA NVFP4 operators (registered under torch.ops.cake)";
   module.def(
       "prefill_plan_table",
-      [] {
+      [](bool hopper) {
         std::vector<std::pair<int64_t, int64_t>> table;
-        for (const auto& row : cake::prefill_plan_table()) table.emplace_back(row.head_tiles, row.min_items_percent);
+        for (const auto& row : cake::prefill_plan_table(hopper)) table.emplace_back(row.head_tiles, row.min_items_percent);
         return table;
       },
-      "(head_tiles, min_items_percent of the SM count) rows of the prefill planner");
+      "(head_tiles, min_items_percent of the SM count) rows of the prefill planner, for the portable "
+      "kernel or (hopper=True) the Hopper kernel",
+      pybind11::arg("hopper") = false);
   module.def("prefill_max_head_tiles", &cake::cuda::prefill_max_head_tiles,
              "Largest head tile whose CUDA instance fits `smem_per_block` bytes of shared memory",
              pybind11::arg("smem_per_block"));
@@ -50,5 +52,5 @@ PYBIND11_MODULE(_C, module) {
       pybind11::arg("head_tiles"));
   module.def("plan_prefill_head_tiles", &cake::plan_prefill_head_tiles,
              "The C++ op's own plan when head_tiles is None (for tests)", pybind11::arg("num_tokens"),
-             pybind11::arg("num_heads"), pybind11::arg("num_sms"));
+             pybind11::arg("num_heads"), pybind11::arg("num_sms"), pybind11::arg("hopper") = false);
 }

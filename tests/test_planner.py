@@ -20,13 +20,26 @@ def test_head_tile_choices():
         assert choices(bad) == ()
 
 
-def test_python_and_cpp_plans_agree():
+@pytest.mark.parametrize("kernel", ["portable", "hopper"])
+def test_python_and_cpp_plans_agree(kernel):
     tokens = sorted({0, 1, 2, 3, 31, 32, 33, 63, 64, 65, 127, 128, 129, 263, 264, 265, 527, 528, 529, 1000, 4096, 10**6})
     for num_tokens, num_heads, num_sms in itertools.product(tokens, range(16, 129, 16), (1, 2, 66, 78, 114, 132, 170)):
-        expected = _C.plan_prefill_head_tiles(num_tokens, num_heads, num_sms)
-        got = plan(num_tokens=num_tokens, num_heads=num_heads, topk=512, num_sms=num_sms)
-        assert got == expected == plan_head_tiles(num_tokens, num_heads, num_sms)
+        expected = _C.plan_prefill_head_tiles(num_tokens, num_heads, num_sms, kernel == "hopper")
+        got = plan(num_tokens=num_tokens, num_heads=num_heads, topk=512, num_sms=num_sms, kernel=kernel)
+        assert got == expected == plan_head_tiles(num_tokens, num_heads, num_sms, kernel)
         assert got in choices(num_heads)
+
+
+def test_hopper_table_takes_four_tiles_at_any_size():
+    """Measured on the H200 (docs/planner.md): the Hopper kernel with 4 tiles beats the portable
+    kernel's 1 and 2 tiles from T = 64 up, so its plan is 4 whenever H % 64 == 0."""
+    for num_tokens in (1, 64, 4096):
+        assert plan(num_tokens=num_tokens, num_heads=64, topk=512, num_sms=132, kernel="hopper") == 4
+        assert plan(num_tokens=num_tokens, num_heads=128, topk=512, num_sms=132, kernel="hopper") == 4
+    assert plan(num_tokens=1, num_heads=128, topk=512, num_sms=132) == 1  # the portable table differs
+    assert plan(num_tokens=1, num_heads=96, topk=512, num_sms=132, kernel="hopper") == 1
+    with pytest.raises(ValueError, match="kernel"):
+        plan(num_tokens=1, num_heads=64, topk=1, num_sms=1, kernel="sm100")
 
 
 def test_planner_prefers_larger_tiles_with_more_tokens():
@@ -66,3 +79,19 @@ def test_shared_memory_caps_head_tiles():
     assert _C.prefill_max_head_tiles(166912) == 4
     assert _C.prefill_max_head_tiles(101376) == 1
     assert _C.prefill_max_head_tiles(1024) == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_plan_follows_the_device_kernel_table():
+    from torch_ops.planner import device_num_sms, device_prefill_kernel
+    device = torch.device("cuda")
+    q = torch.randn(64, 64, 512, device=device).to(torch.bfloat16)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.randn(2, 64, 512, device=device).to(torch.bfloat16))
+    idx = torch.randint(0, 128, (64, 32), dtype=torch.int32, device=device)
+    out, lse = torch.empty(64, 64, 512, dtype=torch.bfloat16, device=device), torch.empty(64, 64, device=device)
+    result = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, idx, out, lse, 0.1)
+    kernel = device_prefill_kernel(device)
+    assert result["head_tiles"] == plan(num_tokens=64, num_heads=64, topk=32, num_sms=device_num_sms(device),
+                                        kernel=kernel)
+    if kernel == "hopper":
+        assert result["head_tiles"] == 4  # T = 64 is below the portable table's threshold for 4 tiles

@@ -15,8 +15,9 @@ CHUNK_SIZE = 64
 MAX_CHUNKS = 16
 HEADS_PER_TILE = 16
 
-# {head_tiles: minimum work items, in percent of the SM count, for that tile to be chosen}
-_MIN_ITEMS_PERCENT = dict(_C.prefill_plan_table())
+# {kernel: {head_tiles: minimum work items, in percent of the SM count, for that tile to be chosen}}
+PLAN_KERNELS = ("portable", "hopper")
+_MIN_ITEMS_PERCENT = {kernel: dict(_C.prefill_plan_table(kernel == "hopper")) for kernel in PLAN_KERNELS}
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads: int) -> Tuple[int, ...]:
@@ -35,14 +36,15 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads: int) -> Tuple
     return tuple(choices)
 
 
-def plan_head_tiles(num_tokens, num_heads: int, num_sms: int) -> int:
+def plan_head_tiles(num_tokens, num_heads: int, num_sms: int, kernel: str = "portable") -> int:
     """The planning rule itself (no argument checks); mirrors cake::plan_prefill_head_tiles."""
+    thresholds = _MIN_ITEMS_PERCENT[kernel]
     choices = cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
     for head_tiles in reversed(choices):
         if head_tiles == 1:
             return 1
         items = num_tokens * (num_heads // (HEADS_PER_TILE * head_tiles))
-        if items * 100 >= _MIN_ITEMS_PERCENT[head_tiles] * num_sms:
+        if items * 100 >= thresholds[head_tiles] * num_sms:
             return head_tiles
     return 1
 
@@ -62,6 +64,14 @@ def _max_head_tiles(device_type: str, device_index: int) -> int:
     return 4
 
 
+@torch.compiler.assume_constant_result
+def _prefill_kernel(device_type: str, device_index: int) -> str:
+    if device_type == "cuda":
+        props = torch.cuda.get_device_properties(device_index)
+        return _C.prefill_kernel_for(props.major, props.shared_memory_per_block_optin, 64, 4)
+    return "portable"
+
+
 def _device_index(device: torch.device) -> int:
     if device.index is not None:
         return device.index
@@ -74,6 +84,12 @@ def device_max_head_tiles(device: torch.device) -> int:
     return _max_head_tiles(device.type, _device_index(device))
 
 
+def device_prefill_kernel(device: torch.device) -> str:
+    """The kernel family whose planner table applies on ``device``: "hopper" where 4-tile calls run
+    the Hopper kernel (sm_90 with an sm_90a build), else "portable" (the CPU included)."""
+    return _prefill_kernel(device.type, _device_index(device))
+
+
 def device_num_sms(device: torch.device) -> int:
     """Multiprocessors of a CUDA device; intra-op threads for the CPU (what the C++ op uses).
 
@@ -82,7 +98,7 @@ def device_num_sms(device: torch.device) -> int:
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
-    *, num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0, num_sms: int
+    *, num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0, num_sms: int, kernel: str = "portable"
 ) -> int:
     """Head tiles the prefill uses for this shape when ``head_tiles`` is not given.
 
@@ -105,4 +121,6 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
         raise ValueError(f"topk/extra_topk: expected ceil(topk/64) + ceil(extra_topk/64) <= 16, got {chunks}")
     if num_sms < 1:
         raise ValueError(f"num_sms: expected >= 1, got {num_sms}")
-    return plan_head_tiles(num_tokens, num_heads, num_sms)
+    if kernel not in PLAN_KERNELS:
+        raise ValueError(f"kernel: expected one of {PLAN_KERNELS}, got {kernel!r}")
+    return plan_head_tiles(num_tokens, num_heads, num_sms, kernel)

@@ -7,6 +7,7 @@ from .planner import (
     HEADS_PER_TILE,
     cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles,
     device_max_head_tiles,
+    device_prefill_kernel,
     device_num_sms,
     plan_head_tiles,
 )
@@ -73,7 +74,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     num_tokens, num_heads = q.shape[0], q.shape[1]
     if head_tiles is None and cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads):
         # The same rule and cap as the C++ op applies for head_tiles=None.
-        head_tiles = min(plan_head_tiles(num_tokens, num_heads, device_num_sms(q.device)), device_max_head_tiles(q.device))
+        plan = plan_head_tiles(num_tokens, num_heads, device_num_sms(q.device), device_prefill_kernel(q.device))
+        head_tiles = min(plan, device_max_head_tiles(q.device))
     torch.ops.cake.sparse_mla_prefill(
         q,
         kv_cache,

@@ -48,7 +48,8 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
   const PrefillArgs args = check_prefill_args(q, kv_cache, indices, output, out_lse, sm_scale, topk_length, attn_sink,
                                               extra_kv_cache, extra_indices, extra_topk_length, lse_scale, head_tiles,
                                               props->multiProcessorCount,
-                                              cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin));
+                                              cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin),
+                                              cuda::device_runs_hopper_prefill(props->major, props->sharedMemPerBlockOptin));
   const bool use_hopper = cuda::select_prefill_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
                                                       args.head_tiles) == cuda::PrefillKernel::kHopper;
   // CAKE_PREFILL_VARIANT="stages,k_tiles" overrides the portable instance: a knob for benchmark sweeps.

@@ -38,4 +38,9 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
   return hopper ? PrefillKernel::kHopper : PrefillKernel::kPortable;
 }
 
+// Whether 4-tile calls on this device run the Hopper kernel (the planner then uses its table).
+inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block) {
+  return select_prefill_kernel(cc_major, smem_per_block, HopperPrefillLayout::kHeads, 4) == PrefillKernel::kHopper;
+}
+
 }  // namespace cake::cuda

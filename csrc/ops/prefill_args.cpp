@@ -42,7 +42,8 @@ PrefillArgs check_prefill_args(const at::Tensor& q, const at::Tensor& kv_cache, 
                                const std::optional<at::Tensor>& extra_kv_cache,
                                const std::optional<at::Tensor>& extra_indices,
                                const std::optional<at::Tensor>& extra_topk_length, double lse_scale,
-                               std::optional<int64_t> head_tiles, int64_t num_sms, int64_t max_head_tiles) {
+                               std::optional<int64_t> head_tiles, int64_t num_sms, int64_t max_head_tiles,
+                               bool hopper_plan) {
   PrefillArgs args;
   // q, output, out_lse.
   TORCH_CHECK_VALUE(q.dim() == 3 && q.size(2) == nvfp4::kHeadDim, "q: expected shape [T, H, 512], got ", q.sizes());
@@ -120,7 +121,8 @@ PrefillArgs check_prefill_args(const at::Tensor& q, const at::Tensor& kv_cache, 
                       "block than this device has; it runs at most ", max_head_tiles);
     args.head_tiles = *head_tiles;
   } else {
-    args.head_tiles = cap_head_tiles(plan_prefill_head_tiles(args.num_tokens, args.num_heads, num_sms), max_head_tiles);
+    args.head_tiles = cap_head_tiles(plan_prefill_head_tiles(args.num_tokens, args.num_heads, num_sms, hopper_plan),
+                                     max_head_tiles);
   }
   args.q = q;
   args.output = output;

@@ -43,6 +43,7 @@ PrefillArgs check_prefill_args(const at::Tensor& q, const at::Tensor& kv_cache, 
                                const std::optional<at::Tensor>& extra_kv_cache,
                                const std::optional<at::Tensor>& extra_indices,
                                const std::optional<at::Tensor>& extra_topk_length, double lse_scale,
-                               std::optional<int64_t> head_tiles, int64_t num_sms, int64_t max_head_tiles = 4);
+                               std::optional<int64_t> head_tiles, int64_t num_sms, int64_t max_head_tiles = 4,
+                               bool hopper_plan = false);
 
 }  // namespace cake

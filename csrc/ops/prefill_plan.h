@@ -26,15 +26,20 @@ inline std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads) {
 // A larger head tile shares each gathered and dequantized row among more heads, but makes fewer
 // work items (tokens x head blocks). Use head tile `ht` only when it still gives at least
 // `min_items_percent` / 100 items per SM; otherwise fall back to the next smaller choice.
-// Measured on the H200 with the portable kernel (docs/planner.md): 4 tiles win from ~0.9 items
-// per SM up, 2 tiles beat 1 tile already at ~1 item per SM.
+// One table per CUDA kernel family, measured on the H200 (docs/planner.md):
+//   - portable kernel (and the CPU): 4 tiles win from ~0.9 items per SM up, 2 tiles beat 1 tile
+//     already at ~1 item per SM;
+//   - Hopper kernel (serves 4 tiles, i.e. 64 heads per CTA, on sm_90): it beats the portable
+//     kernel's 1 and 2 tiles at every T measured, down to 0.5 items per SM (T = 64, H = 64), so
+//     its threshold is 0. Head counts that are not a multiple of 64 run the portable kernel.
 struct HeadTileThreshold {
   int64_t head_tiles;
   int64_t min_items_percent;  // of the SM count
 };
-inline const std::vector<HeadTileThreshold>& prefill_plan_table() {
-  static const std::vector<HeadTileThreshold> table{{2, 50}, {4, 90}};
-  return table;
+inline const std::vector<HeadTileThreshold>& prefill_plan_table(bool hopper = false) {
+  static const std::vector<HeadTileThreshold> portable{{2, 50}, {4, 90}};
+  static const std::vector<HeadTileThreshold> hopper_kernel{{2, 50}, {4, 0}};
+  return hopper ? hopper_kernel : portable;
 }
 
 inline int64_t prefill_num_items(int64_t num_tokens, int64_t num_heads, int64_t head_tiles) {
@@ -42,13 +47,14 @@ inline int64_t prefill_num_items(int64_t num_tokens, int64_t num_heads, int64_t 
 }
 
 // Returns the head tile choice for the shape; 0 when the head count has no prefill instance.
-inline int64_t plan_prefill_head_tiles(int64_t num_tokens, int64_t num_heads, int64_t num_sms) {
+// `hopper`: the device runs the Hopper kernel for 4 tiles (its table applies).
+inline int64_t plan_prefill_head_tiles(int64_t num_tokens, int64_t num_heads, int64_t num_sms, bool hopper = false) {
   const std::vector<int64_t> choices = prefill_head_tile_choices(num_heads);
   if (choices.empty()) return 0;
   for (auto it = choices.rbegin(); it != choices.rend(); ++it) {
     const int64_t head_tiles = *it;
     if (head_tiles == 1) return 1;
-    for (const HeadTileThreshold& threshold : prefill_plan_table()) {
+    for (const HeadTileThreshold& threshold : prefill_plan_table(hopper)) {
       if (threshold.head_tiles == head_tiles &&
           prefill_num_items(num_tokens, num_heads, head_tiles) * 100 >= threshold.min_items_percent * num_sms) {
         return head_tiles;
