@@ -68,8 +68,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     ``ValueError`` before anything is launched; ``T == 0`` launches nothing.
 
     Returns:
-        ``{"head_tiles": ht, "num_ctas": n}``: the resolved plan and the work items launched
-        (one CTA per token and block of ``16 * ht`` heads).
+        ``{"head_tiles": ht, "num_ctas": n}``: the resolved plan and its work items (one per
+        token and block of ``16 * ht`` heads). The portable kernel runs one CTA per item; the
+        Hopper kernel runs them on a persistent grid of ``min(n, SMs)`` CTAs.
     """
     num_tokens, num_heads = q.shape[0], q.shape[1]
     if head_tiles is None and cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads):

@@ -80,7 +80,7 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
   params.lse_scale = float(args.lse_scale);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (use_hopper) {
-    cuda::launch_sparse_mla_prefill_hopper(params, stream);
+    cuda::launch_sparse_mla_prefill_hopper(params, props->multiProcessorCount, stream);
     return;
   }
   TORCH_CHECK_VALUE(cuda::launch_sparse_mla_prefill(variant, params, stream), "head_tiles: no kernel instance for ",

@@ -8,6 +8,7 @@
 
 namespace cake::cuda {
 
-void launch_sparse_mla_prefill_hopper(const PrefillParams& params, cudaStream_t stream);
+// Launches min(work items, num_sms) persistent CTAs; the caller skips empty launches.
+void launch_sparse_mla_prefill_hopper(const PrefillParams& params, int num_sms, cudaStream_t stream);
 
 }  // namespace cake::cuda

@@ -1,6 +1,9 @@
 // Hopper (sm_90a) sparse-MLA prefill: warp-specialised, wgmma, mbarrier pipeline.
 //
-// One CTA per (token, 64 heads); 384 threads in three warpgroups.
+// A persistent grid: CTA c takes the work items (token, block of 64 heads) c, c + gridDim.x, ...
+// and streams all their 64-candidate blocks through one pipeline, so the next item's gathers,
+// Q load and first dequant overlap the current item's last MMAs and epilogue. 384 threads in
+// three warpgroups.
 //
 // Warpgroup 0, the producer (56 registers), only gathers: for each stage of 16 candidates it
 // issues the rows' 16-byte cp.async copies into a raw stage buffer (4 buffers: one block of 64
@@ -48,12 +51,34 @@ __device__ __forceinline__ uint32_t swizzled_offset(int row, int column) {
 // A row's softmax reference moves only when a block's max exceeds it by more than this (log2).
 constexpr float kLazyRescaleLog2 = 8.0f;
 
-// Where candidate `row` (0..63) of block `block` comes from: its list and position in it.
-struct BlockSource {
-  const CandidateListParams* list;
-  int length;
-  int position;
+// One work item: a token and a block of 64 heads, with the token's clamped list lengths.
+struct WorkItem {
+  int token;
+  int head0;
+  int length0, length1;  // valid prefixes of the main and extra lists
+  int blocks0;           // 64-candidate blocks of the main list
+  int num_blocks;        // main + extra
 };
+
+__device__ __forceinline__ WorkItem work_item(const PrefillParams& params, int item) {
+  WorkItem w;
+  w.token = item / params.num_head_blocks;
+  w.head0 = (item % params.num_head_blocks) * HopperPrefillLayout::kHeads;
+  w.length0 = list_length(params.lists[0], w.token);
+  w.length1 = list_length(params.lists[1], w.token);
+  constexpr int kRows = HopperPrefillLayout::kBlockRows;
+  w.blocks0 = (w.length0 + kRows - 1) / kRows;
+  w.num_blocks = w.blocks0 + (w.length1 + kRows - 1) / kRows;
+  return w;
+}
+
+// Slot of candidate `row` (0..63) of block `block` of an item (-1: masked).
+__device__ __forceinline__ int64_t block_slot(const PrefillParams& params, const WorkItem& w, int block, int row) {
+  const bool in_main = block < w.blocks0;
+  const CandidateListParams& list = params.lists[in_main ? 0 : 1];
+  const int position = (in_main ? block : block - w.blocks0) * HopperPrefillLayout::kBlockRows + row;
+  return candidate_slot(list, w.token, in_main ? w.length0 : w.length1, position);
+}
 
 __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
     sparse_mla_prefill_hopper_kernel(const __grid_constant__ PrefillParams params) {
@@ -72,22 +97,14 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
   const uint32_t raw_full = q_full + 8;                   // + 8 * stage buffer
   const uint32_t raw_empty = raw_full + 8 * L::kStages;   // + 8 * stage buffer
 
+  const uint32_t q_empty = raw_empty + 8 * L::kStages;  // consumers done reading an item's Q
   const int tid = threadIdx.x;
-  const int token = blockIdx.x / params.num_head_blocks;
-  const int head0 = (blockIdx.x % params.num_head_blocks) * L::kHeads;
-  const int length0 = list_length(params.lists[0], token);
-  const int length1 = list_length(params.lists[1], token);
-  const int blocks0 = (length0 + L::kBlockRows - 1) / L::kBlockRows;
-  const int num_blocks = blocks0 + (length1 + L::kBlockRows - 1) / L::kBlockRows;
-  auto source = [&](int block, int row) {
-    const bool in_main = block < blocks0;
-    return BlockSource{&params.lists[in_main ? 0 : 1], in_main ? length0 : length1,
-                       (in_main ? block : block - blocks0) * L::kBlockRows + row};
-  };
+  const int num_items = params.num_tokens * params.num_head_blocks;
 
   if (tid == 0) {
     if ((smem_base & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     mbarrier_init(q_full, 128);
+    mbarrier_init(q_empty, 256);
     for (int stage = 0; stage < L::kStages; ++stage) {
       mbarrier_init(raw_full + 8 * stage, 128);  // one cp.async-completion arrival per producer thread
       mbarrier_init(raw_empty + 8 * stage, 256);  // every consumer thread, after its dequant share
@@ -98,71 +115,71 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
   if (tid < 128) {
     // ------------------------------------------------------------------ producer warpgroup
     release_registers<56>();
-    const int num_stages = num_blocks * (L::kBlockRows / L::kStageRows);
-    if (num_stages == 0) return;
-
-    // Q rows of this CTA -> swizzled Q tile, its own copy group.
-    const __nv_bfloat16* q_block = params.q + (int64_t(token) * params.num_heads + head0) * nvfp4::kHeadDim;
-#pragma unroll 4
-    for (int unit = tid; unit < L::kHeads * 64; unit += 128) {
-      const int row = unit / 64;
-      const int column = (unit % 64) * 8;
-      cp_async_16(q_tile + swizzled_offset(row, column), q_block + row * nvfp4::kHeadDim + column, true);
-    }
-    cp_async_commit();
-
-    // Stage s holds rows [16 (s % 4), +16) of block s / 4. Thread: row tid / 8 of the stage,
-    // chunks tid % 8 + 8 k (k < 3) of its 24.
+    // Stage q of a block holds its rows [16 q, +16). Thread: row tid / 8 of the stage, chunks
+    // tid % 8 + 8 k (k < 3) of its 24. Blocks are counted over all of this CTA's items
+    // (`gblock`): raw buffer q holds stage q of every block, its phase is the block count.
     const int row = tid / 8;
     const int lane8 = tid % 8;
-    auto load_slot = [&](int s) -> int64_t {
-      const BlockSource src = source(s / 4, (s % 4) * L::kStageRows + row);
-      return candidate_slot(*src.list, token, src.length, src.position);
-    };
-    // The four slots of a block are loaded together one block ahead (four independent index reads
-    // in flight, hidden behind the previous block's gathers).
-    int64_t slots[4];
+    int gblock = 0;
+    int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
+    for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+      const WorkItem w = work_item(params, item);
+      if (w.num_blocks == 0) continue;  // nothing to gather, no Q needed: the consumers write zeros
+      // The four slots of a block are loaded together one block ahead.
+      int64_t slots[4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) slots[q] = load_slot(q);
-    for (int block = 0; block < num_blocks; ++block) {
-      int64_t next_slots[4];
+      for (int q = 0; q < 4; ++q) slots[q] = block_slot(params, w, 0, q * L::kStageRows + row);
+      for (int block = 0; block < w.num_blocks; ++block, ++gblock) {
+        int64_t next_slots[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) next_slots[q] = block + 1 < num_blocks ? load_slot(4 * (block + 1) + q) : -1;
-      const CandidateListParams& list = *source(block, 0).list;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int s = 4 * block + q;
-        const int buffer = q;  // kStages == 4: stage s always lives in buffer s % 4
-        if (block > 0) mbarrier_wait(raw_empty + 8 * buffer, (block - 1) & 1);
-        const int64_t slot = slots[q];
-        const bool valid = slot >= 0;
-        // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
-        const int64_t page =
-            !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
-        const int64_t in_page = valid ? slot - page * list.page_size : 0;
-        const uint8_t* page_base = list.cache + page * list.page_stride;
-        const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
-        const uint8_t* scale_row =
-            page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
-        uint8_t* stage_row = raw + (buffer * L::kStageRows + row) * L::kRawRowStride;
-#pragma unroll
-        for (int k = 0; k < 3; ++k) {
-          const int chunk = lane8 + 8 * k;
-          const uint8_t* src = chunk < nvfp4::kDataRowBytes / 16
-                                   ? data_row + chunk * 16
-                                   : scale_row + (chunk - nvfp4::kDataRowBytes / 16) * 16;
-          cp_async_16(smem_address(stage_row + chunk * 16), valid ? src : list.cache, valid);  // masked: zero-fill
+        for (int q = 0; q < 4; ++q) {
+          next_slots[q] = block + 1 < w.num_blocks ? block_slot(params, w, block + 1, q * L::kStageRows + row) : -1;
         }
-        cp_async_arrive_noinc(raw_full + 8 * buffer);  // fires when this thread's copies have landed
-        if (s == L::kStages - 1 || s == num_stages - 1) {
-          // Q is the only committed copy group (stage copies report through their mbarriers).
+        const CandidateListParams& list = params.lists[block < w.blocks0 ? 0 : 1];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (gblock > 0) mbarrier_wait(raw_empty + 8 * q, (gblock - 1) & 1);
+          const int64_t slot = slots[q];
+          const bool valid = slot >= 0;
+          // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
+          const int64_t page =
+              !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
+          const int64_t in_page = valid ? slot - page * list.page_size : 0;
+          const uint8_t* page_base = list.cache + page * list.page_stride;
+          const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
+          const uint8_t* scale_row =
+              page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
+          uint8_t* stage_row = raw + (q * L::kStageRows + row) * L::kRawRowStride;
+#pragma unroll
+          for (int k = 0; k < 3; ++k) {
+            const int chunk = lane8 + 8 * k;
+            const uint8_t* src = chunk < nvfp4::kDataRowBytes / 16
+                                     ? data_row + chunk * 16
+                                     : scale_row + (chunk - nvfp4::kDataRowBytes / 16) * 16;
+            cp_async_16(smem_address(stage_row + chunk * 16), valid ? src : list.cache, valid);  // masked: zero-fill
+          }
+          cp_async_arrive_noinc(raw_full + 8 * q);  // fires when this thread's copies have landed
+        }
+        if (block == 0) {
+          // The item's Q, once both consumers have finished the previous item's QK^T. Q is the
+          // only committed copy group (stage copies report through their mbarriers).
+          if (q_items > 0) mbarrier_wait(q_empty, (q_items - 1) & 1);
+          const __nv_bfloat16* q_block = params.q + (int64_t(w.token) * params.num_heads + w.head0) * nvfp4::kHeadDim;
+#pragma unroll 4
+          for (int unit = tid; unit < L::kHeads * 64; unit += 128) {
+            const int q_row = unit / 64;
+            const int column = (unit % 64) * 8;
+            cp_async_16(q_tile + swizzled_offset(q_row, column), q_block + q_row * nvfp4::kHeadDim + column, true);
+          }
+          cp_async_commit();
           cp_async_wait<0>();
           fence_proxy_async();  // Q is read by wgmma (the async proxy)
           mbarrier_arrive(q_full);
         }
-      }
 #pragma unroll
-      for (int q = 0; q < 4; ++q) slots[q] = next_slots[q];
+        for (int q = 0; q < 4; ++q) slots[q] = next_slots[q];
+      }
+      ++q_items;
     }
     cp_async_commit();  // nothing in flight at exit
     cp_async_wait<0>();
@@ -200,12 +217,13 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
     }
     const int rope_part0 = (consumer_thread - 224) / 16;  // parts rope_part0 + 2 k, k < 4
     const E2m1Tables tables = e2m1_tables();
-    auto dequantize_block = [&](int block) {
-      const uint32_t k_tile = k_tiles + (block % 2) * L::kTileBytes;
+    // Dequantize global block `gblock` (the CTA's running block count) into K tile gblock % 2.
+    auto dequantize_block = [&](int gblock) {
+      const uint32_t k_tile = k_tiles + (gblock % 2) * L::kTileBytes;
 #pragma unroll 1
       for (int quarter = 0; quarter < 4; ++quarter) {
-        const int buffer = quarter;  // stage 4 block + quarter lives in buffer quarter
-        mbarrier_wait(raw_full + 8 * buffer, block & 1);
+        const int buffer = quarter;  // stage q of every block lives in buffer q
+        mbarrier_wait(raw_full + 8 * buffer, gblock & 1);
         const uint8_t* stage = raw + buffer * L::kStageRows * L::kRawRowStride;
         const uint32_t tile_rows = k_tile + quarter * L::kStageRows * 128;
         if (converts) {
@@ -231,34 +249,104 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         mbarrier_arrive(raw_empty + 8 * buffer);  // this thread's reads of the stage are done
       }
     };
-    // Validity of block b's candidates (masked ones are zero rows in K and -inf scores); thread t < 64
-    // loads row t's flag one block ahead, so the index read hides behind an MMA.
-    auto load_valid = [&](int block) -> bool {
-      if (consumer_thread >= L::kBlockRows || block >= num_blocks) return false;
-      const BlockSource src = source(block, consumer_thread);
-      return candidate_slot(*src.list, token, src.length, src.position) >= 0;
+    // Validity of a block's candidates (masked ones are zero rows in K and -inf scores): thread
+    // t < 64 loads row t's flag one block ahead, so the index read hides behind an MMA.
+    auto load_valid = [&](const WorkItem& w, int block) -> bool {
+      if (consumer_thread >= L::kBlockRows || block >= w.num_blocks) return false;
+      return block_slot(params, w, block, consumer_thread) >= 0;
+    };
+    // The next item of this CTA that has candidates, from `item` on (num_items: none).
+    auto next_item_with_blocks = [&](int item, WorkItem& w) {
+      for (; item < num_items; item += gridDim.x) {
+        w = work_item(params, item);
+        if (w.num_blocks > 0) return item;
+      }
+      w.num_blocks = 0;
+      return num_items;
     };
 
     float o_acc[128];
+    float row_max[2];        // the softmax reference of each row (see step 2)
+    float row_sum[2];        // of the bf16 weights the MMA uses
+    float row_sum_exact[2];  // of the fp32 weights (the LSE)
+    auto reset = [&] {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) o_acc[i] = 0.0f;
-    float row_max[2] = {-INFINITY, -INFINITY};  // the softmax reference of each row (see step 2)
-    float row_sum[2] = {0.0f, 0.0f};        // of the bf16 weights the MMA uses
-    float row_sum_exact[2] = {0.0f, 0.0f};  // of the fp32 weights (the LSE)
+      for (int i = 0; i < 128; ++i) o_acc[i] = 0.0f;
+      row_max[0] = row_max[1] = -INFINITY;
+      row_sum[0] = row_sum[1] = 0.0f;
+      row_sum_exact[0] = row_sum_exact[1] = 0.0f;
+    };
 
-    if (num_blocks > 0) {
-      const bool valid0 = load_valid(0);
+    // Epilogue of an item: both consumers' row sums in a fixed order, the sink, normalise, store
+    // O (bf16 pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE.
+    auto finish_item = [&](const WorkItem& w) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float total = row_sum[r];
+        total += __shfl_xor_sync(0xffffffffu, total, 1);
+        total += __shfl_xor_sync(0xffffffffu, total, 2);
+        float total_exact = row_sum_exact[r];
+        total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 1);
+        total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 2);
+        if (lane % 4 == 0) {
+          sum_exchange[consumer * L::kHeads + row0 + 8 * r] = total;
+          exact_exchange[consumer * L::kHeads + row0 + 8 * r] = total_exact;
+        }
+      }
+      named_barrier<3, 256>();  // both consumers' sums visible
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        const float total = sum_exchange[row] + sum_exchange[L::kHeads + row];
+        const float total_exact = exact_exchange[row] + exact_exchange[L::kHeads + row];
+        const int head = w.head0 + row;
+        const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
+        const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;
+        const float lse2 = finalize_softmax(row_max[r], total_exact, params.sink != nullptr, sink2).lse2;
+        __nv_bfloat16* out_row = params.output + (int64_t(w.token) * params.num_heads + head) * nvfp4::kHeadDim +
+                                 consumer * 256 + 2 * (lane % 4);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          *reinterpret_cast<uint32_t*>(out_row + 8 * i) =
+              pack_bf16x2(o_acc[4 * i + 2 * r] * out_scale, o_acc[4 * i + 2 * r + 1] * out_scale);
+        }
+        if (consumer == 0 && lane % 4 == 0) {
+          params.out_lse[int64_t(w.token) * params.num_heads + head] = lse2 * params.lse_scale;
+        }
+      }
+      named_barrier<3, 256>();  // both read the sums before either item's epilogue rewrites them
+    };
+
+    int gblock = 0;   // blocks consumed so far (over this CTA's items)
+    int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
+    WorkItem pending{};  // the next item with candidates; its first block is dequantized ahead
+    int pending_item = next_item_with_blocks(blockIdx.x, pending);
+    if (pending_item < num_items) {
+      const bool valid0 = load_valid(pending, 0);
       dequantize_block(0);
       if (consumer_thread < L::kBlockRows) block_valid[consumer_thread] = valid0;
-      mbarrier_wait(q_full, 0);
       fence_proxy_async();
       named_barrier<2, 256>();  // K tile 0 and its flags complete
     }
-    for (int block = 0; block < num_blocks; ++block) {
-      const int tile = block % 2;
-      const uint32_t k_tile = k_tiles + tile * L::kTileBytes;
-      const bool next_valid = load_valid(block + 1);
 
+    for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+      reset();
+      if (item != pending_item) {  // no candidates: zeros, and the sink's LSE (or -inf)
+        finish_item(work_item(params, item));
+        continue;
+      }
+      const WorkItem w = pending;
+      // The following item with candidates: its first block is dequantized during this item's
+      // last PV. (Its lengths are read here, long before they are needed.)
+      pending_item = next_item_with_blocks(item + gridDim.x, pending);
+      mbarrier_wait(q_full, q_items & 1);
+
+      for (int block = 0; block < w.num_blocks; ++block, ++gblock) {
+        const int tile = gblock % 2;
+        const uint32_t k_tile = k_tiles + tile * L::kTileBytes;
+        const bool last = block + 1 == w.num_blocks;
+        const bool has_next = !last || pending_item < num_items;
+        const bool next_valid = last ? load_valid(pending, 0) : load_valid(w, block + 1);
       // 1. S[64 heads x 32 candidates] = Q[64 x 512] K[32 w .. 32 w + 32, 512]^T. Descriptors of
       // k-step k: +32 bytes within a 128-byte row, +8 KB per column block (offsets in 16 B units).
       float s_acc[16];
@@ -273,6 +361,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       wgmma_commit();
       wgmma_wait<0>();
       pin_registers(s_acc);
+      if (last) mbarrier_arrive(q_empty);  // this thread's MMAs no longer read the item's Q
 
       // 2. Softmax. s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 32 w + 8 i + 2 (lane % 4) + e % 2.
       const uint8_t* valid = block_valid + tile * L::kBlockRows + consumer * 32;
@@ -362,9 +451,10 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       }
       wgmma_commit();
 
-      // 4. Meanwhile: the next block's dequant into the other K tile.
-      if (block + 1 < num_blocks) {
-        dequantize_block(block + 1);
+      // 4. Meanwhile: the next block's dequant into the other K tile (the next item's first
+      // block after the item's last).
+      if (has_next) {
+        dequantize_block(gblock + 1);
         if (consumer_thread < L::kBlockRows) block_valid[(1 - tile) * L::kBlockRows + consumer_thread] = next_valid;
       }
       // 5. PV done; the next K tile is complete and visible to the tensor cores.
@@ -374,49 +464,9 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       named_barrier<2, 256>();
     }
 
-    // Epilogue: both consumers' row sums in a fixed order, sink, normalise, stage O in the Q tile.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float total = row_sum[r];
-      total += __shfl_xor_sync(0xffffffffu, total, 1);
-      total += __shfl_xor_sync(0xffffffffu, total, 2);
-      float total_exact = row_sum_exact[r];
-      total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 1);
-      total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 2);
-      if (lane % 4 == 0) {
-        sum_exchange[consumer * L::kHeads + row0 + 8 * r] = total;
-        exact_exchange[consumer * L::kHeads + row0 + 8 * r] = total_exact;
-      }
-    }
-    // Sums visible; both consumers are past their last MMA, so the Q tile is free.
-    named_barrier<3, 256>();
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = row0 + 8 * r;
-      const float total = sum_exchange[row] + sum_exchange[L::kHeads + row];
-      const float total_exact = exact_exchange[row] + exact_exchange[L::kHeads + row];
-      const int head = head0 + row;
-      const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
-      const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;
-      const float lse2 = finalize_softmax(row_max[r], total_exact, params.sink != nullptr, sink2).lse2;
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const int column = consumer * 256 + 8 * i + 2 * (lane % 4);
-        st_shared_4(q_tile + swizzled_offset(row, column),
-                    pack_bf16x2(o_acc[4 * i + 2 * r] * out_scale, o_acc[4 * i + 2 * r + 1] * out_scale));
-      }
-      if (consumer == 0 && lane % 4 == 0) {
-        params.out_lse[int64_t(token) * params.num_heads + head] = lse2 * params.lse_scale;
-      }
-    }
-    named_barrier<2, 256>();  // the output tile is complete
-    __nv_bfloat16* out_block = params.output + (int64_t(token) * params.num_heads + head0) * nvfp4::kHeadDim;
-#pragma unroll 4
-    for (int unit = consumer_thread; unit < L::kHeads * 64; unit += 256) {
-      const int row = unit / 64;
-      const int column = (unit % 64) * 8;
-      *reinterpret_cast<uint4*>(out_block + row * nvfp4::kHeadDim + column) =
-          ld_shared_16(q_tile + swizzled_offset(row, column));
+
+      finish_item(w);
+      ++q_items;
     }
   }
 #endif

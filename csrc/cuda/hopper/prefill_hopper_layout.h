@@ -28,9 +28,9 @@ struct HopperPrefillLayout {
   static constexpr int kRawOffset = kPOffset + kPTileBytes;
   static constexpr int kBlockValidOffset = kRawOffset + kStages * kStageRows * kRawRowStride;  // u8 [tile][row]
   static constexpr int kRowStatsOffset = kBlockValidOffset + 2 * kBlockRows;  // f32 [max|sum|exact][wg][64]
-  // mbarriers: q_full, raw_full[kStages], raw_empty[kStages]
+  // mbarriers: q_full, raw_full[kStages], raw_empty[kStages], q_empty
   static constexpr int kBarrierOffset = kRowStatsOffset + 3 * 2 * kHeads * 4;
-  static constexpr int kSmemBytes = kBarrierOffset + (1 + 2 * kStages) * 8;
+  static constexpr int kSmemBytes = kBarrierOffset + (2 + 2 * kStages) * 8;
 };
 
 static_assert(HopperPrefillLayout::kSmemBytes <= 232448, "the Hopper prefill must fit 227 KB of shared memory");
