@@ -347,124 +347,122 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         const bool last = block + 1 == w.num_blocks;
         const bool has_next = !last || pending_item < num_items;
         const bool next_valid = last ? load_valid(pending, 0) : load_valid(w, block + 1);
-      // 1. S[64 heads x 32 candidates] = Q[64 x 512] K[32 w .. 32 w + 32, 512]^T. Descriptors of
-      // k-step k: +32 bytes within a 128-byte row, +8 KB per column block (offsets in 16 B units).
-      float s_acc[16];
-      const uint64_t q_desc = smem_descriptor(q_tile, 16, 1024);
-      const uint64_t k_desc = smem_descriptor(k_tile + consumer * 32 * 128, 16, 1024);
-      wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 32; ++k) {
-        const uint32_t step = ((k / 4) * L::kColumnBlockBytes + (k % 4) * 32) >> 4;
-        wgmma_m64n32k16_ss(s_acc, q_desc + step, k_desc + step, k > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      pin_registers(s_acc);
-      if (last) mbarrier_arrive(q_empty);  // this thread's MMAs no longer read the item's Q
-
-      // 2. Softmax. s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 32 w + 8 i + 2 (lane % 4) + e % 2.
-      const uint8_t* valid = block_valid + tile * L::kBlockRows + consumer * 32;
-      float slice_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int column = 8 * i + 2 * (lane % 4);
-        const bool valid_even = valid[column] != 0;
-        const bool valid_odd = valid[column + 1] != 0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool ok = (e % 2 == 0) ? valid_even : valid_odd;
-          s_acc[4 * i + e] = ok ? s_acc[4 * i + e] * params.score_scale_log2 : -INFINITY;
-          slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
+        // 1. S[64 heads x 32 candidates] = Q[64 x 512] K[32 w .. 32 w + 32, 512]^T. Descriptors of
+        // k-step k: +32 bytes within a 128-byte row, +8 KB per column block (offsets in 16 B units).
+        float s_acc[16];
+        const uint64_t q_desc = smem_descriptor(q_tile, 16, 1024);
+        const uint64_t k_desc = smem_descriptor(k_tile + consumer * 32 * 128, 16, 1024);
+        wgmma_fence();
+  #pragma unroll
+        for (int k = 0; k < 32; ++k) {
+          const uint32_t step = ((k / 4) * L::kColumnBlockBytes + (k % 4) * 32) >> 4;
+          wgmma_m64n32k16_ss(s_acc, q_desc + step, k_desc + step, k > 0);
         }
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 1));
-        slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 2));
-      }
-      if (lane % 4 == 0) {
-        max_exchange[consumer * L::kHeads + row0] = slice_max[0];
-        max_exchange[consumer * L::kHeads + row0 + 8] = slice_max[1];
-      }
-      // Both consumers' slice maxima are visible; both also finished PV of block - 1, so the P
-      // tile and K tile (block + 1) % 2 are free.
-      named_barrier<3, 256>();
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin_registers(s_acc);
+        if (last) mbarrier_arrive(q_empty);  // this thread's MMAs no longer read the item's Q
 
-      // The reference the weights are taken against moves only when a block's max exceeds it by
-      // more than 2^8 (or on the first valid block): weights stay <= 256, exact relative rounding
-      // in bf16 is scale-free, and the O rescale (128 multiplies) becomes rare. Both consumers
-      // see the same maxima, so they take the same decisions.
-      float rescale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = row0 + 8 * r;
-        const float block_max = fmaxf(max_exchange[row], max_exchange[L::kHeads + row]);
-        const bool move = block_max > row_max[r] + kLazyRescaleLog2;  // false while block_max == -inf
-        const float new_max = move ? block_max : row_max[r];
-        const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
-        rescale[r] = move ? fast_exp2(row_max[r] - new_max) : 1.0f;
-        row_max[r] = new_max;
-        float sum = 0.0f;
-        float sum_exact = 0.0f;
-#pragma unroll
+        // 2. Softmax. s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 32 w + 8 i + 2 (lane % 4) + e % 2.
+        const uint8_t* valid = block_valid + tile * L::kBlockRows + consumer * 32;
+        float slice_max[2] = {-INFINITY, -INFINITY};
+  #pragma unroll
         for (int i = 0; i < 4; ++i) {
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            const float weight = fast_exp2(s_acc[4 * i + e] - reference);
-            sum_exact += weight;
-            s_acc[4 * i + e] = __bfloat162float(__float2bfloat16_rn(weight));  // what the MMA uses
-            sum += s_acc[4 * i + e];
+          const int column = 8 * i + 2 * (lane % 4);
+          const bool valid_even = valid[column] != 0;
+          const bool valid_odd = valid[column + 1] != 0;
+  #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const bool ok = (e % 2 == 0) ? valid_even : valid_odd;
+            s_acc[4 * i + e] = ok ? s_acc[4 * i + e] * params.score_scale_log2 : -INFINITY;
+            slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
           }
         }
-        row_sum[r] = row_sum[r] * rescale[r] + sum;
-        row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
-      }
-      // This consumer's half of P -> the swizzled P tile (K-major A operand of the PV MMA).
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int column = consumer * 32 + 8 * i + 2 * (lane % 4);
-#pragma unroll
+  #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          st_shared_4(p_tile + swizzled_offset(row0 + 8 * r, column),
-                      pack_bf16x2(s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1]));
+          slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 1));
+          slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 2));
         }
-      }
-      fence_proxy_async();
-      if (rescale[0] != 1.0f || rescale[1] != 1.0f) {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          o_acc[4 * i + 0] *= rescale[0], o_acc[4 * i + 1] *= rescale[0];
-          o_acc[4 * i + 2] *= rescale[1], o_acc[4 * i + 3] *= rescale[1];
+        if (lane % 4 == 0) {
+          max_exchange[consumer * L::kHeads + row0] = slice_max[0];
+          max_exchange[consumer * L::kHeads + row0 + 8] = slice_max[1];
         }
+        // Both consumers' slice maxima are visible; both also finished PV of block - 1, so the P
+        // tile and K tile (block + 1) % 2 are free.
+        named_barrier<3, 256>();
+
+        // The reference the weights are taken against moves only when a block's max exceeds it by
+        // more than 2^8 (or on the first valid block): weights stay <= 256, exact relative rounding
+        // in bf16 is scale-free, and the O rescale (128 multiplies) becomes rare. Both consumers
+        // see the same maxima, so they take the same decisions.
+        float rescale[2];
+  #pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = row0 + 8 * r;
+          const float block_max = fmaxf(max_exchange[row], max_exchange[L::kHeads + row]);
+          const bool move = block_max > row_max[r] + kLazyRescaleLog2;  // false while block_max == -inf
+          const float new_max = move ? block_max : row_max[r];
+          const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
+          rescale[r] = move ? fast_exp2(row_max[r] - new_max) : 1.0f;
+          row_max[r] = new_max;
+          float sum = 0.0f;
+          float sum_exact = 0.0f;
+  #pragma unroll
+          for (int i = 0; i < 4; ++i) {
+  #pragma unroll
+            for (int e = 2 * r; e < 2 * r + 2; ++e) {
+              const float weight = fast_exp2(s_acc[4 * i + e] - reference);
+              sum_exact += weight;
+              s_acc[4 * i + e] = __bfloat162float(__float2bfloat16_rn(weight));  // what the MMA uses
+              sum += s_acc[4 * i + e];
+            }
+          }
+          row_sum[r] = row_sum[r] * rescale[r] + sum;
+          row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
+        }
+        // This consumer's half of P -> the swizzled P tile (K-major A operand of the PV MMA).
+  #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int column = consumer * 32 + 8 * i + 2 * (lane % 4);
+  #pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            st_shared_4(p_tile + swizzled_offset(row0 + 8 * r, column),
+                        pack_bf16x2(s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1]));
+          }
+        }
+        fence_proxy_async();
+        if (rescale[0] != 1.0f || rescale[1] != 1.0f) {
+  #pragma unroll
+          for (int i = 0; i < 32; ++i) {
+            o_acc[4 * i + 0] *= rescale[0], o_acc[4 * i + 1] *= rescale[0];
+            o_acc[4 * i + 2] *= rescale[1], o_acc[4 * i + 3] *= rescale[1];
+          }
+        }
+        named_barrier<2, 256>();  // P[64 x 64] complete
+
+        // 3. O[64 x this consumer's 256 dims] += P[64 x 64] V[64 x 256], V = the K tile, MN-major.
+        const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
+        const uint64_t v_desc =
+            smem_descriptor(k_tile + consumer * 4 * L::kColumnBlockBytes, L::kColumnBlockBytes, 1024);
+        wgmma_fence();
+  #pragma unroll
+        for (int k = 0; k < 4; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
+          wgmma_m64n256k16_ss_bt(o_acc, p_desc + ((k * 32) >> 4), v_desc + ((k * 16 * 128) >> 4), true);
+        }
+        wgmma_commit();
+
+        // 4. Meanwhile: the next block's dequant into the other K tile (the next item's first
+        // block after the item's last).
+        if (has_next) {
+          dequantize_block(gblock + 1);
+          if (consumer_thread < L::kBlockRows) block_valid[(1 - tile) * L::kBlockRows + consumer_thread] = next_valid;
+        }
+        // 5. PV done; the next K tile is complete and visible to the tensor cores.
+        wgmma_wait<0>();
+        pin_registers(o_acc);
+        fence_proxy_async();
+        named_barrier<2, 256>();
       }
-      named_barrier<2, 256>();  // P[64 x 64] complete
-
-      // 3. O[64 x this consumer's 256 dims] += P[64 x 64] V[64 x 256], V = the K tile, MN-major.
-      const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
-      const uint64_t v_desc =
-          smem_descriptor(k_tile + consumer * 4 * L::kColumnBlockBytes, L::kColumnBlockBytes, 1024);
-      wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
-        wgmma_m64n256k16_ss_bt(o_acc, p_desc + ((k * 32) >> 4), v_desc + ((k * 16 * 128) >> 4), true);
-      }
-      wgmma_commit();
-
-      // 4. Meanwhile: the next block's dequant into the other K tile (the next item's first
-      // block after the item's last).
-      if (has_next) {
-        dequantize_block(gblock + 1);
-        if (consumer_thread < L::kBlockRows) block_valid[(1 - tile) * L::kBlockRows + consumer_thread] = next_valid;
-      }
-      // 5. PV done; the next K tile is complete and visible to the tensor cores.
-      wgmma_wait<0>();
-      pin_registers(o_acc);
-      fence_proxy_async();
-      named_barrier<2, 256>();
-    }
-
-
       finish_item(w);
       ++q_items;
     }
