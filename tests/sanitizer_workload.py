@@ -18,10 +18,16 @@ def main():
         dict(num_tokens=2, num_heads=48, topk=1, main=CacheSpec(1, 1)),
         dict(num_tokens=2, num_heads=32, topk=64, main=CacheSpec(2, 64), invalid_fraction=1.0, sink=1.0),
         dict(num_tokens=1, num_heads=16, topk=1024, main=CacheSpec(9, 256, "HND", 1024), lengths="random"),
+        # More work items than SMs: on Hopper each persistent CTA walks several items, empty ones
+        # (zero lengths) included, so the pipeline crosses item boundaries.
+        dict(num_tokens=70, num_heads=128, topk=70, main=CacheSpec(6, 64), extra=CacheSpec(3, 2), extra_topk=20,
+             lengths="random", extra_lengths="random", sink=1.0, only_head_tiles=4),
     ]
     for i, case in enumerate(cases):
+        only = case.pop("only_head_tiles", None)
         problem = make_problem(device="cuda", seed=i, **case)
-        for head_tiles in torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(case["num_heads"]):
+        tiles = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(case["num_heads"])
+        for head_tiles in tiles if only is None else (only,):
             output, out_lse, _ = problem.run(head_tiles)
             torch.cuda.synchronize()
             assert_matches_reference(output, out_lse, *problem.reference())

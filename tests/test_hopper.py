@@ -112,3 +112,23 @@ def test_hopper_agrees_with_portable_and_is_repeatable(monkeypatch):
     distance = (hopper_out - portable_out).norm(dim=-1) / portable_out.norm(dim=-1).clamp(min=1e-30)
     assert distance.max().item() <= 1e-2
     torch.testing.assert_close(runs[0][1], portable[1], rtol=1e-5, atol=1e-4)
+
+
+@needs_hopper
+def test_hopper_persistent_grid_crosses_items():
+    """More work items than SMs, about half of them empty (zero lengths): every persistent CTA
+    walks several items, so gathers, Q loads and the first dequant cross item boundaries."""
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_tokens = 3 * num_sms + 5
+    problem = make_problem(num_tokens=num_tokens, num_heads=64, topk=100, main=CacheSpec(8, 64), device="cuda",
+                           seed=808, extra=CacheSpec(5, 2), extra_topk=30, sink=1.0)
+    lengths = torch.randint(0, 101, (num_tokens,), generator=torch.Generator().manual_seed(1))
+    lengths[torch.rand(num_tokens, generator=torch.Generator().manual_seed(2)) < 0.5] = 0
+    problem.kwargs["topk_length"] = lengths.to(torch.int32).cuda()
+    extra_lengths = torch.where(lengths > 0, torch.randint(0, 31, (num_tokens,)), torch.zeros_like(lengths))
+    problem.kwargs["extra_topk_length"] = extra_lengths.to(torch.int32).cuda()
+    first = problem.run(head_tiles=4)
+    assert_matches_reference(first[0], first[1], *problem.reference())
+    second = problem.run(head_tiles=4)
+    assert torch.equal(first[0].view(torch.int16), second[0].view(torch.int16))
+    assert torch.equal(first[1], second[1])
