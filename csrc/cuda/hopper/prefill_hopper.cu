@@ -1,5 +1,6 @@
 // Launch of the Hopper prefill kernel. Built for every arch in the list; the kernel body exists
-// only in the sm_90a image (elsewhere it is empty and never launched: see hopper_prefill_serves).
+// only in the sm_90a image (elsewhere it is empty and never launched: see select_prefill_kernel
+// in ../prefill_kernel_choice.h).
 #include <c10/cuda/CUDAException.h>
 
 #include "prefill_hopper.h"

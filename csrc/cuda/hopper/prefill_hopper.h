@@ -1,4 +1,5 @@
-// Host side of the Hopper (sm_90a) prefill kernel: whether it serves a call, and its launch.
+// Host side of the Hopper (sm_90a) prefill kernel: its launch. Which calls it serves:
+// ../prefill_kernel_choice.h.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -11,21 +11,24 @@
 // (cp.async.mbarrier.arrive.noinc), so it never waits for data. It waits only for `raw_empty`
 // before refilling a buffer.
 //
-// Warpgroups 1 and 2, the consumers (224 registers), per block b of 64 candidates (K tile b % 2):
+// Warpgroups 1 and 2, the consumers (224 registers), per block b of 64 candidates (K tile b % 2,
+// b counted over all of the CTA's items):
 //   1. S = Q K^T for their half of the candidates: consumer w takes candidates [32 w, 32 w + 32)
 //      against all 64 heads (wgmma m64n32k16, both operands in shared memory, 32 k-steps).
 //   2. Online softmax in base 2: row maxima exchanged between the consumers (named barrier), the
 //      bf16 weights written to the P tile (64 x 64), a second barrier.
 //   3. PV issued asynchronously: O[64 heads x the consumer's 256 dims] += P V, wgmma m64n256k16
 //      with V = the K tile read MN-major (no copy).
-//   4. While the tensor cores run PV, the consumers dequantize block b + 1 from the raw stages into
+//   4. While the tensor cores run PV, the consumers dequantize block b + 1 (the next item's first
+//      block after an item's last) from the raw stages into
 //      the other K tile (NVFP4 -> bf16, exact; 128-byte swizzled, the wgmma canonical layout) and
 //      release each raw stage on `raw_empty`.
 //   5. Wait for PV, proxy fence, a barrier: the next K tile is complete.
 // So the dequant (the costly part of reading NVFP4) runs in the shadow of the MMAs, spread over 8
 // warps. The weights the MMA uses are rounded to bf16 and their sum normalises O; the fp32 sum
 // gives the LSE (as the portable and CPU kernels do). Epilogue: both consumers' row sums in a
-// fixed order, the sink, O staged through the (then free) Q tile to 16-byte coalesced stores.
+// fixed order, the sink, O stored from registers (the Q tile is released after the item's last
+// QK^T, so the producer can load the next item's Q during the last block).
 #pragma once
 
 #include <cuda_bf16.h>

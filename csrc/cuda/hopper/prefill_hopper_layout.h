@@ -7,7 +7,7 @@
 namespace cake::cuda {
 
 struct HopperPrefillLayout {
-  static constexpr int kHeads = 64;            // heads per CTA: one wgmma M
+  static constexpr int kHeads = 64;            // heads per work item: one wgmma M
   static constexpr int kBlockRows = 64;        // candidates per block (a chunk of the list)
   static constexpr int kStageRows = 16;        // candidates per gather stage (a quarter block)
   static constexpr int kStages = 4;            // raw gather stages: one block of lead
@@ -16,13 +16,13 @@ struct HopperPrefillLayout {
   // row would start on the same bank and the dequant's reads of 16 rows would serialise.
   static constexpr int kRawRowStride = nvfp4::kTokenBytes + 16;
 
-  // Q, each K tile and the output staging are [8 column blocks][64 rows][128 bytes], 128-byte
-  // swizzled (16-byte chunk c of row r stored at chunk c ^ (r % 8)), the wgmma canonical form.
+  // Q and each K tile are [8 column blocks][64 rows][128 bytes], 128-byte swizzled (16-byte
+  // chunk c of row r stored at chunk c ^ (r % 8)), the wgmma canonical form.
   static constexpr int kColumnBlockBytes = 64 * 128;
   static constexpr int kTileBytes = 8 * kColumnBlockBytes;  // 64 x 512 bf16 = 64 KB
   static constexpr int kPTileBytes = 64 * 128;              // P: 64 heads x 64 candidates bf16
 
-  static constexpr int kQOffset = 0;  // Q, reused for the output in the epilogue
+  static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kTileBytes;  // two K tiles (K is also V)
   static constexpr int kPOffset = kKOffset + 2 * kTileBytes;
   static constexpr int kRawOffset = kPOffset + kPTileBytes;
