@@ -73,6 +73,17 @@ __device__ __forceinline__ void head_tile_barrier(int tile) {
   }
 }
 
+// Sum / max over the 4 lanes of a quad (lane ^ 1, lane ^ 2), which hold one MMA fragment row;
+// the same fixed order in every lane, so all four get the same bits.
+__device__ __forceinline__ float quad_sum(float value) {
+  value += __shfl_xor_sync(0xffffffffu, value, 1);
+  return value + __shfl_xor_sync(0xffffffffu, value, 2);
+}
+__device__ __forceinline__ float quad_max(float value) {
+  value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
+  return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
+}
+
 // 2^x with the hardware approximation (relative error ~2^-22); ex2(-inf) = 0.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

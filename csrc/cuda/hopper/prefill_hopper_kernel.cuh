@@ -219,7 +219,6 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       }
     }
     const int rope_part0 = (consumer_thread - 224) / 16;  // parts rope_part0 + 2 k, k < 4
-    const E2m1Tables tables = e2m1_tables();
     // Dequantize global block `gblock` (the CTA's running block count) into K tile gblock % 2.
     auto dequantize_block = [&](int gblock) {
       const uint32_t k_tile = k_tiles + (gblock % 2) * L::kTileBytes;
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
             const int group = consumer_thread / 16 + 14 * pass;
             uint32_t packed[8];
             dequantize_group(*reinterpret_cast<const uint2*>(stage + dq_src[pass]),
-                             stage[dq_row * L::kRawRowStride + nvfp4::kDataRowBytes + group], tables, packed);
+                             stage[dq_row * L::kRawRowStride + nvfp4::kDataRowBytes + group], packed);
             st_shared_16(tile_rows + dq_dst[pass][0], packed[0], packed[1], packed[2], packed[3]);
             st_shared_16(tile_rows + dq_dst[pass][1], packed[4], packed[5], packed[6], packed[7]);
           }
@@ -285,12 +284,8 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
     auto finish_item = [&](const WorkItem& w) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float total = row_sum[r];
-        total += __shfl_xor_sync(0xffffffffu, total, 1);
-        total += __shfl_xor_sync(0xffffffffu, total, 2);
-        float total_exact = row_sum_exact[r];
-        total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 1);
-        total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 2);
+        const float total = quad_sum(row_sum[r]);
+        const float total_exact = quad_sum(row_sum_exact[r]);
         if (lane % 4 == 0) {
           sum_exchange[consumer * L::kHeads + row0 + 8 * r] = total;
           exact_exchange[consumer * L::kHeads + row0 + 8 * r] = total_exact;
@@ -356,7 +351,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         const uint64_t q_desc = smem_descriptor(q_tile, 16, 1024);
         const uint64_t k_desc = smem_descriptor(k_tile + consumer * 32 * 128, 16, 1024);
         wgmma_fence();
-  #pragma unroll
+#pragma unroll
         for (int k = 0; k < 32; ++k) {
           const uint32_t step = ((k / 4) * L::kColumnBlockBytes + (k % 4) * 32) >> 4;
           wgmma_m64n32k16_ss(s_acc, q_desc + step, k_desc + step, k > 0);
@@ -369,23 +364,20 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         // 2. Softmax. s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 32 w + 8 i + 2 (lane % 4) + e % 2.
         const uint8_t* valid = block_valid + tile * L::kBlockRows + consumer * 32;
         float slice_max[2] = {-INFINITY, -INFINITY};
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int column = 8 * i + 2 * (lane % 4);
           const bool valid_even = valid[column] != 0;
           const bool valid_odd = valid[column + 1] != 0;
-  #pragma unroll
+#pragma unroll
           for (int e = 0; e < 4; ++e) {
             const bool ok = (e % 2 == 0) ? valid_even : valid_odd;
             s_acc[4 * i + e] = ok ? s_acc[4 * i + e] * params.score_scale_log2 : -INFINITY;
             slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
           }
         }
-  #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 1));
-          slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 2));
-        }
+        slice_max[0] = quad_max(slice_max[0]);
+        slice_max[1] = quad_max(slice_max[1]);
         if (lane % 4 == 0) {
           max_exchange[consumer * L::kHeads + row0] = slice_max[0];
           max_exchange[consumer * L::kHeads + row0 + 8] = slice_max[1];
@@ -399,7 +391,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         // in bf16 is scale-free, and the O rescale (128 multiplies) becomes rare. Both consumers
         // see the same maxima, so they take the same decisions.
         float rescale[2];
-  #pragma unroll
+#pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int row = row0 + 8 * r;
           const float block_max = fmaxf(max_exchange[row], max_exchange[L::kHeads + row]);
@@ -410,9 +402,9 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
           row_max[r] = new_max;
           float sum = 0.0f;
           float sum_exact = 0.0f;
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < 4; ++i) {
-  #pragma unroll
+#pragma unroll
             for (int e = 2 * r; e < 2 * r + 2; ++e) {
               const float weight = fast_exp2(s_acc[4 * i + e] - reference);
               sum_exact += weight;
@@ -424,10 +416,10 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
           row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
         }
         // This consumer's half of P -> the swizzled P tile (K-major A operand of the PV MMA).
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int column = consumer * 32 + 8 * i + 2 * (lane % 4);
-  #pragma unroll
+#pragma unroll
           for (int r = 0; r < 2; ++r) {
             st_shared_4(p_tile + swizzled_offset(row0 + 8 * r, column),
                         pack_bf16x2(s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1]));
@@ -435,7 +427,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         }
         fence_proxy_async();
         if (rescale[0] != 1.0f || rescale[1] != 1.0f) {
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < 32; ++i) {
             o_acc[4 * i + 0] *= rescale[0], o_acc[4 * i + 1] *= rescale[0];
             o_acc[4 * i + 2] *= rescale[1], o_acc[4 * i + 3] *= rescale[1];
@@ -448,7 +440,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         const uint64_t v_desc =
             smem_descriptor(k_tile + consumer * 4 * L::kColumnBlockBytes, L::kColumnBlockBytes, 1024);
         wgmma_fence();
-  #pragma unroll
+#pragma unroll
         for (int k = 0; k < 4; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
           wgmma_m64n256k16_ss_bt(o_acc, p_desc + ((k * 32) >> 4), v_desc + ((k * 16 * 128) >> 4), true);
         }

@@ -52,14 +52,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_bt(float (&d)[128], uint64_t
 __device__ __forceinline__ void st_shared_4(uint32_t address, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
 }
-__device__ __forceinline__ uint4 ld_shared_16(uint32_t address) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(address)
-               : "memory");
-  return v;
-}
 __device__ __forceinline__ void st_shared_16(uint32_t address, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }

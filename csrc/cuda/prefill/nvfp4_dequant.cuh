@@ -17,27 +17,18 @@ namespace cake::cuda {
 constexpr uint32_t kE2m1HighBytes0 = 0x3F3F3F00u, kE2m1HighBytes1 = 0x40404040u;
 constexpr uint32_t kE2m1LowBytes0 = 0xC0800000u, kE2m1LowBytes1 = 0xC0804000u;
 
-// The byte tables as one value, so a caller can hoist them. (ptxas keeps them in uniform
-// registers and copies one into a vector register before each permute that needs it: PRMT takes
-// only its last table operand as an immediate. Tried: shuffles, constant-memory loads; no change.)
-struct E2m1Tables {
-  uint32_t high0, high1, low0, low1, sign;
-};
-__device__ __forceinline__ E2m1Tables e2m1_tables() {
-  return {kE2m1HighBytes0, kE2m1HighBytes1, kE2m1LowBytes0, kE2m1LowBytes1, 0x7F7F7F7Fu};
-}
-
 // Four nibbles (the low 16 bits of `nibbles`, element order) -> two bf16x2 words. Eight
 // instructions: the magnitudes index the two byte tables; the sign comes from a third permute in
 // its sign-replicate mode (selector bit 3 = the nibble's sign bit): it returns the replicated msb
 // of 0x7F (0x00) for negative nibbles and 0x7F for positive ones; bit 6 shifted to bit 7 and
 // complemented is the sign (a shift and a three-input LOP3 that also merges it).
-__device__ __forceinline__ void e2m1x4_to_bf16x4(uint32_t nibbles, const E2m1Tables& t, uint32_t& out01,
-                                                 uint32_t& out23) {
+// (ptxas copies a table into a register before most permutes: PRMT takes only its last table
+// operand as an immediate. Hoisting the tables, shuffles and constant-memory loads did not stop it.)
+__device__ __forceinline__ void e2m1x4_to_bf16x4(uint32_t nibbles, uint32_t& out01, uint32_t& out23) {
   const uint32_t index = nibbles & 0x7777u;
-  const uint32_t positive = byte_perm(t.sign, t.sign, nibbles);  // 0x7F: positive, 0x00: negative
-  const uint32_t high = byte_perm(t.high0, t.high1, index) | (~(positive << 1) & 0x80808080u);
-  const uint32_t low = byte_perm(t.low0, t.low1, index);
+  const uint32_t positive = byte_perm(0x7F7F7F7Fu, 0x7F7F7F7Fu, nibbles);  // 0x7F: positive, 0x00: negative
+  const uint32_t high = byte_perm(kE2m1HighBytes0, kE2m1HighBytes1, index) | (~(positive << 1) & 0x80808080u);
+  const uint32_t low = byte_perm(kE2m1LowBytes0, kE2m1LowBytes1, index);
   out01 = byte_perm(low, high, 0x5140u);  // interleave low/high bytes into bf16 pairs
   out23 = byte_perm(low, high, 0x7362u);
 }
@@ -56,20 +47,16 @@ __device__ __forceinline__ uint32_t e4m3_to_bf16x2(uint8_t scale_byte) {
 }
 
 // One 16-value group: 8 code bytes + its E4M3 scale -> 8 bf16x2 words (element order).
-__device__ __forceinline__ void dequantize_group(uint2 codes, uint8_t scale_byte, const E2m1Tables& tables,
-                                                 uint32_t (&out)[8]) {
+__device__ __forceinline__ void dequantize_group(uint2 codes, uint8_t scale_byte, uint32_t (&out)[8]) {
   const uint32_t scale_bf16 = e4m3_to_bf16x2(scale_byte);
   const uint32_t words[2] = {codes.x, codes.y};
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
-    e2m1x4_to_bf16x4(words[w], tables, out[4 * w + 0], out[4 * w + 1]);
-    e2m1x4_to_bf16x4(words[w] >> 16, tables, out[4 * w + 2], out[4 * w + 3]);
+    e2m1x4_to_bf16x4(words[w], out[4 * w + 0], out[4 * w + 1]);
+    e2m1x4_to_bf16x4(words[w] >> 16, out[4 * w + 2], out[4 * w + 3]);
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) out[i] = bf16x2_mul(out[i], scale_bf16);
-}
-__device__ __forceinline__ void dequantize_group(uint2 codes, uint8_t scale_byte, uint32_t (&out)[8]) {
-  dequantize_group(codes, scale_byte, e2m1_tables(), out);
 }
 
 }  // namespace cake::cuda

@@ -205,11 +205,8 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
                   valid_even ? s_sum.z * params.score_scale_log2 : -INFINITY,
                   valid_odd ? s_sum.w * params.score_scale_log2 : -INFINITY};
     float slice_max[2] = {fmaxf(p[0], p[1]), fmaxf(p[2], p[3])};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 1));
-      slice_max[r] = fmaxf(slice_max[r], __shfl_xor_sync(0xffffffffu, slice_max[r], 2));
-    }
+    slice_max[0] = quad_max(slice_max[0]);
+    slice_max[1] = quad_max(slice_max[1]);
     if (lane % 4 == 0) {
       tile_stats[quarter * 16 + lane / 4] = slice_max[0];
       tile_stats[quarter * 16 + lane / 4 + 8] = slice_max[1];
@@ -274,12 +271,8 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   // Epilogue: normalise (with the sink as a zero-valued candidate), write O and the base-2 LSE.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float total = row_sum[r];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
-    float total_exact = row_sum_exact[r];
-    total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 1);
-    total_exact += __shfl_xor_sync(0xffffffffu, total_exact, 2);
+    float total = quad_sum(row_sum[r]);
+    float total_exact = quad_sum(row_sum_exact[r]);
     // Each warp summed only its candidates: add the other quarters' sums (fixed order).
     const int row = lane / 4 + 8 * r;
     if (lane % 4 == 0) {
