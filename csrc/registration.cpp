@@ -50,6 +50,9 @@ PYBIND11_MODULE(_C, module) {
       "Which CUDA prefill kernel serves a call ('hopper' or 'portable'), knobs included",
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
       pybind11::arg("head_tiles"));
+  module.def("device_runs_hopper_prefill", &cake::cuda::device_runs_hopper_prefill,
+             "Whether a device runs the Hopper prefill kernel (for its 4-tile calls), knobs included",
+             pybind11::arg("cc_major"), pybind11::arg("smem_per_block"));
   module.def("plan_prefill_head_tiles", &cake::plan_prefill_head_tiles,
              "The C++ op's own plan when head_tiles is None (for tests)", pybind11::arg("num_tokens"),
              pybind11::arg("num_heads"), pybind11::arg("num_sms"), pybind11::arg("hopper") = false);

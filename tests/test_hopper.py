@@ -14,15 +14,11 @@ from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
 HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
 
 
-def _has_cuda_build() -> bool:
-    return hasattr(torch_ops._C, "prefill_kernel_for")
-
-
 def _device_runs_hopper() -> bool:
     if not HAS_CUDA:
         return False
     props = torch.cuda.get_device_properties(0)
-    return torch_ops._C.prefill_kernel_for(props.major, HOPPER_SMEM, 128, 4) == "hopper"
+    return torch_ops._C.device_runs_hopper_prefill(props.major, props.shared_memory_per_block_optin)
 
 
 needs_hopper = pytest.mark.skipif(not _device_runs_hopper(), reason="needs an sm_90 GPU and an sm_90a build")
@@ -38,14 +34,17 @@ def test_kernel_choice(monkeypatch):
                                               (9, HOPPER_SMEM, 128, 2), (9, HOPPER_SMEM, 16, 1),
                                               (9, HOPPER_SMEM, 96, 2), (9, 101376, 128, 4)]:
         assert choose(cc_major, smem, heads, head_tiles) == "portable", (cc_major, smem, heads, head_tiles)
+    device = torch_ops._C.device_runs_hopper_prefill
     hopper_built = choose(9, HOPPER_SMEM, 64, 4)
     assert hopper_built in ("hopper", "portable")  # "portable" only in a build without sm_90a
     assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built
+    assert device(9, HOPPER_SMEM) == (hopper_built == "hopper")
+    assert not device(8, 166912) and not device(12, 101376) and not device(9, 101376)
     monkeypatch.setenv("CAKE_PREFILL_KERNEL", "portable")
-    assert choose(9, HOPPER_SMEM, 128, 4) == "portable"
+    assert choose(9, HOPPER_SMEM, 128, 4) == "portable" and not device(9, HOPPER_SMEM)
     monkeypatch.delenv("CAKE_PREFILL_KERNEL")
     monkeypatch.setenv("CAKE_PREFILL_VARIANT", "2,1")
-    assert choose(9, HOPPER_SMEM, 128, 4) == "portable"
+    assert choose(9, HOPPER_SMEM, 128, 4) == "portable" and not device(9, HOPPER_SMEM)
 
 
 # (heads, topk, main cache, extra cache, extra topk, lengths, sink): partial, single-candidate and

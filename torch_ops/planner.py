@@ -68,7 +68,8 @@ def _max_head_tiles(device_type: str, device_index: int) -> int:
 def _prefill_kernel(device_type: str, device_index: int) -> str:
     if device_type == "cuda":
         props = torch.cuda.get_device_properties(device_index)
-        return _C.prefill_kernel_for(props.major, props.shared_memory_per_block_optin, 64, 4)
+        hopper = _C.device_runs_hopper_prefill(props.major, props.shared_memory_per_block_optin)
+        return "hopper" if hopper else "portable"
     return "portable"
 
 

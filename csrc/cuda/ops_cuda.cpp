@@ -45,13 +45,12 @@ void sparse_mla_prefill_cuda_op(const at::Tensor& q, const at::Tensor& kv_cache,
   const cudaDeviceProp* props = at::cuda::getDeviceProperties(q.device().index());
   TORCH_CHECK_NOT_IMPLEMENTED(props->major >= 8, "cake::sparse_mla_prefill needs compute capability 8.0 or newer, "
                               "got ", props->major, ".", props->minor, " (", props->name, ")");
+  const bool hopper_device = cuda::device_runs_hopper_prefill(props->major, props->sharedMemPerBlockOptin);
   const PrefillArgs args = check_prefill_args(q, kv_cache, indices, output, out_lse, sm_scale, topk_length, attn_sink,
                                               extra_kv_cache, extra_indices, extra_topk_length, lse_scale, head_tiles,
                                               props->multiProcessorCount,
-                                              cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin),
-                                              cuda::device_runs_hopper_prefill(props->major, props->sharedMemPerBlockOptin));
-  const bool use_hopper = cuda::select_prefill_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
-                                                      args.head_tiles) == cuda::PrefillKernel::kHopper;
+                                              cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin), hopper_device);
+  const bool use_hopper = hopper_device && cuda::hopper_prefill_serves(args.num_heads, args.head_tiles);
   // CAKE_PREFILL_VARIANT="stages,k_tiles" overrides the portable instance: a knob for benchmark sweeps.
   const char* variant_knob = std::getenv("CAKE_PREFILL_VARIANT");
   cuda::PrefillVariant variant = cuda::prefill_variant_for(int(args.head_tiles), props->sharedMemPerBlockOptin);

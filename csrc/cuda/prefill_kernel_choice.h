@@ -28,19 +28,24 @@ inline bool portable_prefill_forced() {
   return std::getenv("CAKE_PREFILL_VARIANT") != nullptr || (kernel != nullptr && std::strcmp(kernel, "portable") == 0);
 }
 
-// The Hopper kernel serves compute capability 9.x with 64 heads per CTA (head_tiles 4); every
-// other call runs the portable kernel.
-inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_block, long long num_heads,
-                                           long long head_tiles) {
-  const bool hopper = hopper_prefill_compiled() && cc_major == 9 && head_tiles == 4 &&
-                      num_heads % HopperPrefillLayout::kHeads == 0 &&
-                      smem_per_block >= HopperPrefillLayout::kSmemBytes && !portable_prefill_forced();
-  return hopper ? PrefillKernel::kHopper : PrefillKernel::kPortable;
+// Whether this device runs the Hopper kernel at all: an sm_90a build, compute capability 9.x, its
+// shared memory, and no knob forcing the portable kernel. (The planner then uses its table.)
+inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block) {
+  return hopper_prefill_compiled() && cc_major == 9 && smem_per_block >= HopperPrefillLayout::kSmemBytes &&
+         !portable_prefill_forced();
 }
 
-// Whether 4-tile calls on this device run the Hopper kernel (the planner then uses its table).
-inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block) {
-  return select_prefill_kernel(cc_major, smem_per_block, HopperPrefillLayout::kHeads, 4) == PrefillKernel::kHopper;
+// The shapes it serves: 64 heads per work item (head_tiles 4).
+inline bool hopper_prefill_serves(long long num_heads, long long head_tiles) {
+  return head_tiles == 4 && num_heads % HopperPrefillLayout::kHeads == 0;
+}
+
+// Every call the Hopper kernel does not serve runs the portable kernel.
+inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_block, long long num_heads,
+                                           long long head_tiles) {
+  return device_runs_hopper_prefill(cc_major, smem_per_block) && hopper_prefill_serves(num_heads, head_tiles)
+             ? PrefillKernel::kHopper
+             : PrefillKernel::kPortable;
 }
 
 }  // namespace cake::cuda
