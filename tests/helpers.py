@@ -1,5 +1,5 @@
 """Shared test helpers: cache views with padded page strides, random problems, the precision
-contract check (CONTRACT.md section 6)."""
+contract check (docs/contract.md section 11)."""
 import math
 from dataclasses import dataclass, field
 from typing import Optional
@@ -127,7 +127,7 @@ def make_problem(*, num_tokens, num_heads, topk, main: CacheSpec, device, seed, 
 
 def assert_matches_reference(output: torch.Tensor, out_lse: torch.Tensor, ref_out: torch.Tensor,
                              ref_lse: torch.Tensor) -> None:
-    """CONTRACT.md section 6: every element written, per-row relative error <= 1e-2 where the
+    """docs/contract.md section 11: every element written, per-row relative error <= 1e-2 where the
     reference row is non-zero (rows whose magnitude is below bf16's normal range are compared
     in absolute terms), |lse - ref| <= 1e-3 * max(1, |ref|), -inf exactly where the reference."""
     output = output.detach().cpu().to(torch.float64)

@@ -1,5 +1,6 @@
-"""The NVFP4 byte format (CONTRACT.md section 2): known vector, rounding, saturation, signs,
-non-finite inputs, round trip, view independence. Run on every available device."""
+"""The NVFP4 byte format and the writers (docs/contract.md sections 3, 5 and 8): known vector,
+rounding, saturation, signs, non-finite inputs, round trip, view independence. Run on every
+available device."""
 import pytest
 import torch
 from hypothesis import given, settings

@@ -1,4 +1,4 @@
-"""cake::sparse_mla_prefill against the float64 reference (CONTRACT.md sections 3, 4, 6), on
+"""cake::sparse_mla_prefill against the float64 reference (docs/contract.md sections 6, 7, 11), on
 every available device, with hypothesis drawing the shapes and edge cases."""
 import math
 

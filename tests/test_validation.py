@@ -1,5 +1,5 @@
-"""Every ValueError of CONTRACT.md section 5, each with the message it must carry. Raised before
-any launch, so the output buffers stay poisoned."""
+"""Every ValueError of docs/contract.md section 10 (errors), each with the message it must carry.
+Raised before any launch, so the output buffers stay poisoned."""
 import pytest
 import torch
 

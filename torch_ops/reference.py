@@ -2,7 +2,7 @@
 
 Deliberately simple (a Python loop over tokens) and independent of the kernels: it dequantizes
 through ``nvfp4_dequantize_sparse_mla_cache`` (table lookups and torch's own float8 decoding)
-and follows CONTRACT.md sections 3 and 4 line by line.
+and follows docs/contract.md sections 6 (candidates) and 7 (math) line by line.
 """
 import math
 from typing import Optional, Tuple

@@ -1,7 +1,7 @@
 // The 384-byte NVFP4 sparse-MLA cache format: constants, page/slot address math and the
 // encode/decode of one 16-value NoPE group. This is the only place the byte layout is written
 // down in code; the CPU kernels, the CUDA kernels and the cache writers all include it.
-// See CONTRACT.md section 2 for the normative description.
+// docs/contract.md sections 3 to 5 describe the format and the writers' rounding in prose.
 #pragma once
 
 #include <cstdint>
