@@ -1,8 +1,8 @@
 """NVFP4 cache writers (ops) and a plain-PyTorch dequantizer.
 
-Byte format (docs/contract.md sections 3 and 4, csrc/format/nvfp4_format.h): inside a page of ``page_size``
-tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes of raw bf16
-RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
+Byte format (docs/contract.md sections 3 and 4, csrc/format/nvfp4_format.h): inside a page of
+``page_size`` tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes
+of raw bf16 RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
 """
 from typing import Tuple
 
