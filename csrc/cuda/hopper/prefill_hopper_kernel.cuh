@@ -35,10 +35,10 @@
 
 #include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
-#include "../cuda_primitives.cuh"
-#include "../prefill/candidate_lists.cuh"
-#include "../prefill/nvfp4_dequant.cuh"
-#include "../prefill/prefill_params.h"
+#include "../common/candidate_lists.cuh"
+#include "../common/nvfp4_dequant.cuh"
+#include "../common/prefill_params.h"
+#include "../common/ptx_primitives.cuh"
 #include "prefill_hopper_layout.h"
 #include "sm90_primitives.cuh"
 

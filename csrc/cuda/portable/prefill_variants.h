@@ -7,6 +7,7 @@
 namespace cake::cuda {
 
 struct PrefillTile {
+  static constexpr int kThreadsPerHeadTile = 128;             // 4 warps: one per 128 of the 512 dims
   static constexpr int kSubtileRows = 32;                     // candidates per pipeline step
   static constexpr int kRowStride = nvfp4::kHeadDim + 8;      // bf16 elements; +16 B per row
                                                               // keeps ldmatrix conflict-free

@@ -23,13 +23,33 @@
 
 #include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
-#include "../cuda_primitives.cuh"
-#include "candidate_lists.cuh"
-#include "nvfp4_dequant.cuh"
-#include "prefill_params.h"
+#include "../common/candidate_lists.cuh"
+#include "../common/nvfp4_dequant.cuh"
+#include "../common/prefill_params.h"
+#include "../common/ptx_primitives.cuh"
 #include "prefill_variants.h"
+#include "sm80_primitives.cuh"
 
 namespace cake::cuda {
+
+// Named barriers of the kernel (0 is __syncthreads, for the whole CTA).
+enum PortableBarrier : int {
+  // Head tile t's four warps meet on barrier kHeadTileBarrier0 + t (1 .. 4), not the whole CTA:
+  // split-k partials of S, row maxima, the P tile and the epilogue's row sums, all per tile.
+  kHeadTileBarrier0 = 1,
+};
+
+// Barrier among the 4 warps of head tile `tile` (0..3). One literal id per case, so the compiler
+// reserves only these barriers rather than all 16.
+__device__ __forceinline__ void head_tile_barrier(int tile) {
+  constexpr int kThreads = PrefillTile::kThreadsPerHeadTile;
+  switch (tile) {
+    case 0: named_barrier<kHeadTileBarrier0 + 0, kThreads>(); break;
+    case 1: named_barrier<kHeadTileBarrier0 + 1, kThreads>(); break;
+    case 2: named_barrier<kHeadTileBarrier0 + 2, kThreads>(); break;
+    default: named_barrier<kHeadTileBarrier0 + 3, kThreads>(); break;
+  }
+}
 
 template <int kHeadTiles, int kStages, int kKTiles>
 __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
