@@ -35,6 +35,7 @@
 
 #include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
+#include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/nvfp4_dequant.cuh"
 #include "../common/prefill_params.h"
@@ -142,25 +143,10 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           if (gblock > 0) mbarrier_wait(raw_empty + 8 * q, (gblock - 1) & 1);
-          const int64_t slot = slots[q];
-          const bool valid = slot >= 0;
-          // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
-          const int64_t page =
-              !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
-          const int64_t in_page = valid ? slot - page * list.page_size : 0;
-          const uint8_t* page_base = list.cache + page * list.page_stride;
-          const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
-          const uint8_t* scale_row =
-              page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
+          const CandidateRows rows = candidate_rows(list, slots[q]);
           uint8_t* stage_row = raw + (q * L::kStageRows + row) * L::kRawRowStride;
 #pragma unroll
-          for (int k = 0; k < 3; ++k) {
-            const int chunk = lane8 + 8 * k;
-            const uint8_t* src = chunk < nvfp4::kDataRowBytes / 16
-                                     ? data_row + chunk * 16
-                                     : scale_row + (chunk - nvfp4::kDataRowBytes / 16) * 16;
-            cp_async_16(smem_address(stage_row + chunk * 16), valid ? src : list.cache, valid);  // masked: zero-fill
-          }
+          for (int k = 0; k < 3; ++k) gather_chunk(stage_row, list, rows, lane8 + 8 * k);
           cp_async_arrive_noinc(raw_full + 8 * q);  // fires when this thread's copies have landed
         }
         if (block == 0) {

@@ -23,6 +23,7 @@
 
 #include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
+#include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/nvfp4_dequant.cuh"
 #include "../common/prefill_params.h"
@@ -104,17 +105,9 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     const int first = (in_main ? s : s - subtiles0) * kSub;
     uint8_t* stage = raw + (s % kStages) * Tile::kRawStageBytes;
     const int row = tid / kThreadsPerRow;
-    const int64_t slot = candidate_slot(list, token, length, first + row);
-    const bool valid = slot >= 0;
-    // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
-    const int64_t page = !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
-    const int64_t in_page = valid ? slot - page * list.page_size : 0;
-    const uint8_t* page_base = list.cache + page * list.page_stride;
-    const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
-    const uint8_t* scale_row = page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
-    for (int chunk = tid % kThreadsPerRow; chunk < Tile::kChunksPerRow; chunk += kThreadsPerRow) {
-      const uint8_t* src = chunk < Tile::kDataChunks ? data_row + chunk * 16 : scale_row + (chunk - Tile::kDataChunks) * 16;
-      cp_async_16(smem_address(stage + row * nvfp4::kTokenBytes + chunk * 16), valid ? src : list.cache, valid);
+    const CandidateRows rows = candidate_rows(list, candidate_slot(list, token, length, first + row));
+    for (int chunk = tid % kThreadsPerRow; chunk < kGatherChunks; chunk += kThreadsPerRow) {
+      gather_chunk(stage + row * nvfp4::kTokenBytes, list, rows, chunk);
     }
     if (warp == 0) {
       const bool lane_valid = candidate_slot(list, token, length, first + lane) >= 0;

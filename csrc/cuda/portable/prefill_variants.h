@@ -12,8 +12,6 @@ struct PrefillTile {
   static constexpr int kRowStride = nvfp4::kHeadDim + 8;      // bf16 elements; +16 B per row
                                                               // keeps ldmatrix conflict-free
   static constexpr int kRawStageBytes = kSubtileRows * nvfp4::kTokenBytes;
-  static constexpr int kChunksPerRow = nvfp4::kTokenBytes / 16;     // 24 cp.async per row
-  static constexpr int kDataChunks = nvfp4::kDataRowBytes / 16;     // 22 of them are data
 
   static constexpr int kPStride = kSubtileRows + 8;  // bf16; +16 B per row for ldmatrix
 
