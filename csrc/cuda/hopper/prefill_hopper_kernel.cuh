@@ -33,11 +33,12 @@
 
 #include <cuda_bf16.h>
 
-#include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/nvfp4_dequant.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/prefill_epilogue.cuh"
 #include "../common/prefill_params.h"
 #include "../common/ptx_primitives.cuh"
 #include "prefill_hopper_layout.h"
@@ -284,19 +285,14 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         const float total = sum_exchange[row] + sum_exchange[L::kHeads + row];
         const float total_exact = exact_exchange[row] + exact_exchange[L::kHeads + row];
         const int head = w.head0 + row;
-        const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
-        const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;
-        const float lse2 = finalize_softmax(row_max[r], total_exact, params.sink != nullptr, sink2).lse2;
-        __nv_bfloat16* out_row = params.output + (int64_t(w.token) * params.num_heads + head) * nvfp4::kHeadDim +
-                                 consumer * 256 + 2 * (lane % 4);
+        const SoftmaxFinal final_row = finalize_row(params, head, row_max[r], {total, total_exact});
+        __nv_bfloat16* out_row = output_row(params, w.token, head) + (2 * (lane % 4) + consumer * 256);
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
           *reinterpret_cast<uint32_t*>(out_row + 8 * i) =
-              pack_bf16x2(o_acc[4 * i + 2 * r] * out_scale, o_acc[4 * i + 2 * r + 1] * out_scale);
+              pack_bf16x2(o_acc[4 * i + 2 * r] * final_row.out_scale, o_acc[4 * i + 2 * r + 1] * final_row.out_scale);
         }
-        if (consumer == 0 && lane % 4 == 0) {
-          params.out_lse[int64_t(w.token) * params.num_heads + head] = lse2 * params.lse_scale;
-        }
+        if (consumer == 0 && lane % 4 == 0) store_lse(params, w.token, head, final_row.lse2);
       }
       named_barrier<3, 256>();  // both read the sums before either item's epilogue rewrites them
     };
@@ -358,7 +354,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const bool ok = (e % 2 == 0) ? valid_even : valid_odd;
-            s_acc[4 * i + e] = ok ? s_acc[4 * i + e] * params.score_scale_log2 : -INFINITY;
+            s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], ok, params.score_scale_log2);
             slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
           }
         }
@@ -383,23 +379,16 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
           const float block_max = fmaxf(max_exchange[row], max_exchange[L::kHeads + row]);
           const bool move = block_max > row_max[r] + kLazyRescaleLog2;  // false while block_max == -inf
           const float new_max = move ? block_max : row_max[r];
-          const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
+          const float reference = softmax_reference(new_max);
           rescale[r] = move ? fast_exp2(row_max[r] - new_max) : 1.0f;
           row_max[r] = new_max;
-          float sum = 0.0f;
-          float sum_exact = 0.0f;
+          WeightSums sums = {0.0f, 0.0f};
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
 #pragma unroll
-            for (int e = 2 * r; e < 2 * r + 2; ++e) {
-              const float weight = fast_exp2(s_acc[4 * i + e] - reference);
-              sum_exact += weight;
-              s_acc[4 * i + e] = __bfloat162float(__float2bfloat16_rn(weight));  // what the MMA uses
-              sum += s_acc[4 * i + e];
-            }
+            for (int e = 2 * r; e < 2 * r + 2; ++e) s_acc[4 * i + e] = add_weight(sums, s_acc[4 * i + e], reference);
           }
-          row_sum[r] = row_sum[r] * rescale[r] + sum;
-          row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
+          rescale_add(row_sum[r], row_sum_exact[r], rescale[r], sums);
         }
         // This consumer's half of P -> the swizzled P tile (K-major A operand of the PV MMA).
 #pragma unroll

@@ -21,11 +21,12 @@
 
 #include <cuda_bf16.h>
 
-#include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/nvfp4_dequant.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/prefill_epilogue.cuh"
 #include "../common/prefill_params.h"
 #include "../common/ptx_primitives.cuh"
 #include "prefill_variants.h"
@@ -213,10 +214,10 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     const int column = quarter * 8 + 2 * (lane % 4);
     const bool valid_even = (valid_mask >> column) & 1u;
     const bool valid_odd = (valid_mask >> (column + 1)) & 1u;
-    float p[4] = {valid_even ? s_sum.x * params.score_scale_log2 : -INFINITY,
-                  valid_odd ? s_sum.y * params.score_scale_log2 : -INFINITY,
-                  valid_even ? s_sum.z * params.score_scale_log2 : -INFINITY,
-                  valid_odd ? s_sum.w * params.score_scale_log2 : -INFINITY};
+    float p[4] = {masked_logit2(s_sum.x, valid_even, params.score_scale_log2),
+                  masked_logit2(s_sum.y, valid_odd, params.score_scale_log2),
+                  masked_logit2(s_sum.z, valid_even, params.score_scale_log2),
+                  masked_logit2(s_sum.w, valid_odd, params.score_scale_log2)};
     float slice_max[2] = {fmaxf(p[0], p[1]), fmaxf(p[2], p[3])};
     slice_max[0] = quad_max(slice_max[0]);
     slice_max[1] = quad_max(slice_max[1]);
@@ -234,20 +235,13 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
       const float tile_max = fmaxf(fmaxf(tile_stats[row], tile_stats[16 + row]),
                                    fmaxf(tile_stats[32 + row], tile_stats[48 + row]));
       const float new_max = fmaxf(row_max[r], tile_max);
-      const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
+      const float reference = softmax_reference(new_max);
       rescale[r] = fast_exp2(row_max[r] - reference);
       row_max[r] = new_max;
-      float sum = 0.0f;
-      float sum_exact = 0.0f;
+      WeightSums sums = {0.0f, 0.0f};
 #pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        const float weight = fast_exp2(p[e] - reference);
-        sum_exact += weight;
-        p[e] = __bfloat162float(__float2bfloat16_rn(weight));  // the weight the MMA uses
-        sum += p[e];
-      }
-      row_sum[r] = row_sum[r] * rescale[r] + sum;
-      row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
+      for (int e = 2 * r; e < 2 * r + 2; ++e) p[e] = add_weight(sums, p[e], reference);  // the MMA's weights
+      rescale_add(row_sum[r], row_sum_exact[r], rescale[r], sums);
     }
     *reinterpret_cast<uint32_t*>(p_tile + (lane / 4) * Tile::kPStride + column) = pack_bf16x2(p[0], p[1]);
     *reinterpret_cast<uint32_t*>(p_tile + (lane / 4 + 8) * Tile::kPStride + column) = pack_bf16x2(p[2], p[3]);
@@ -296,19 +290,14 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     total = (tile_stats[64 + row] + tile_stats[80 + row]) + (tile_stats[96 + row] + tile_stats[112 + row]);
     total_exact = (tile_stats[128 + row] + tile_stats[144 + row]) + (tile_stats[160 + row] + tile_stats[176 + row]);
     const int head = head0 + head_tile * 16 + lane / 4 + 8 * r;
-    const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
-    const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;
-    const float lse2 = finalize_softmax(row_max[r], total_exact, params.sink != nullptr, sink2).lse2;
-    __nv_bfloat16* out_row = params.output + (int64_t(token) * params.num_heads + head) * nvfp4::kHeadDim +
-                             quarter * 128 + 2 * (lane % 4);
+    const SoftmaxFinal final_row = finalize_row(params, head, row_max[r], {total, total_exact});
+    __nv_bfloat16* out_row = output_row(params, token, head) + (2 * (lane % 4) + quarter * 128);
 #pragma unroll
     for (int n = 0; n < 16; ++n) {
       *reinterpret_cast<uint32_t*>(out_row + n * 8) =
-          pack_bf16x2(o_acc[n][2 * r] * out_scale, o_acc[n][2 * r + 1] * out_scale);
+          pack_bf16x2(o_acc[n][2 * r] * final_row.out_scale, o_acc[n][2 * r + 1] * final_row.out_scale);
     }
-    if (quarter == 0 && lane % 4 == 0) {
-      params.out_lse[int64_t(token) * params.num_heads + head] = lse2 * params.lse_scale;
-    }
+    if (quarter == 0 && lane % 4 == 0) store_lse(params, token, head, final_row.lse2);
   }
 }
 
