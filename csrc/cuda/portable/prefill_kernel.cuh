@@ -54,10 +54,10 @@ __device__ __forceinline__ void head_tile_barrier(int tile) {
 }
 
 template <int kHeadTiles, int kStages, int kKTiles>
-__global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
+__global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile, kHeadTiles == 4 ? 1 : 2)
     sparse_mla_prefill_kernel(const __grid_constant__ PrefillParams params) {
   using Tile = PrefillTile;
-  constexpr int kThreads = kHeadTiles * 128;
+  constexpr int kThreads = kHeadTiles * Tile::kThreadsPerHeadTile;
   constexpr int kRows = 16 * kHeadTiles;
   constexpr int kSub = Tile::kSubtileRows;
   constexpr int kStride = Tile::kRowStride;
@@ -69,11 +69,12 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   __nv_bfloat16* k_tiles = q_tile + kRows * kStride;                          // [kKTiles][kSub][kStride]
   uint8_t* raw = reinterpret_cast<uint8_t*>(k_tiles + kKTiles * kSub * kStride);  // [kStages][kSub][384]
   float4* partials = reinterpret_cast<float4*>(raw + kStages * Tile::kRawStageBytes);  // [tile][quarter][4][32]
-  __nv_bfloat16* p_tiles = reinterpret_cast<__nv_bfloat16*>(partials + kHeadTiles * 4 * 4 * 32);  // [tile][16][kPStride]
+  __nv_bfloat16* p_tiles =
+      reinterpret_cast<__nv_bfloat16*>(partials + kHeadTiles * Tile::kPartialsPerTile);  // [tile][16][kPStride]
   float* row_stats = reinterpret_cast<float*>(p_tiles + kHeadTiles * 16 * Tile::kPStride);  // [tile][3][quarter][16]
   // [2 * kStages]: twice the stages, so a fast warp publishing the mask of subtile s + kStages
   // never overwrites the one a slow warp is about to read for subtile s.
-  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * 3 * 4 * 16);
+  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * Tile::kRowStatsPerTile);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   const int token = blockIdx.x / params.num_head_blocks;
   const int head0 = (blockIdx.x % params.num_head_blocks) * kRows;
   __nv_bfloat16* p_tile = p_tiles + head_tile * 16 * Tile::kPStride;
-  float* tile_stats = row_stats + head_tile * 3 * 4 * 16;  // [max | sum | exact sum][quarter][row]
+  float* tile_stats = row_stats + head_tile * Tile::kRowStatsPerTile;  // [max | sum | exact sum][quarter][row]
 
   const int length0 = list_length(params.lists[0], token);
   const int length1 = list_length(params.lists[1], token);
@@ -204,7 +205,7 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
 
     // This warp's slice of S: candidates 8 * quarter + 2 * (lane % 4) + {0, 1}, rows lane / 4
     // (x, y) and lane / 4 + 8 (z, w); summed in a fixed order, scaled to base 2, masked.
-    const float4* tile_partials = partials + head_tile * 4 * 4 * 32;
+    const float4* tile_partials = partials + head_tile * Tile::kPartialsPerTile;
     float4 s_sum = tile_partials[quarter * 32 + lane];
 #pragma unroll
     for (int q = 1; q < 4; ++q) {
@@ -222,8 +223,8 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     slice_max[0] = quad_max(slice_max[0]);
     slice_max[1] = quad_max(slice_max[1]);
     if (lane % 4 == 0) {
-      tile_stats[quarter * 16 + lane / 4] = slice_max[0];
-      tile_stats[quarter * 16 + lane / 4 + 8] = slice_max[1];
+      tile_stats[Tile::kMaxStats + quarter * 16 + lane / 4] = slice_max[0];
+      tile_stats[Tile::kMaxStats + quarter * 16 + lane / 4 + 8] = slice_max[1];
     }
     head_tile_barrier(head_tile);  // slice maxima visible
 
@@ -232,8 +233,8 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = lane / 4 + 8 * r;
-      const float tile_max = fmaxf(fmaxf(tile_stats[row], tile_stats[16 + row]),
-                                   fmaxf(tile_stats[32 + row], tile_stats[48 + row]));
+      const float* maxima = tile_stats + Tile::kMaxStats;
+      const float tile_max = fmaxf(fmaxf(maxima[row], maxima[16 + row]), fmaxf(maxima[32 + row], maxima[48 + row]));
       const float new_max = fmaxf(row_max[r], tile_max);
       const float reference = softmax_reference(new_max);
       rescale[r] = fast_exp2(row_max[r] - reference);
@@ -283,12 +284,14 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     // Each warp summed only its candidates: add the other quarters' sums (fixed order).
     const int row = lane / 4 + 8 * r;
     if (lane % 4 == 0) {
-      tile_stats[64 + quarter * 16 + row] = total;
-      tile_stats[128 + quarter * 16 + row] = total_exact;
+      tile_stats[Tile::kSumStats + quarter * 16 + row] = total;
+      tile_stats[Tile::kExactSumStats + quarter * 16 + row] = total_exact;
     }
     head_tile_barrier(head_tile);
-    total = (tile_stats[64 + row] + tile_stats[80 + row]) + (tile_stats[96 + row] + tile_stats[112 + row]);
-    total_exact = (tile_stats[128 + row] + tile_stats[144 + row]) + (tile_stats[160 + row] + tile_stats[176 + row]);
+    const float* sums = tile_stats + Tile::kSumStats;
+    const float* exact_sums = tile_stats + Tile::kExactSumStats;
+    total = (sums[row] + sums[16 + row]) + (sums[32 + row] + sums[48 + row]);
+    total_exact = (exact_sums[row] + exact_sums[16 + row]) + (exact_sums[32 + row] + exact_sums[48 + row]);
     const int head = head0 + head_tile * 16 + lane / 4 + 8 * r;
     const SoftmaxFinal final_row = finalize_row(params, head, row_max[r], {total, total_exact});
     __nv_bfloat16* out_row = output_row(params, token, head) + (2 * (lane % 4) + quarter * 128);
