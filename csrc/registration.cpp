@@ -6,7 +6,7 @@
 #include <pybind11/stl.h>
 #include <torch/library.h>
 
-#include "cuda/prefill/prefill_variants.h"
+#include "cuda/portable/prefill_variants.h"
 #include "cuda/prefill_kernel_choice.h"
 #include "ops/prefill_plan.h"
 

@@ -14,7 +14,7 @@
 #include "cache_writer_cuda.h"
 #include "hopper/prefill_hopper.h"
 #include "prefill_kernel_choice.h"
-#include "prefill/prefill_launch.h"
+#include "portable/prefill_launch.h"
 
 namespace cake {
 namespace {

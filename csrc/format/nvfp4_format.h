@@ -33,6 +33,26 @@ constexpr int kChunkSize = 64;
 constexpr int kMaxChunks = 16;
 constexpr int kHeadsPerTile = 16;
 
+// Where a slot's bytes are. Slot `slot` of a view is row slot_row(slot, page, page_size) of page
+// `page` = slot_page(slot, page_size). In page `page` (at page_offset from the view's base) all
+// page_size 352-byte data rows come first, then all 32-byte scale rows.
+CAKE_HOST_DEVICE int64_t slot_page(int64_t slot, int64_t page_size) { return slot / page_size; }
+// slot_page for 0 <= slot < 2^31, as the prefill's int32 candidate indices are: a 32-bit division
+// (a 64-bit one is a long instruction sequence on a GPU), or page 0 when the page holds more
+// tokens than the slot's index (so a page size beyond 32 bits is never truncated). Arguments by
+// reference: by value, nvcc negates the quotient rather than the page size for slot_row, which
+// puts two more instructions after the division in the kernels' gathers (same result).
+CAKE_HOST_DEVICE int64_t int32_slot_page(const int64_t& slot, const int64_t& page_size) {
+  return page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(page_size));
+}
+CAKE_HOST_DEVICE int64_t slot_row(int64_t slot, int64_t page, int64_t page_size) { return slot - page * page_size; }
+CAKE_HOST_DEVICE int64_t page_offset(int64_t page, int64_t page_stride) { return page * page_stride; }
+// Offsets of row `row`'s data row and scale row from the start of its page.
+CAKE_HOST_DEVICE int64_t data_row_in_page(int64_t row) { return row * kDataRowBytes; }
+CAKE_HOST_DEVICE int64_t scale_row_in_page(int64_t row, int64_t page_size) {
+  return page_size * kDataRowBytes + row * kScaleRowBytes;
+}
+
 // Geometry of one cache view, read from the tensor at run time.
 struct CacheGeometry {
   int64_t page_size;    // tokens per page
@@ -43,15 +63,15 @@ struct CacheGeometry {
   CAKE_HOST_DEVICE bool slot_is_valid(int64_t slot) const { return slot >= 0 && slot < num_slots(); }
   // Byte offset of the 352-byte data row of `slot` (slot must be valid).
   CAKE_HOST_DEVICE int64_t data_offset(int64_t slot) const {
-    const int64_t page = slot / page_size;
-    const int64_t row = slot - page * page_size;
-    return page * page_stride + row * kDataRowBytes;
+    const int64_t page = slot_page(slot, page_size);
+    const int64_t row = slot_row(slot, page, page_size);
+    return page_offset(page, page_stride) + data_row_in_page(row);
   }
   // Byte offset of the 32-byte scale row of `slot` (slot must be valid).
   CAKE_HOST_DEVICE int64_t scale_offset(int64_t slot) const {
-    const int64_t page = slot / page_size;
-    const int64_t row = slot - page * page_size;
-    return page * page_stride + page_size * kDataRowBytes + row * kScaleRowBytes;
+    const int64_t page = slot_page(slot, page_size);
+    const int64_t row = slot_row(slot, page, page_size);
+    return page_offset(page, page_stride) + scale_row_in_page(row, page_size);
   }
 };
 

@@ -65,7 +65,7 @@ inline int64_t plan_prefill_head_tiles(int64_t num_tokens, int64_t num_heads, in
 }
 
 // The plan limited to the largest head tile the device can run (its compiled instances' shared
-// memory; see cuda/prefill/prefill_variants.h). Choices nest (1 | 2 | 4), so the minimum is one.
+// memory; see cuda/portable/prefill_variants.h). Choices nest (1 | 2 | 4), so the minimum is one.
 inline int64_t cap_head_tiles(int64_t head_tiles, int64_t max_head_tiles) {
   return head_tiles < max_head_tiles ? head_tiles : max_head_tiles;
 }

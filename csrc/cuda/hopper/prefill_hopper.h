@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../prefill/prefill_params.h"
+#include "../common/prefill_params.h"
 #include "prefill_hopper_layout.h"
 
 namespace cake::cuda {

@@ -33,12 +33,14 @@
 
 #include <cuda_bf16.h>
 
-#include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
-#include "../cuda_primitives.cuh"
-#include "../prefill/candidate_lists.cuh"
-#include "../prefill/nvfp4_dequant.cuh"
-#include "../prefill/prefill_params.h"
+#include "../common/candidate_gather.cuh"
+#include "../common/candidate_lists.cuh"
+#include "../common/nvfp4_dequant.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/prefill_epilogue.cuh"
+#include "../common/prefill_params.h"
+#include "../common/ptx_primitives.cuh"
 #include "prefill_hopper_layout.h"
 #include "sm90_primitives.cuh"
 
@@ -47,8 +49,8 @@ namespace cake::cuda {
 // Byte offset of bf16 element (row, column) in a swizzled [8][64][128 B] tile.
 __device__ __forceinline__ uint32_t swizzled_offset(int row, int column) {
   const int chunk = (column % 64) / 8;
-  return (column / 64) * HopperPrefillLayout::kColumnBlockBytes + row * 128 + ((chunk ^ (row % 8)) * 16) +
-         (column % 8) * 2;
+  return (column / 64) * HopperPrefillLayout::kColumnBlockBytes + row * HopperPrefillLayout::kTileRowBytes +
+         ((chunk ^ (row % 8)) * 16) + (column % 8) * 2;
 }
 
 // A row's softmax reference moves only when a block's max exceeds it by more than this (log2).
@@ -96,33 +98,36 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
   uint8_t* raw = smem + L::kRawOffset;
   uint8_t* block_valid = smem + L::kBlockValidOffset;
   float* row_stats = reinterpret_cast<float*>(smem + L::kRowStatsOffset);
-  const uint32_t q_full = smem_base + L::kBarrierOffset;
-  const uint32_t raw_full = q_full + 8;                   // + 8 * stage buffer
-  const uint32_t raw_empty = raw_full + 8 * L::kStages;   // + 8 * stage buffer
-
-  const uint32_t q_empty = raw_empty + 8 * L::kStages;  // consumers done reading an item's Q
+  const uint32_t q_full = smem_base + L::kQFullBarrier;
+  const uint32_t raw_full = smem_base + L::kRawFullBarriers;    // + kMbarrierBytes * stage buffer
+  const uint32_t raw_empty = smem_base + L::kRawEmptyBarriers;  // + kMbarrierBytes * stage buffer
+  const uint32_t q_empty = smem_base + L::kQEmptyBarrier;       // consumers done reading an item's Q
   const int tid = threadIdx.x;
   const int num_items = params.num_tokens * params.num_head_blocks;
 
   if (tid == 0) {
     if ((smem_base & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
-    mbarrier_init(q_full, 128);
-    mbarrier_init(q_empty, 256);
+    mbarrier_init(q_full, L::kProducerThreads);
+    mbarrier_init(q_empty, L::kConsumerThreads);
     for (int stage = 0; stage < L::kStages; ++stage) {
-      mbarrier_init(raw_full + 8 * stage, 128);  // one cp.async-completion arrival per producer thread
-      mbarrier_init(raw_empty + 8 * stage, 256);  // every consumer thread, after its dequant share
+      // One cp.async-completion arrival per producer thread; every consumer thread after its
+      // dequant share.
+      mbarrier_init(raw_full + L::kMbarrierBytes * stage, L::kProducerThreads);
+      mbarrier_init(raw_empty + L::kMbarrierBytes * stage, L::kConsumerThreads);
     }
   }
   __syncthreads();
 
-  if (tid < 128) {
+  if (tid < L::kProducerThreads) {
     // ------------------------------------------------------------------ producer warpgroup
-    release_registers<56>();
+    release_registers<L::kProducerRegisters>();
     // Stage q of a block holds its rows [16 q, +16). Thread: row tid / 8 of the stage, chunks
     // tid % 8 + 8 k (k < 3) of its 24. Blocks are counted over all of this CTA's items
     // (`gblock`): raw buffer q holds stage q of every block, its phase is the block count.
-    const int row = tid / 8;
-    const int lane8 = tid % 8;
+    constexpr int kThreadsPerRow = L::kProducerThreads / L::kStageRows;  // 8
+    constexpr int kChunksPerThread = kGatherChunks / kThreadsPerRow;     // 3
+    const int row = tid / kThreadsPerRow;
+    const int row_lane = tid % kThreadsPerRow;
     int gblock = 0;
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
@@ -141,37 +146,26 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         const CandidateListParams& list = params.lists[block < w.blocks0 ? 0 : 1];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          if (gblock > 0) mbarrier_wait(raw_empty + 8 * q, (gblock - 1) & 1);
-          const int64_t slot = slots[q];
-          const bool valid = slot >= 0;
-          // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
-          const int64_t page =
-              !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
-          const int64_t in_page = valid ? slot - page * list.page_size : 0;
-          const uint8_t* page_base = list.cache + page * list.page_stride;
-          const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
-          const uint8_t* scale_row =
-              page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
+          if (gblock > 0) mbarrier_wait(raw_empty + L::kMbarrierBytes * q, (gblock - 1) & 1);
+          const CandidateRows rows = candidate_rows(list, slots[q]);
           uint8_t* stage_row = raw + (q * L::kStageRows + row) * L::kRawRowStride;
 #pragma unroll
-          for (int k = 0; k < 3; ++k) {
-            const int chunk = lane8 + 8 * k;
-            const uint8_t* src = chunk < nvfp4::kDataRowBytes / 16
-                                     ? data_row + chunk * 16
-                                     : scale_row + (chunk - nvfp4::kDataRowBytes / 16) * 16;
-            cp_async_16(smem_address(stage_row + chunk * 16), valid ? src : list.cache, valid);  // masked: zero-fill
+          for (int k = 0; k < kChunksPerThread; ++k) {
+            gather_chunk(stage_row, list, rows, row_lane + kThreadsPerRow * k);
           }
-          cp_async_arrive_noinc(raw_full + 8 * q);  // fires when this thread's copies have landed
+          // Fires when this thread's copies have landed.
+          cp_async_arrive_noinc(raw_full + L::kMbarrierBytes * q);
         }
         if (block == 0) {
           // The item's Q, once both consumers have finished the previous item's QK^T. Q is the
           // only committed copy group (stage copies report through their mbarriers).
           if (q_items > 0) mbarrier_wait(q_empty, (q_items - 1) & 1);
           const __nv_bfloat16* q_block = params.q + (int64_t(w.token) * params.num_heads + w.head0) * nvfp4::kHeadDim;
+          constexpr int kUnitsPerRow = nvfp4::kHeadDim / 8;  // 16-byte copies
 #pragma unroll 4
-          for (int unit = tid; unit < L::kHeads * 64; unit += 128) {
-            const int q_row = unit / 64;
-            const int column = (unit % 64) * 8;
+          for (int unit = tid; unit < L::kHeads * kUnitsPerRow; unit += L::kProducerThreads) {
+            const int q_row = unit / kUnitsPerRow;
+            const int column = (unit % kUnitsPerRow) * 8;
             cp_async_16(q_tile + swizzled_offset(q_row, column), q_block + q_row * nvfp4::kHeadDim + column, true);
           }
           cp_async_commit();
@@ -188,50 +182,53 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
     cp_async_wait<0>();
   } else {
     // ------------------------------------------------------------------ consumer warpgroups
-    claim_registers<224>();
-    const int consumer = tid / 128 - 1;  // 0 or 1: candidate half for S, dim half for O
-    const int thread = tid % 128;
-    const int consumer_thread = tid - 128;  // 0..255
+    claim_registers<L::kConsumerRegisters>();
+    const int consumer = tid / L::kWarpgroupThreads - 1;  // 0 or 1: candidate half for S, dim half for O
+    const int thread = tid % L::kWarpgroupThreads;
+    const int consumer_thread = tid - L::kProducerThreads;  // 0..255
     const int warp = thread / 32;
     const int lane = thread % 32;
     const int row0 = warp * 16 + lane / 4;  // this thread's rows of S and O: row0 and row0 + 8
-    float* max_exchange = row_stats;        // [consumer][64]
-    float* sum_exchange = row_stats + 2 * L::kHeads;
-    float* exact_exchange = row_stats + 4 * L::kHeads;
+    float* max_exchange = row_stats + L::kMaxExchange;  // [consumer][64]
+    float* sum_exchange = row_stats + L::kSumExchange;
+    float* exact_exchange = row_stats + L::kExactSumExchange;
 
     // Dequant roles per stage (16 rows x (28 NoPE groups + 8 RoPE parts)), fixed for the kernel so
     // all addresses are per-thread constants and every branch is warp-uniform: threads 0..223
     // (7 warps) convert groups item and item + 224 of the stage's 448 (row = item % 16, row
     // fastest so a warp's stores fill whole 128-byte rows; group = item / 16); threads 224..255
     // (one warp) copy the 128 RoPE units, 4 each.
-    const bool converts = consumer_thread < 224;
+    constexpr int kConvertThreads = L::kStageRows * nvfp4::kNumGroups / 2;  // 224
+    constexpr int kGroupsPerPass = kConvertThreads / L::kStageRows;        // 14
+    constexpr int kRopeColumnBlock = nvfp4::kNopeDim / 64;                  // 7: the last column block
+    const bool converts = consumer_thread < kConvertThreads;
     const int dq_row = consumer_thread % 16;
     const int dq_swizzle = dq_row % 8;  // stage rows start at multiples of 16: tile row % 8 == dq_row % 8
     uint32_t dq_src[2], dq_dst[2][2];   // [pass]: raw offset of the codes, K-tile offsets of the two halves
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
-      const int group = consumer_thread / 16 + 14 * pass;  // + 224 items = + 14 groups
+      const int group = consumer_thread / 16 + kGroupsPerPass * pass;
       dq_src[pass] = dq_row * L::kRawRowStride + group * 8;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        dq_dst[pass][half] = (group / 4) * L::kColumnBlockBytes + dq_row * 128 +
+        dq_dst[pass][half] = (group / 4) * L::kColumnBlockBytes + dq_row * L::kTileRowBytes +
                              (((2 * (group % 4) + half) ^ dq_swizzle) << 4);
       }
     }
-    const int rope_part0 = (consumer_thread - 224) / 16;  // parts rope_part0 + 2 k, k < 4
+    const int rope_part0 = (consumer_thread - kConvertThreads) / 16;  // parts rope_part0 + 2 k, k < 4
     // Dequantize global block `gblock` (the CTA's running block count) into K tile gblock % 2.
     auto dequantize_block = [&](int gblock) {
       const uint32_t k_tile = k_tiles + (gblock % 2) * L::kTileBytes;
 #pragma unroll 1
       for (int quarter = 0; quarter < 4; ++quarter) {
         const int buffer = quarter;  // stage q of every block lives in buffer q
-        mbarrier_wait(raw_full + 8 * buffer, gblock & 1);
-        const uint8_t* stage = raw + buffer * L::kStageRows * L::kRawRowStride;
-        const uint32_t tile_rows = k_tile + quarter * L::kStageRows * 128;
+        mbarrier_wait(raw_full + L::kMbarrierBytes * buffer, gblock & 1);
+        const uint8_t* stage = raw + buffer * L::kRawStageBytes;
+        const uint32_t tile_rows = k_tile + quarter * L::kStageRows * L::kTileRowBytes;
         if (converts) {
 #pragma unroll
           for (int pass = 0; pass < 2; ++pass) {
-            const int group = consumer_thread / 16 + 14 * pass;
+            const int group = consumer_thread / 16 + kGroupsPerPass * pass;
             uint32_t packed[8];
             dequantize_group(*reinterpret_cast<const uint2*>(stage + dq_src[pass]),
                              stage[dq_row * L::kRawRowStride + nvfp4::kDataRowBytes + group], packed);
@@ -244,11 +241,12 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
             const int part = rope_part0 + 2 * k;
             const uint4 rope =
                 *reinterpret_cast<const uint4*>(stage + dq_row * L::kRawRowStride + nvfp4::kNopeBytes + part * 16);
-            st_shared_16(tile_rows + 7 * L::kColumnBlockBytes + dq_row * 128 + ((part ^ dq_swizzle) << 4), rope.x,
-                         rope.y, rope.z, rope.w);
+            st_shared_16(tile_rows + kRopeColumnBlock * L::kColumnBlockBytes + dq_row * L::kTileRowBytes +
+                             ((part ^ dq_swizzle) << 4),
+                         rope.x, rope.y, rope.z, rope.w);
           }
         }
-        mbarrier_arrive(raw_empty + 8 * buffer);  // this thread's reads of the stage are done
+        mbarrier_arrive(raw_empty + L::kMbarrierBytes * buffer);  // this thread's reads of the stage are done
       }
     };
     // Validity of a block's candidates (masked ones are zero rows in K and -inf scores): thread
@@ -291,28 +289,24 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
           exact_exchange[consumer * L::kHeads + row0 + 8 * r] = total_exact;
         }
       }
-      named_barrier<3, 256>();  // both consumers' sums visible
+      named_barrier<kRowExchangeBarrier, L::kConsumerThreads>();  // both consumers' sums visible
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = row0 + 8 * r;
         const float total = sum_exchange[row] + sum_exchange[L::kHeads + row];
         const float total_exact = exact_exchange[row] + exact_exchange[L::kHeads + row];
         const int head = w.head0 + row;
-        const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
-        const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;
-        const float lse2 = finalize_softmax(row_max[r], total_exact, params.sink != nullptr, sink2).lse2;
-        __nv_bfloat16* out_row = params.output + (int64_t(w.token) * params.num_heads + head) * nvfp4::kHeadDim +
-                                 consumer * 256 + 2 * (lane % 4);
+        const SoftmaxFinal final_row = finalize_row(params, head, row_max[r], {total, total_exact});
+        __nv_bfloat16* out_row = output_row(params, w.token, head) + (2 * (lane % 4) + consumer * 256);
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
           *reinterpret_cast<uint32_t*>(out_row + 8 * i) =
-              pack_bf16x2(o_acc[4 * i + 2 * r] * out_scale, o_acc[4 * i + 2 * r + 1] * out_scale);
+              pack_bf16x2(o_acc[4 * i + 2 * r] * final_row.out_scale, o_acc[4 * i + 2 * r + 1] * final_row.out_scale);
         }
-        if (consumer == 0 && lane % 4 == 0) {
-          params.out_lse[int64_t(w.token) * params.num_heads + head] = lse2 * params.lse_scale;
-        }
+        if (consumer == 0 && lane % 4 == 0) store_lse(params, w.token, head, final_row.lse2);
       }
-      named_barrier<3, 256>();  // both read the sums before either item's epilogue rewrites them
+      // Both read the sums before either item's epilogue rewrites them.
+      named_barrier<kRowExchangeBarrier, L::kConsumerThreads>();
     };
 
     int gblock = 0;   // blocks consumed so far (over this CTA's items)
@@ -324,7 +318,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
       dequantize_block(0);
       if (consumer_thread < L::kBlockRows) block_valid[consumer_thread] = valid0;
       fence_proxy_async();
-      named_barrier<2, 256>();  // K tile 0 and its flags complete
+      named_barrier<kOperandReadyBarrier, L::kConsumerThreads>();  // K tile 0 and its flags complete
     }
 
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
@@ -349,7 +343,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         // k-step k: +32 bytes within a 128-byte row, +8 KB per column block (offsets in 16 B units).
         float s_acc[16];
         const uint64_t q_desc = smem_descriptor(q_tile, 16, 1024);
-        const uint64_t k_desc = smem_descriptor(k_tile + consumer * 32 * 128, 16, 1024);
+        const uint64_t k_desc = smem_descriptor(k_tile + consumer * 32 * L::kTileRowBytes, 16, 1024);
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < 32; ++k) {
@@ -372,7 +366,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const bool ok = (e % 2 == 0) ? valid_even : valid_odd;
-            s_acc[4 * i + e] = ok ? s_acc[4 * i + e] * params.score_scale_log2 : -INFINITY;
+            s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], ok, params.score_scale_log2);
             slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
           }
         }
@@ -384,7 +378,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         }
         // Both consumers' slice maxima are visible; both also finished PV of block - 1, so the P
         // tile and K tile (block + 1) % 2 are free.
-        named_barrier<3, 256>();
+        named_barrier<kRowExchangeBarrier, L::kConsumerThreads>();
 
         // The reference the weights are taken against moves only when a block's max exceeds it by
         // more than 2^8 (or on the first valid block): weights stay <= 256, exact relative rounding
@@ -397,23 +391,16 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
           const float block_max = fmaxf(max_exchange[row], max_exchange[L::kHeads + row]);
           const bool move = block_max > row_max[r] + kLazyRescaleLog2;  // false while block_max == -inf
           const float new_max = move ? block_max : row_max[r];
-          const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
+          const float reference = softmax_reference(new_max);
           rescale[r] = move ? fast_exp2(row_max[r] - new_max) : 1.0f;
           row_max[r] = new_max;
-          float sum = 0.0f;
-          float sum_exact = 0.0f;
+          WeightSums sums = {0.0f, 0.0f};
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
 #pragma unroll
-            for (int e = 2 * r; e < 2 * r + 2; ++e) {
-              const float weight = fast_exp2(s_acc[4 * i + e] - reference);
-              sum_exact += weight;
-              s_acc[4 * i + e] = __bfloat162float(__float2bfloat16_rn(weight));  // what the MMA uses
-              sum += s_acc[4 * i + e];
-            }
+            for (int e = 2 * r; e < 2 * r + 2; ++e) s_acc[4 * i + e] = add_weight(sums, s_acc[4 * i + e], reference);
           }
-          row_sum[r] = row_sum[r] * rescale[r] + sum;
-          row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
+          rescale_add(row_sum[r], row_sum_exact[r], rescale[r], sums);
         }
         // This consumer's half of P -> the swizzled P tile (K-major A operand of the PV MMA).
 #pragma unroll
@@ -433,7 +420,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
             o_acc[4 * i + 2] *= rescale[1], o_acc[4 * i + 3] *= rescale[1];
           }
         }
-        named_barrier<2, 256>();  // P[64 x 64] complete
+        named_barrier<kOperandReadyBarrier, L::kConsumerThreads>();  // P[64 x 64] complete
 
         // 3. O[64 x this consumer's 256 dims] += P[64 x 64] V[64 x 256], V = the K tile, MN-major.
         const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
@@ -456,7 +443,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
         wgmma_wait<0>();
         pin_registers(o_acc);
         fence_proxy_async();
-        named_barrier<2, 256>();
+        named_barrier<kOperandReadyBarrier, L::kConsumerThreads>();
       }
       finish_item(w);
       ++q_items;

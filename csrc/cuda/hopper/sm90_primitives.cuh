@@ -81,12 +81,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
-// Named barrier over `kThreads` threads (whole warps); id 0 is __syncthreads.
-template <int kId, int kThreads>
-__device__ __forceinline__ void named_barrier() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
-}
-
 template <int kRegisters>
 __device__ __forceinline__ void release_registers() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));

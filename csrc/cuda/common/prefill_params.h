@@ -1,5 +1,5 @@
-// Parameters of the portable CUDA prefill kernel: plain pointers, strides and scalars, filled
-// by the launcher from validated arguments (csrc/ops/prefill_args.h).
+// Parameters of the CUDA prefill kernels (portable and Hopper): plain pointers, strides and
+// scalars, filled by the launcher from validated arguments (csrc/ops/prefill_args.h).
 #pragma once
 
 #include <cuda_bf16.h>

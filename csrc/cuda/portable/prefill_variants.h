@@ -7,24 +7,33 @@
 namespace cake::cuda {
 
 struct PrefillTile {
+  static constexpr int kThreadsPerHeadTile = 128;             // 4 warps: one per 128 of the 512 dims
   static constexpr int kSubtileRows = 32;                     // candidates per pipeline step
   static constexpr int kRowStride = nvfp4::kHeadDim + 8;      // bf16 elements; +16 B per row
                                                               // keeps ldmatrix conflict-free
   static constexpr int kRawStageBytes = kSubtileRows * nvfp4::kTokenBytes;
-  static constexpr int kChunksPerRow = nvfp4::kTokenBytes / 16;     // 24 cp.async per row
-  static constexpr int kDataChunks = nvfp4::kDataRowBytes / 16;     // 22 of them are data
 
   static constexpr int kPStride = kSubtileRows + 8;  // bf16; +16 B per row for ldmatrix
 
-  // Shared memory: Q tile, K tile, two raw stages, split-k partials, P tile, row statistics
-  // exchange (max, and at the end the two sums), two validity masks.
+  // Per head tile: the split-k partials of S, float4 [quarter][4 n-tiles][32 lanes], and the row
+  // statistics the tile's warps exchange, float [section][quarter][16 rows] with the sections:
+  // the slice maxima, then at the end the row sums of the rounded and of the exact weights.
+  static constexpr int kPartialsPerTile = 4 * 4 * 32;
+  static constexpr int kStatsSection = 4 * 16;
+  static constexpr int kMaxStats = 0;
+  static constexpr int kSumStats = kStatsSection;
+  static constexpr int kExactSumStats = 2 * kStatsSection;
+  static constexpr int kRowStatsPerTile = 3 * kStatsSection;
+
+  // Shared memory: Q tile, K tiles, raw stages, split-k partials, P tile, row statistics, validity
+  // masks.
   // `stages` raw buffers: gathers are issued stages - 1 subtiles ahead, since a random row
   // read from HBM takes longer than one subtile's math.
   // `k_tiles` bf16 K tiles: with two, the dequant of subtile s + 1 runs while other warps are
   // still multiplying subtile s (one CTA barrier per subtile instead of two).
   static constexpr int smem_bytes(int head_tiles, int stages, int k_tiles) {
     return (16 * head_tiles + k_tiles * kSubtileRows) * kRowStride * 2 + stages * kRawStageBytes +
-           head_tiles * (4 * 4 * 32 * 16 + 16 * kPStride * 2 + 3 * 4 * 16 * 4) + 2 * stages * 4;
+           head_tiles * (kPartialsPerTile * 16 + 16 * kPStride * 2 + kRowStatsPerTile * 4) + 2 * stages * 4;
   }
 };
 

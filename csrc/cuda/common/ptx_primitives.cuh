@@ -1,6 +1,8 @@
-// Thin wrappers over the PTX instructions the portable (sm_80+) kernels use: asynchronous
-// 16-byte copies, ldmatrix, bf16 mma.sync, ex2. One instruction each, so kernels read as the
-// algorithm and the SASS maps one-to-one.
+// Thin wrappers over the PTX instructions that both CUDA prefill kernels use (all sm_80+):
+// asynchronous 16-byte copies, named barriers, byte permutes, bf16x2 packing and multiplies,
+// quad shuffles, ex2. One instruction each, so kernels read as the algorithm and the SASS maps
+// one-to-one. Kernel-specific ones: ../portable/sm80_primitives.cuh (ldmatrix, mma.sync) and
+// ../hopper/sm90_primitives.cuh (wgmma, mbarriers, setmaxnreg).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,26 +26,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&regs)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&regs)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
-               : "r"(address));
-}
-
-// D[16x8] += A[16x16] * B[16x8], bf16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16_16x8x16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
   const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
   return *reinterpret_cast<const uint32_t*>(&pair);
@@ -62,15 +44,11 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&product);
 }
 
-// Barrier among the 128 threads (4 warps) of head tile `tile` (0..3): named barrier 1 + tile
-// (0 is __syncthreads). Literal ids keep the compiler from reserving all 16 barriers.
-__device__ __forceinline__ void head_tile_barrier(int tile) {
-  switch (tile) {
-    case 0: asm volatile("bar.sync 1, 128;\n" ::: "memory"); break;
-    case 1: asm volatile("bar.sync 2, 128;\n" ::: "memory"); break;
-    case 2: asm volatile("bar.sync 3, 128;\n" ::: "memory"); break;
-    default: asm volatile("bar.sync 4, 128;\n" ::: "memory"); break;
-  }
+// Named barrier `kId` over `kThreads` threads (whole warps); id 0 is __syncthreads. Both
+// operands are immediates, so the compiler reserves only the ids a kernel names.
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
 // Sum / max over the 4 lanes of a quad (lane ^ 1, lane ^ 2), which hold one MMA fragment row;

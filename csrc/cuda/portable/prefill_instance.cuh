@@ -15,7 +15,8 @@ void launch_sparse_mla_prefill(const PrefillParams& params, cudaStream_t stream)
   C10_CUDA_CHECK(cudaFuncSetAttribute(sparse_mla_prefill_kernel<kHeadTiles, kStages, kKTiles>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   const unsigned num_ctas = unsigned(params.num_tokens) * unsigned(params.num_head_blocks);
-  sparse_mla_prefill_kernel<kHeadTiles, kStages, kKTiles><<<num_ctas, kHeadTiles * 128, smem_bytes, stream>>>(params);
+  constexpr int kThreads = kHeadTiles * PrefillTile::kThreadsPerHeadTile;
+  sparse_mla_prefill_kernel<kHeadTiles, kStages, kKTiles><<<num_ctas, kThreads, smem_bytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "../../format/nvfp4_format.h"
-#include "../cuda_primitives.cuh"
+#include "ptx_primitives.cuh"
 
 namespace cake::cuda {
 

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include "prefill_params.h"
+#include "../common/prefill_params.h"
 #include "prefill_variants.h"
 
 namespace cake::cuda {

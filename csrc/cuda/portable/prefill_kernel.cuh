@@ -21,21 +21,43 @@
 
 #include <cuda_bf16.h>
 
-#include "../../common/softmax_finalize.h"
 #include "../../format/nvfp4_format.h"
-#include "../cuda_primitives.cuh"
-#include "candidate_lists.cuh"
-#include "nvfp4_dequant.cuh"
-#include "prefill_params.h"
+#include "../common/candidate_gather.cuh"
+#include "../common/candidate_lists.cuh"
+#include "../common/nvfp4_dequant.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/prefill_epilogue.cuh"
+#include "../common/prefill_params.h"
+#include "../common/ptx_primitives.cuh"
 #include "prefill_variants.h"
+#include "sm80_primitives.cuh"
 
 namespace cake::cuda {
 
+// Named barriers of the kernel (0 is __syncthreads, for the whole CTA).
+enum PortableBarrier : int {
+  // Head tile t's four warps meet on barrier kHeadTileBarrier0 + t (1 .. 4), not the whole CTA:
+  // split-k partials of S, row maxima, the P tile and the epilogue's row sums, all per tile.
+  kHeadTileBarrier0 = 1,
+};
+
+// Barrier among the 4 warps of head tile `tile` (0..3). One literal id per case, so the compiler
+// reserves only these barriers rather than all 16.
+__device__ __forceinline__ void head_tile_barrier(int tile) {
+  constexpr int kThreads = PrefillTile::kThreadsPerHeadTile;
+  switch (tile) {
+    case 0: named_barrier<kHeadTileBarrier0 + 0, kThreads>(); break;
+    case 1: named_barrier<kHeadTileBarrier0 + 1, kThreads>(); break;
+    case 2: named_barrier<kHeadTileBarrier0 + 2, kThreads>(); break;
+    default: named_barrier<kHeadTileBarrier0 + 3, kThreads>(); break;
+  }
+}
+
 template <int kHeadTiles, int kStages, int kKTiles>
-__global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
+__global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile, kHeadTiles == 4 ? 1 : 2)
     sparse_mla_prefill_kernel(const __grid_constant__ PrefillParams params) {
   using Tile = PrefillTile;
-  constexpr int kThreads = kHeadTiles * 128;
+  constexpr int kThreads = kHeadTiles * Tile::kThreadsPerHeadTile;
   constexpr int kRows = 16 * kHeadTiles;
   constexpr int kSub = Tile::kSubtileRows;
   constexpr int kStride = Tile::kRowStride;
@@ -47,11 +69,12 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   __nv_bfloat16* k_tiles = q_tile + kRows * kStride;                          // [kKTiles][kSub][kStride]
   uint8_t* raw = reinterpret_cast<uint8_t*>(k_tiles + kKTiles * kSub * kStride);  // [kStages][kSub][384]
   float4* partials = reinterpret_cast<float4*>(raw + kStages * Tile::kRawStageBytes);  // [tile][quarter][4][32]
-  __nv_bfloat16* p_tiles = reinterpret_cast<__nv_bfloat16*>(partials + kHeadTiles * 4 * 4 * 32);  // [tile][16][kPStride]
+  __nv_bfloat16* p_tiles =
+      reinterpret_cast<__nv_bfloat16*>(partials + kHeadTiles * Tile::kPartialsPerTile);  // [tile][16][kPStride]
   float* row_stats = reinterpret_cast<float*>(p_tiles + kHeadTiles * 16 * Tile::kPStride);  // [tile][3][quarter][16]
   // [2 * kStages]: twice the stages, so a fast warp publishing the mask of subtile s + kStages
   // never overwrites the one a slow warp is about to read for subtile s.
-  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * 3 * 4 * 16);
+  uint32_t* valid_masks = reinterpret_cast<uint32_t*>(row_stats + kHeadTiles * Tile::kRowStatsPerTile);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -61,7 +84,7 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   const int token = blockIdx.x / params.num_head_blocks;
   const int head0 = (blockIdx.x % params.num_head_blocks) * kRows;
   __nv_bfloat16* p_tile = p_tiles + head_tile * 16 * Tile::kPStride;
-  float* tile_stats = row_stats + head_tile * 3 * 4 * 16;  // [max | sum | exact sum][quarter][row]
+  float* tile_stats = row_stats + head_tile * Tile::kRowStatsPerTile;  // [max | sum | exact sum][quarter][row]
 
   const int length0 = list_length(params.lists[0], token);
   const int length1 = list_length(params.lists[1], token);
@@ -84,17 +107,9 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     const int first = (in_main ? s : s - subtiles0) * kSub;
     uint8_t* stage = raw + (s % kStages) * Tile::kRawStageBytes;
     const int row = tid / kThreadsPerRow;
-    const int64_t slot = candidate_slot(list, token, length, first + row);
-    const bool valid = slot >= 0;
-    // Slots are int32, so a 32-bit division suffices unless the page is larger than any slot.
-    const int64_t page = !valid ? 0 : (list.page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(list.page_size)));
-    const int64_t in_page = valid ? slot - page * list.page_size : 0;
-    const uint8_t* page_base = list.cache + page * list.page_stride;
-    const uint8_t* data_row = page_base + in_page * nvfp4::kDataRowBytes;
-    const uint8_t* scale_row = page_base + list.page_size * nvfp4::kDataRowBytes + in_page * nvfp4::kScaleRowBytes;
-    for (int chunk = tid % kThreadsPerRow; chunk < Tile::kChunksPerRow; chunk += kThreadsPerRow) {
-      const uint8_t* src = chunk < Tile::kDataChunks ? data_row + chunk * 16 : scale_row + (chunk - Tile::kDataChunks) * 16;
-      cp_async_16(smem_address(stage + row * nvfp4::kTokenBytes + chunk * 16), valid ? src : list.cache, valid);
+    const CandidateRows rows = candidate_rows(list, candidate_slot(list, token, length, first + row));
+    for (int chunk = tid % kThreadsPerRow; chunk < kGatherChunks; chunk += kThreadsPerRow) {
+      gather_chunk(stage + row * nvfp4::kTokenBytes, list, rows, chunk);
     }
     if (warp == 0) {
       const bool lane_valid = candidate_slot(list, token, length, first + lane) >= 0;
@@ -190,7 +205,7 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
 
     // This warp's slice of S: candidates 8 * quarter + 2 * (lane % 4) + {0, 1}, rows lane / 4
     // (x, y) and lane / 4 + 8 (z, w); summed in a fixed order, scaled to base 2, masked.
-    const float4* tile_partials = partials + head_tile * 4 * 4 * 32;
+    const float4* tile_partials = partials + head_tile * Tile::kPartialsPerTile;
     float4 s_sum = tile_partials[quarter * 32 + lane];
 #pragma unroll
     for (int q = 1; q < 4; ++q) {
@@ -200,16 +215,16 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     const int column = quarter * 8 + 2 * (lane % 4);
     const bool valid_even = (valid_mask >> column) & 1u;
     const bool valid_odd = (valid_mask >> (column + 1)) & 1u;
-    float p[4] = {valid_even ? s_sum.x * params.score_scale_log2 : -INFINITY,
-                  valid_odd ? s_sum.y * params.score_scale_log2 : -INFINITY,
-                  valid_even ? s_sum.z * params.score_scale_log2 : -INFINITY,
-                  valid_odd ? s_sum.w * params.score_scale_log2 : -INFINITY};
+    float p[4] = {masked_logit2(s_sum.x, valid_even, params.score_scale_log2),
+                  masked_logit2(s_sum.y, valid_odd, params.score_scale_log2),
+                  masked_logit2(s_sum.z, valid_even, params.score_scale_log2),
+                  masked_logit2(s_sum.w, valid_odd, params.score_scale_log2)};
     float slice_max[2] = {fmaxf(p[0], p[1]), fmaxf(p[2], p[3])};
     slice_max[0] = quad_max(slice_max[0]);
     slice_max[1] = quad_max(slice_max[1]);
     if (lane % 4 == 0) {
-      tile_stats[quarter * 16 + lane / 4] = slice_max[0];
-      tile_stats[quarter * 16 + lane / 4 + 8] = slice_max[1];
+      tile_stats[Tile::kMaxStats + quarter * 16 + lane / 4] = slice_max[0];
+      tile_stats[Tile::kMaxStats + quarter * 16 + lane / 4 + 8] = slice_max[1];
     }
     head_tile_barrier(head_tile);  // slice maxima visible
 
@@ -218,23 +233,16 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = lane / 4 + 8 * r;
-      const float tile_max = fmaxf(fmaxf(tile_stats[row], tile_stats[16 + row]),
-                                   fmaxf(tile_stats[32 + row], tile_stats[48 + row]));
+      const float* maxima = tile_stats + Tile::kMaxStats;
+      const float tile_max = fmaxf(fmaxf(maxima[row], maxima[16 + row]), fmaxf(maxima[32 + row], maxima[48 + row]));
       const float new_max = fmaxf(row_max[r], tile_max);
-      const float reference = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: no NaN
+      const float reference = softmax_reference(new_max);
       rescale[r] = fast_exp2(row_max[r] - reference);
       row_max[r] = new_max;
-      float sum = 0.0f;
-      float sum_exact = 0.0f;
+      WeightSums sums = {0.0f, 0.0f};
 #pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        const float weight = fast_exp2(p[e] - reference);
-        sum_exact += weight;
-        p[e] = __bfloat162float(__float2bfloat16_rn(weight));  // the weight the MMA uses
-        sum += p[e];
-      }
-      row_sum[r] = row_sum[r] * rescale[r] + sum;
-      row_sum_exact[r] = row_sum_exact[r] * rescale[r] + sum_exact;
+      for (int e = 2 * r; e < 2 * r + 2; ++e) p[e] = add_weight(sums, p[e], reference);  // the MMA's weights
+      rescale_add(row_sum[r], row_sum_exact[r], rescale[r], sums);
     }
     *reinterpret_cast<uint32_t*>(p_tile + (lane / 4) * Tile::kPStride + column) = pack_bf16x2(p[0], p[1]);
     *reinterpret_cast<uint32_t*>(p_tile + (lane / 4 + 8) * Tile::kPStride + column) = pack_bf16x2(p[2], p[3]);
@@ -276,26 +284,23 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     // Each warp summed only its candidates: add the other quarters' sums (fixed order).
     const int row = lane / 4 + 8 * r;
     if (lane % 4 == 0) {
-      tile_stats[64 + quarter * 16 + row] = total;
-      tile_stats[128 + quarter * 16 + row] = total_exact;
+      tile_stats[Tile::kSumStats + quarter * 16 + row] = total;
+      tile_stats[Tile::kExactSumStats + quarter * 16 + row] = total_exact;
     }
     head_tile_barrier(head_tile);
-    total = (tile_stats[64 + row] + tile_stats[80 + row]) + (tile_stats[96 + row] + tile_stats[112 + row]);
-    total_exact = (tile_stats[128 + row] + tile_stats[144 + row]) + (tile_stats[160 + row] + tile_stats[176 + row]);
+    const float* sums = tile_stats + Tile::kSumStats;
+    const float* exact_sums = tile_stats + Tile::kExactSumStats;
+    total = (sums[row] + sums[16 + row]) + (sums[32 + row] + sums[48 + row]);
+    total_exact = (exact_sums[row] + exact_sums[16 + row]) + (exact_sums[32 + row] + exact_sums[48 + row]);
     const int head = head0 + head_tile * 16 + lane / 4 + 8 * r;
-    const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * 1.4426950408889634f : 0.0f;
-    const float out_scale = finalize_softmax(row_max[r], total, params.sink != nullptr, sink2).out_scale;
-    const float lse2 = finalize_softmax(row_max[r], total_exact, params.sink != nullptr, sink2).lse2;
-    __nv_bfloat16* out_row = params.output + (int64_t(token) * params.num_heads + head) * nvfp4::kHeadDim +
-                             quarter * 128 + 2 * (lane % 4);
+    const SoftmaxFinal final_row = finalize_row(params, head, row_max[r], {total, total_exact});
+    __nv_bfloat16* out_row = output_row(params, token, head) + (2 * (lane % 4) + quarter * 128);
 #pragma unroll
     for (int n = 0; n < 16; ++n) {
       *reinterpret_cast<uint32_t*>(out_row + n * 8) =
-          pack_bf16x2(o_acc[n][2 * r] * out_scale, o_acc[n][2 * r + 1] * out_scale);
+          pack_bf16x2(o_acc[n][2 * r] * final_row.out_scale, o_acc[n][2 * r + 1] * final_row.out_scale);
     }
-    if (quarter == 0 && lane % 4 == 0) {
-      params.out_lse[int64_t(token) * params.num_heads + head] = lse2 * params.lse_scale;
-    }
+    if (quarter == 0 && lane % 4 == 0) store_lse(params, token, head, final_row.lse2);
   }
 }
 

@@ -1,0 +1,43 @@
+// The gather of one candidate into shared memory, shared by the CUDA prefill kernels: the global
+// addresses of its two rows (from the format's address math) and the 16-byte cp.async copies of
+// its 384 bytes, data row first, then scale row. Each kernel splits the copies among its threads
+// in its own way. A masked candidate's copies read nothing and zero-fill their destination.
+#pragma once
+
+#include <cstdint>
+
+#include "../../format/nvfp4_format.h"
+#include "prefill_params.h"
+#include "ptx_primitives.cuh"
+
+namespace cake::cuda {
+
+constexpr int kGatherChunks = nvfp4::kTokenBytes / 16;        // 24 copies of 16 bytes a candidate
+constexpr int kGatherDataChunks = nvfp4::kDataRowBytes / 16;  // the first 22 from the data row
+
+struct CandidateRows {
+  const uint8_t* data;   // its 352-byte data row
+  const uint8_t* scale;  // its 32-byte scale row
+  bool valid;            // false: masked
+};
+
+// The rows of slot `slot` of `list` (from candidate_slot; -1: masked, page 0 row 0 stand in).
+__device__ __forceinline__ CandidateRows candidate_rows(const CandidateListParams& list, int64_t slot) {
+  const bool valid = slot >= 0;
+  const int64_t page = !valid ? 0 : nvfp4::int32_slot_page(slot, list.page_size);
+  const int64_t row = valid ? nvfp4::slot_row(slot, page, list.page_size) : 0;
+  const uint8_t* page_base = list.cache + nvfp4::page_offset(page, list.page_stride);
+  return {page_base + nvfp4::data_row_in_page(row), page_base + nvfp4::scale_row_in_page(row, list.page_size), valid};
+}
+
+// Copies 16-byte chunk `chunk` (0 .. kGatherChunks - 1) of a candidate of `list` to `dst_row` +
+// 16 * chunk in shared memory. A masked candidate's copy zero-fills it; the view's base stands in
+// as its (never read) source address.
+__device__ __forceinline__ void gather_chunk(uint8_t* dst_row, const CandidateListParams& list,
+                                             const CandidateRows& rows, int chunk) {
+  const uint8_t* src =
+      chunk < kGatherDataChunks ? rows.data + chunk * 16 : rows.scale + (chunk - kGatherDataChunks) * 16;
+  cp_async_16(smem_address(dst_row + chunk * 16), rows.valid ? src : list.cache, rows.valid);
+}
+
+}  // namespace cake::cuda

@@ -1,0 +1,47 @@
+// The per-row arithmetic of the online softmax that both CUDA prefill kernels use (base 2: the
+// logits carry sm_scale * log2(e)). Each kernel decides itself when a row's reference moves (the
+// portable kernel on every new max, the Hopper kernel only on a large one) and how the threads
+// holding a row exchange maxima and sums.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "ptx_primitives.cuh"
+
+namespace cake::cuda {
+
+// A candidate's logit in base 2, or -inf when it is masked.
+__device__ __forceinline__ float masked_logit2(float score, bool valid, float score_scale_log2) {
+  return valid ? score * score_scale_log2 : -INFINITY;
+}
+
+// The value a row's weights are taken against: its max, or 0 while every candidate so far is
+// masked (then every weight is exp2(-inf) = 0, where -inf - -inf would give NaN).
+__device__ __forceinline__ float softmax_reference(float row_max) { return row_max == -INFINITY ? 0.0f : row_max; }
+
+// Sums of a row's weights: of the bf16-rounded weights the MMA multiplies (they normalise the
+// output, so it is consistent with what was multiplied) and of the fp32 weights (the LSE).
+struct WeightSums {
+  float rounded;
+  float exact;
+};
+
+// The weight of `logit2` against `reference`, added to `sums`; returns the bf16-rounded weight.
+__device__ __forceinline__ float add_weight(WeightSums& sums, float logit2, float reference) {
+  const float weight = fast_exp2(logit2 - reference);
+  sums.exact += weight;
+  const float rounded = __bfloat162float(__float2bfloat16_rn(weight));
+  sums.rounded += rounded;
+  return rounded;
+}
+
+// A row's running sums (`rounded`, `exact`) after its reference moved by log2(rescale) and a
+// block's weights were added. (`rescale` by reference: by value, nvcc swaps one FMA's operands
+// and the kernels' machine code is no longer the one they were measured with.)
+__device__ __forceinline__ void rescale_add(float& rounded, float& exact, const float& rescale,
+                                            const WeightSums& block) {
+  rounded = rounded * rescale + block.rounded;
+  exact = exact * rescale + block.exact;
+}
+
+}  // namespace cake::cuda
