@@ -1,8 +1,12 @@
 """NVFP4 cache writers (ops) and a plain-PyTorch dequantizer.
 
-Byte format (CONTRACT.md section 2, csrc/format/nvfp4_format.h): inside a page of ``page_size``
-tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes of raw bf16
-RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
+Byte format (csrc/format/nvfp4_format.h, README.md "The cache format"): inside a page of
+``page_size`` tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes
+of raw bf16 RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
+
+Non-finite inputs to the writers: a 16-value NoPE group holding a NaN is written with the E4M3
+NaN scale byte (0x7F), so the whole group reads back as NaN; an infinite NoPE value saturates to
++-2688 (6 times the largest scale, 448). RoPE values are stored bit for bit, NaN and inf included.
 """
 from typing import Tuple
 
@@ -78,7 +82,14 @@ def cache_geometry(cache: torch.Tensor) -> Tuple[int, int, int]:
 
 
 def nvfp4_dequantize_sparse_mla_cache(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """Dequantize cache rows exactly: float32 ``[N, 512]`` for ``slots [N]`` (all must be valid)."""
+    """Dequantize cache rows exactly: float32 ``[N, 512]`` for ``slots [N]`` (all must be valid).
+
+    Args:
+        cache: a uint8 cache view (``[pages, page_size, 384]``, HND or NHD).
+        slots: int tensor of slots ``page * page_size + row``, each in ``[0, pages * page_size)``.
+
+    A group whose scale byte is the E4M3 NaN (0x7F or 0xFF) reads back as 16 NaNs.
+    """
     num_pages, page_size, page_stride = cache_geometry(cache)
     slots = slots.to(device=cache.device, dtype=torch.int64).reshape(-1)
     if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= num_pages * page_size):

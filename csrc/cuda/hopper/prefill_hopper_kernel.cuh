@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
   } else {
     // ------------------------------------------------------------------ consumer warpgroups
     claim_registers<224>();
+    const float score_scale = score_scale_or_nan(params.score_scale_log2);  // NaN: sm_scale not finite
     const int consumer = tid / 128 - 1;  // 0 or 1: candidate half for S, dim half for O
     const int thread = tid % 128;
     const int consumer_thread = tid - 128;  // 0..255
@@ -372,7 +373,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const bool ok = (e % 2 == 0) ? valid_even : valid_odd;
-            s_acc[4 * i + e] = ok ? s_acc[4 * i + e] * params.score_scale_log2 : -INFINITY;
+            s_acc[4 * i + e] = ok ? s_acc[4 * i + e] * score_scale : -INFINITY;
             slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
           }
         }

@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
   __nv_bfloat16* p_tile = p_tiles + head_tile * 16 * Tile::kPStride;
   float* tile_stats = row_stats + head_tile * 3 * 4 * 16;  // [max | sum | exact sum][quarter][row]
 
+  const float score_scale = score_scale_or_nan(params.score_scale_log2);  // NaN: sm_scale not finite
   const int length0 = list_length(params.lists[0], token);
   const int length1 = list_length(params.lists[1], token);
   const int subtiles0 = (length0 + kSub - 1) / kSub;
@@ -200,10 +201,10 @@ __global__ void __launch_bounds__(kHeadTiles * 128, kHeadTiles == 4 ? 1 : 2)
     const int column = quarter * 8 + 2 * (lane % 4);
     const bool valid_even = (valid_mask >> column) & 1u;
     const bool valid_odd = (valid_mask >> (column + 1)) & 1u;
-    float p[4] = {valid_even ? s_sum.x * params.score_scale_log2 : -INFINITY,
-                  valid_odd ? s_sum.y * params.score_scale_log2 : -INFINITY,
-                  valid_even ? s_sum.z * params.score_scale_log2 : -INFINITY,
-                  valid_odd ? s_sum.w * params.score_scale_log2 : -INFINITY};
+    float p[4] = {valid_even ? s_sum.x * score_scale : -INFINITY,
+                  valid_odd ? s_sum.y * score_scale : -INFINITY,
+                  valid_even ? s_sum.z * score_scale : -INFINITY,
+                  valid_odd ? s_sum.w * score_scale : -INFINITY};
     float slice_max[2] = {fmaxf(p[0], p[1]), fmaxf(p[2], p[3])};
     slice_max[0] = quad_max(slice_max[0]);
     slice_max[1] = quad_max(slice_max[1]);
