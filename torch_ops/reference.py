@@ -42,7 +42,13 @@ def sparse_mla_prefill_reference(
     extra_topk_length: Optional[torch.Tensor] = None,
     lse_scale: float = 1.0,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Returns (output float64 [T, H, 512], out_lse float64 [T, H]) on the CPU."""
+    """The prefill in float64: returns (output float64 [T, H, 512], out_lse float64 [T, H]) on the CPU.
+
+    The arguments mean what they mean for ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill``: ``q``
+    ``[T, H, 512]``, ``kv_cache`` and ``indices`` (the main list), ``sm_scale``, and optionally
+    ``topk_length``, ``attn_sink``, ``extra_kv_cache``, ``extra_indices``, ``extra_topk_length``
+    and ``lse_scale``; ``out_lse`` is base 2, times ``lse_scale``.
+    """
     q = q.detach().cpu().to(torch.float64)
     num_tokens, num_heads = q.shape[0], q.shape[1]
     lists = [(kv_cache, indices, topk_length)]
