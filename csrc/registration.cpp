@@ -1,6 +1,8 @@
 // The cake operator library: every schema in one place, plus the small Python module that
 // exposes the planner's table. Kernels register per device in cpu/ops_cpu.cpp and
-// cuda/ops_cuda.cpp; the fake (meta) implementations live in Python (torch_ops.meta).
+// cuda/ops_cuda.cpp (the functional prefill in ops/prefill_functional.cpp, the Autograd kernel
+// that refuses gradients in ops/no_backward.cpp); the fake (meta) implementations live in Python
+// (torch_ops.meta).
 #include <Python.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -18,6 +20,12 @@ TORCH_LIBRARY(cake, m) {
       "sparse_mla_prefill(Tensor q, Tensor kv_cache, Tensor indices, Tensor(a!) output, Tensor(b!) out_lse, "
       "float sm_scale, *, Tensor? topk_length=None, Tensor? attn_sink=None, Tensor? extra_kv_cache=None, "
       "Tensor? extra_indices=None, Tensor? extra_topk_length=None, float lse_scale=1.0, int? head_tiles=None) -> ()");
+  // The same computation returning new tensors (output, out_lse): no input is mutated, so it
+  // suits torch.compile(mode="reduce-overhead") when the caller does not own the buffers.
+  m.def(
+      "sparse_mla_prefill_functional(Tensor q, Tensor kv_cache, Tensor indices, float sm_scale, *, "
+      "Tensor? topk_length=None, Tensor? attn_sink=None, Tensor? extra_kv_cache=None, Tensor? extra_indices=None, "
+      "Tensor? extra_topk_length=None, float lse_scale=1.0, int? head_tiles=None) -> (Tensor output, Tensor out_lse)");
   // Quantizes latent_kv [P, page_size, 512] into every slot of `cache`.
   m.def("nvfp4_pack_cache(Tensor latent_kv, Tensor(a!) cache) -> ()");
   // Quantizes latent_kv [N, 512] into the slots named by slot_mapping [N]; invalid slots skipped.

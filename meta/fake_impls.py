@@ -1,30 +1,15 @@
-"""Fake implementations: shape/dtype checks only, so the ops trace under torch.compile and
-FakeTensor. The ops write their outputs in place and return nothing, so there is nothing to
-allocate here. The C++ library names this module (``m.set_python_module``), so PyTorch imports
-it on first need."""
+"""Fake implementations: shape/dtype checks, so the ops trace under torch.compile and
+FakeTensor. The mutating ops write their outputs in place and return nothing, so there is
+nothing to allocate for them; the functional prefill allocates its two outputs. The C++ library
+names this module (``m.set_python_module``), so PyTorch imports it on first need."""
 import torch
 
 HEAD_DIM = 512
 TOKEN_BYTES = 384
 
 
-@torch.library.register_fake("cake::sparse_mla_prefill")
-def _sparse_mla_prefill_fake(
-    q,
-    kv_cache,
-    indices,
-    output,
-    out_lse,
-    sm_scale,
-    *,
-    topk_length=None,
-    attn_sink=None,
-    extra_kv_cache=None,
-    extra_indices=None,
-    extra_topk_length=None,
-    lse_scale=1.0,
-    head_tiles=None,
-):
+def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
+                   extra_topk_length):
     named = dict(kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                  attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                  extra_topk_length=extra_topk_length)
@@ -45,7 +30,52 @@ def _sparse_mla_prefill_fake(
     torch._check(indices.dtype == torch.int32, lambda: f"indices: expected dtype int32, got {indices.dtype}")
     torch._check(indices.shape[0] == q.shape[0], lambda: "indices: expected T rows")
     torch._check((extra_kv_cache is None) == (extra_indices is None), lambda: "extra_kv_cache and extra_indices go together")
+
+
+@torch.library.register_fake("cake::sparse_mla_prefill")
+def _sparse_mla_prefill_fake(
+    q,
+    kv_cache,
+    indices,
+    output,
+    out_lse,
+    sm_scale,
+    *,
+    topk_length=None,
+    attn_sink=None,
+    extra_kv_cache=None,
+    extra_indices=None,
+    extra_topk_length=None,
+    lse_scale=1.0,
+    head_tiles=None,
+):
+    _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
+                   extra_topk_length)
     return None
+
+
+@torch.library.register_fake("cake::sparse_mla_prefill_functional")
+def _sparse_mla_prefill_functional_fake(
+    q,
+    kv_cache,
+    indices,
+    sm_scale,
+    *,
+    topk_length=None,
+    attn_sink=None,
+    extra_kv_cache=None,
+    extra_indices=None,
+    extra_topk_length=None,
+    lse_scale=1.0,
+    head_tiles=None,
+):
+    if q.dim() != 3 or q.shape[2] != HEAD_DIM:
+        raise ValueError(f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
+    output = q.new_empty(q.shape, dtype=torch.bfloat16)
+    out_lse = q.new_empty(q.shape[:2], dtype=torch.float32)
+    _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
+                   extra_topk_length)
+    return output, out_lse
 
 
 @torch.library.register_fake("cake::nvfp4_pack_cache")

@@ -68,7 +68,9 @@ def test_e4m3_scale_rounding_and_saturation(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_non_finite_inputs_do_not_crash(device):
+def test_non_finite_inputs(device):
+    """A NaN gives its group the E4M3 NaN scale (0x7F) and zero codes; +-inf saturates the scale
+    (448, 0x7E) and its own code (+-6). Groups without a NaN are unaffected."""
     rows = torch.randn(4, 512).to(torch.bfloat16)
     rows[0, 3] = float("nan")
     rows[1, 5] = float("inf")
@@ -76,14 +78,15 @@ def test_non_finite_inputs_do_not_crash(device):
     rows[3, :16] = float("nan")
     cache = pack_rows(rows, device)
     data, scale = cache_rows_bytes(cache, torch.arange(4))
-    # A NaN does not raise amax: row 0's group 0 scale equals the scale without the NaN.
-    clean = rows.clone()
-    clean[0, 3] = 0.0
-    _, clean_scale = cache_rows_bytes(pack_rows(clean, device), torch.arange(4))
-    assert scale[0, 0] == clean_scale[0, 0]
-    # inf saturates the scale; an all-NaN group has scale 0.
+    assert scale[0, 0].item() == 0x7F and scale[3, 0].item() == 0x7F
+    assert data[0, :8].eq(0).all() and data[3, :8].eq(0).all()
     assert scale[1, 0].item() == 0x7E and scale[2, 0].item() == 0x7E
-    assert scale[3, 0].item() == 0
+    assert data[1, 2].item() & 0xF0 == 0x70 and data[2, 3].item() & 0xF0 == 0xF0  # +6 and -6
+    clean = rows.clone()
+    clean[0, :16] = 1.0
+    clean[3, :16] = 1.0
+    clean_data, clean_scale = cache_rows_bytes(pack_rows(clean, device), torch.arange(4))
+    assert torch.equal(scale[:, 1:], clean_scale[:, 1:]) and torch.equal(data[:, 8:], clean_data[:, 8:])
     ref_data, ref_scale = nvfp4_quantize_reference(rows)
     assert torch.equal(data, ref_data) and torch.equal(scale, ref_scale)
 

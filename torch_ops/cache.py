@@ -3,10 +3,16 @@
 Byte format (docs/contract.md sections 3 and 4, csrc/format/nvfp4_format.h): inside a page of
 ``page_size`` tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes
 of raw bf16 RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
+
+Non-finite inputs to the writers: a 16-value NoPE group holding a NaN is written with the E4M3
+NaN scale byte (0x7F), so the whole group reads back as NaN; an infinite NoPE value saturates to
++-2688 (6 times the largest scale, 448). RoPE values are stored bit for bit, NaN and inf included.
 """
 from typing import Tuple
 
 import torch
+
+from .no_backward import check_no_grad
 
 TOKEN_BYTES = 384
 DATA_ROW_BYTES = 352
@@ -32,6 +38,7 @@ def nvfp4_quantize_pack_sparse_mla_cache(latent_kv: torch.Tensor, *, kv_layout: 
     Returns:
         A new contiguous uint8 cache on ``latent_kv``'s device.
     """
+    check_no_grad("nvfp4_quantize_pack_sparse_mla_cache", latent_kv=latent_kv)
     if kv_layout not in ("HND", "NHD"):
         raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
     if latent_kv.dim() == 4:
@@ -59,6 +66,7 @@ def nvfp4_quantize_append_sparse_mla_cache(
     occurs more than once the lowest input row wins. Only the addressed data and scale rows are
     written.
     """
+    check_no_grad("nvfp4_quantize_append_sparse_mla_cache", latent_kv=latent_kv)
     torch.ops.cake.nvfp4_append_cache(latent_kv, slot_mapping, cache)
 
 
@@ -78,7 +86,14 @@ def cache_geometry(cache: torch.Tensor) -> Tuple[int, int, int]:
 
 
 def nvfp4_dequantize_sparse_mla_cache(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """Dequantize cache rows exactly: float32 ``[N, 512]`` for ``slots [N]`` (all must be valid)."""
+    """Dequantize cache rows exactly: float32 ``[N, 512]`` for ``slots [N]`` (all must be valid).
+
+    Args:
+        cache: a uint8 cache view (``[pages, page_size, 384]``, HND or NHD).
+        slots: int tensor of slots ``page * page_size + row``, each in ``[0, pages * page_size)``.
+
+    A group whose scale byte is the E4M3 NaN (0x7F or 0xFF) reads back as 16 NaNs.
+    """
     num_pages, page_size, page_stride = cache_geometry(cache)
     slots = slots.to(device=cache.device, dtype=torch.int64).reshape(-1)
     if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= num_pages * page_size):

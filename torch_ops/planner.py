@@ -107,6 +107,14 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
     takes the largest choice that still leaves enough work items (tokens x head blocks) for every
     multiprocessor, by thresholds measured on the H200 (docs/planner.md). On a GPU with less
     shared memory per block the op then caps the choice (``device_max_head_tiles``).
+
+    Args:
+        num_tokens: T, the query tokens of the call.
+        num_heads: H, one of 16, 32, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none).
+        num_sms: multiprocessors of the device (intra-op threads for the CPU).
+        kernel: which planner table: "portable" or "hopper" (``device_prefill_kernel``).
     """
     choices = cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
     if not choices:

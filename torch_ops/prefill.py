@@ -3,6 +3,7 @@ from typing import Dict, Optional
 
 import torch
 
+from .no_backward import check_no_grad
 from .planner import (
     HEADS_PER_TILE,
     cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles,
@@ -65,13 +66,20 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
             ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill``.
 
     ``ceil(topk/64) + ceil(extra_topk/64)`` must be at most 16. Invalid arguments raise
-    ``ValueError`` before anything is launched; ``T == 0`` launches nothing.
+    ``ValueError`` before anything is launched; ``T == 0`` launches nothing. There is no
+    backward: an input that requires grad while grad mode is on raises ``NotImplementedError``
+    (call under ``torch.no_grad()`` or pass detached tensors). A NaN among a row's scores (NaN in
+    ``q``, in a selected cache row, or a non-finite ``sm_scale``) makes that row's output and
+    lse NaN; a row without candidates stays zeros and ``-inf`` (or the sink's lse).
 
     Returns:
         ``{"head_tiles": ht, "num_ctas": n}``: the resolved plan and its work items (one per
         token and block of ``16 * ht`` heads). The portable kernel runs one CTA per item; the
         Hopper kernel runs them on a persistent grid of ``min(n, SMs)`` CTAs.
     """
+    check_no_grad("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", q=q, kv_cache=kv_cache, indices=indices, output=output,
+                  out_lse=out_lse, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
+                  extra_indices=extra_indices, extra_topk_length=extra_topk_length)
     num_tokens, num_heads = q.shape[0], q.shape[1]
     if head_tiles is None and cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads):
         # The same rule and cap as the C++ op applies for head_tiles=None.

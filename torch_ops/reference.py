@@ -3,6 +3,15 @@
 Deliberately simple (a Python loop over tokens) and independent of the kernels: it dequantizes
 through ``nvfp4_dequantize_sparse_mla_cache`` (table lookups and torch's own float8 decoding)
 and follows docs/contract.md sections 6 (candidates) and 7 (math) line by line.
+
+Non-finite values. For one (token, head) row with logits ``z`` over its valid candidates:
+
+- ``z`` holds a NaN or a ``+inf`` (a NaN in ``q[t, h]``, a NaN cache value among the candidates,
+  an infinite ``q`` or RoPE value, or a non-finite ``sm_scale``, which makes every logit NaN):
+  output NaN and lse NaN, whatever the sink;
+- no valid candidate, or every ``z`` is ``-inf``: nothing carries weight, so zeros and ``-inf``,
+  or the sink's own lse (the row has no score, so ``sm_scale`` does not matter);
+- a NaN sink makes the lse NaN, and the output NaN for a row with candidates.
 """
 import math
 from typing import Optional, Tuple
@@ -33,7 +42,13 @@ def sparse_mla_prefill_reference(
     extra_topk_length: Optional[torch.Tensor] = None,
     lse_scale: float = 1.0,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Returns (output float64 [T, H, 512], out_lse float64 [T, H]) on the CPU."""
+    """The prefill in float64: returns (output float64 [T, H, 512], out_lse float64 [T, H]) on the CPU.
+
+    The arguments mean what they mean for ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill``: ``q``
+    ``[T, H, 512]``, ``kv_cache`` and ``indices`` (the main list), ``sm_scale``, and optionally
+    ``topk_length``, ``attn_sink``, ``extra_kv_cache``, ``extra_indices``, ``extra_topk_length``
+    and ``lse_scale``; ``out_lse`` is base 2, times ``lse_scale``.
+    """
     q = q.detach().cpu().to(torch.float64)
     num_tokens, num_heads = q.shape[0], q.shape[1]
     lists = [(kv_cache, indices, topk_length)]
@@ -49,21 +64,22 @@ def sparse_mla_prefill_reference(
 
     output = torch.zeros(num_tokens, num_heads, HEAD_DIM, dtype=torch.float64)
     lse = torch.full((num_tokens, num_heads), -math.inf, dtype=torch.float64)
+    scale = sm_scale if math.isfinite(sm_scale) else math.nan
     for t in range(num_tokens):
         keys = torch.cat([rows[_valid_slots(idx, lengths, t, num_slots)] for rows, idx, lengths, num_slots in prepared])
-        logits = sm_scale * (q[t] @ keys.T)  # [H, C], natural-log units
-        if keys.shape[0] > 0:
-            row_lse = torch.logsumexp(logits, dim=1)
-            out = torch.softmax(logits, dim=1) @ keys
-        else:
-            row_lse = torch.full((num_heads,), -math.inf, dtype=torch.float64)
-            out = torch.zeros(num_heads, HEAD_DIM, dtype=torch.float64)
-        if sink is not None and keys.shape[0] > 0:
+        # [H, C] natural-log units. NaN * 0 is NaN, so a NaN key poisons every head's logit for it.
+        logits = scale * (q[t] @ keys.T)
+        poisoned = (torch.isnan(logits) | torch.isposinf(logits)).any(dim=1)  # -> NaN output and lse
+        weighted = (logits > -math.inf).any(dim=1) | poisoned  # rows with some weight (or NaN)
+        safe = torch.where(weighted[:, None], logits, torch.zeros_like(logits))  # no 0/0 for all -inf rows
+        row_lse = torch.where(weighted, torch.logsumexp(safe, dim=1), -math.inf)
+        out = torch.where(weighted[:, None], torch.softmax(safe, dim=1) @ keys, 0.0)
+        if sink is not None:
             head_sink = sink[:num_heads]
-            out = out * torch.sigmoid(row_lse - head_sink)[:, None]
-            row_lse = torch.logaddexp(row_lse, head_sink)
-        elif sink is not None:  # empty row: zeros, and the lse is the sink's alone
-            row_lse = sink[:num_heads].clone()
+            out = out * torch.where(weighted, torch.sigmoid(row_lse - head_sink), 1.0)[:, None]  # NaN sink: NaN
+            row_lse = torch.where(weighted, torch.logaddexp(row_lse, head_sink), head_sink)
+        row_lse = torch.where(poisoned, math.nan, row_lse)
+        out = torch.where(poisoned[:, None], math.nan, out)
         output[t] = out
         lse[t] = row_lse
     return output, lse * (1.0 / math.log(2.0)) * lse_scale
@@ -72,17 +88,21 @@ def sparse_mla_prefill_reference(
 def nvfp4_quantize_reference(latent: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """Quantize bf16 rows ``[N, 512]`` the obvious way: (data [N, 352], scales [N, 32]) uint8.
 
-    Nearest grid value by distance, ties to the even code; E4M3 through torch's float8 cast.
+    Nearest grid value by distance, ties to the even code; E4M3 through torch's float8 cast. A
+    group holding a NaN gets the E4M3 NaN scale byte 0x7F and zero codes (it decodes to NaN); an
+    infinite value saturates (scale 448, code +-6: +-2688).
     """
     x = latent.detach().cpu().to(torch.float32)
     nope = x[:, :NOPE_DIM].reshape(x.shape[0], -1, GROUP_SIZE)
-    amax = torch.nan_to_num(nope.abs(), nan=0.0).amax(dim=-1)
+    nan_group = torch.isnan(nope).any(dim=-1)
+    nope = torch.where(nan_group[..., None], 0.0, nope)
+    amax = nope.abs().amax(dim=-1)
     scale_fp8 = torch.clamp(amax / 6.0, max=448.0).to(torch.float8_e4m3fn)
     scale = scale_fp8.to(torch.float32)
     inverse = torch.where(scale == 0, torch.zeros_like(scale), 1.0 / scale)
     y = nope * inverse[..., None]
     grid = torch.tensor(E2M1_VALUES[:8], dtype=torch.float32)
-    magnitude_in = torch.nan_to_num(y.abs(), nan=0.0).clamp(max=6.0)  # saturate at 6; NaN -> 0
+    magnitude_in = y.abs().clamp(max=6.0)  # saturate at 6 (inf included)
     distance = (magnitude_in[..., None] - grid).abs()  # [N, 28, 16, 8]
     best = distance.min(dim=-1, keepdim=True).values
     tied = distance == best
@@ -95,7 +115,7 @@ def nvfp4_quantize_reference(latent: torch.Tensor) -> Tuple[torch.Tensor, torch.
     rope = latent.detach().cpu()[:, NOPE_DIM:].contiguous().view(torch.uint8)
     data = torch.cat([packed, rope], dim=1)
     scales = torch.zeros(x.shape[0], 32, dtype=torch.uint8)
-    scales[:, : NOPE_DIM // GROUP_SIZE] = scale_fp8.view(torch.uint8)
+    scales[:, : NOPE_DIM // GROUP_SIZE] = torch.where(nan_group, 0x7F, scale_fp8.view(torch.uint8).int()).to(torch.uint8)
     return data, scales
 
 

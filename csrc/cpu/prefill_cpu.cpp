@@ -142,7 +142,7 @@ void sparse_mla_prefill_cpu(const PrefillArgs& args) {
   const int64_t num_heads = args.num_heads;
   const int64_t max_rows = args.main.width + args.extra.width;
   const float log2e = 1.4426950408889634f;
-  const float score_scale = float(args.sm_scale) * log2e;  // logits in base 2
+  const float score_scale = score_scale_or_nan(float(args.sm_scale) * log2e);  // logits in base 2
   const c10::BFloat16* q = args.q.data_ptr<c10::BFloat16>();
   c10::BFloat16* output = args.output.data_ptr<c10::BFloat16>();
   float* out_lse = args.out_lse.data_ptr<float>();
@@ -174,9 +174,11 @@ void sparse_mla_prefill_cpu(const PrefillArgs& args) {
             s[c] *= score_scale;
             m = std::max(m, s[c]);
           }
+          // std::max drops NaN scores; their weights below are NaN, and so is the sum.
+          const float reference = m == -std::numeric_limits<float>::infinity() ? 0.0f : m;  // all -inf: weights 0
           float l = 0.0f;
           for (int64_t c = 0; c < num_rows; ++c) {
-            s[c] = std::exp2(s[c] - m);
+            s[c] = std::exp2(s[c] - reference);
             l += s[c];
           }
           row_max[h] = m;
@@ -187,7 +189,8 @@ void sparse_mla_prefill_cpu(const PrefillArgs& args) {
         for (int h = 0; h < block_heads; ++h) {
           const int64_t head = h0 + h;
           const float sink2 = sink != nullptr ? sink[head] * log2e : 0.0f;
-          // row_sum is 0 for a token with no valid candidate, which finalize_softmax reads as empty.
+          // row_sum is 0 for a token with no valid candidate (finalize_softmax: empty) and NaN for
+          // a row with a NaN or +inf score (NaN output and LSE).
           const SoftmaxFinal final_row = finalize_softmax(row_max[h], row_sum[h], sink != nullptr, sink2);
           const float out_scale = final_row.out_scale;
           const float lse2 = final_row.lse2;

@@ -139,8 +139,9 @@ CAKE_HOST_DEVICE float round_half_even_nonneg(float x) {
   return (int64_t(floor_x) & 1) ? floor_x + 1.0f : floor_x;
 }
 
-// Non-negative float -> E4M3 byte, round-to-nearest-even, saturating at 448 (0x7E).
-// NaN and values <= 0 encode as 0 (the writer only encodes amax / 6).
+// Non-negative float -> E4M3 byte, round-to-nearest-even, saturating at 448 (0x7E), +inf
+// included. NaN and values <= 0 encode as 0 (the writer only encodes amax / 6 of a group
+// without NaN).
 CAKE_HOST_DEVICE uint8_t encode_e4m3_nonneg(float value) {
   if (!(value > 0.0f)) return 0;
   if (value >= 448.0f) return 0x7E;
@@ -161,7 +162,8 @@ CAKE_HOST_DEVICE uint8_t encode_e4m3_nonneg(float value) {
 }
 
 // Float -> E2M1 nibble, round-to-nearest-even on the code grid {0,.5,1,1.5,2,3,4,6}, saturating
-// at 6. The sign bit is kept even when the magnitude rounds to zero; NaN encodes magnitude 0.
+// at 6 (+-inf included). The sign bit is kept even when the magnitude rounds to zero; NaN encodes
+// magnitude 0 (the writer never passes one: a group with a NaN gets the NaN scale instead).
 CAKE_HOST_DEVICE uint8_t encode_e2m1(float value) {
   const uint32_t sign = (float_to_bits(value) >> 31) ? 8u : 0u;
   const float magnitude = value < 0.0f ? -value : value;
@@ -178,14 +180,28 @@ CAKE_HOST_DEVICE uint8_t encode_e2m1(float value) {
   return uint8_t(sign | code);
 }
 
+// The E4M3 NaN pattern: the scale byte of a group that holds a NaN.
+constexpr uint8_t kE4m3NanByte = 0x7F;
+
 // Quantize one group of 16 NoPE values: 8 bytes of codes (even element in the low nibble) and
-// one E4M3 scale byte.
+// one E4M3 scale byte. Non-finite values:
+// - a NaN anywhere in the group makes the scale byte the E4M3 NaN (0x7F) and the codes zero, so
+//   the whole group decodes to NaN: a NaN is never turned into a number;
+// - +-inf saturates like any large value: the scale becomes 448 (0x7E) and the value's code +-6,
+//   so it decodes to +-2688 (the rest of the group is quantized against that scale).
 CAKE_HOST_DEVICE void quantize_group(const float (&values)[kGroupSize], uint8_t (&codes)[kGroupSize / 2],
                                      uint8_t& scale_byte) {
   float amax = 0.0f;
+  bool has_nan = false;
   for (int i = 0; i < kGroupSize; ++i) {
     const float magnitude = values[i] < 0.0f ? -values[i] : values[i];
-    amax = magnitude > amax ? magnitude : amax;  // a NaN never compares greater
+    has_nan = has_nan || !(magnitude == magnitude);
+    amax = magnitude > amax ? magnitude : amax;
+  }
+  if (has_nan) {
+    scale_byte = kE4m3NanByte;
+    for (int i = 0; i < kGroupSize / 2; ++i) codes[i] = 0;
+    return;
   }
   scale_byte = encode_e4m3_nonneg(amax / 6.0f);
   const float scale = e4m3_to_float(scale_byte);

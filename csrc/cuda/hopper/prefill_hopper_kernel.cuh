@@ -183,6 +183,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
   } else {
     // ------------------------------------------------------------------ consumer warpgroups
     claim_registers<L::kConsumerRegisters>();
+    const float score_scale = score_scale_or_nan(params.score_scale_log2);  // NaN: sm_scale not finite
     const int consumer = tid / L::kWarpgroupThreads - 1;  // 0 or 1: candidate half for S, dim half for O
     const int thread = tid % L::kWarpgroupThreads;
     const int consumer_thread = tid - L::kProducerThreads;  // 0..255
@@ -366,7 +367,7 @@ __global__ void __launch_bounds__(HopperPrefillLayout::kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const bool ok = (e % 2 == 0) ? valid_even : valid_odd;
-            s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], ok, params.score_scale_log2);
+            s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], ok, score_scale);
             slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
           }
         }

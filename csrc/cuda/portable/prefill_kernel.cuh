@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile,
   __nv_bfloat16* p_tile = p_tiles + head_tile * 16 * Tile::kPStride;
   float* tile_stats = row_stats + head_tile * Tile::kRowStatsPerTile;  // [max | sum | exact sum][quarter][row]
 
+  const float score_scale = score_scale_or_nan(params.score_scale_log2);  // NaN: sm_scale not finite
   const int length0 = list_length(params.lists[0], token);
   const int length1 = list_length(params.lists[1], token);
   const int subtiles0 = (length0 + kSub - 1) / kSub;
@@ -215,10 +216,10 @@ __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile,
     const int column = quarter * 8 + 2 * (lane % 4);
     const bool valid_even = (valid_mask >> column) & 1u;
     const bool valid_odd = (valid_mask >> (column + 1)) & 1u;
-    float p[4] = {masked_logit2(s_sum.x, valid_even, params.score_scale_log2),
-                  masked_logit2(s_sum.y, valid_odd, params.score_scale_log2),
-                  masked_logit2(s_sum.z, valid_even, params.score_scale_log2),
-                  masked_logit2(s_sum.w, valid_odd, params.score_scale_log2)};
+    float p[4] = {masked_logit2(s_sum.x, valid_even, score_scale),
+                  masked_logit2(s_sum.y, valid_odd, score_scale),
+                  masked_logit2(s_sum.z, valid_even, score_scale),
+                  masked_logit2(s_sum.w, valid_odd, score_scale)};
     float slice_max[2] = {fmaxf(p[0], p[1]), fmaxf(p[2], p[3])};
     slice_max[0] = quad_max(slice_max[0]);
     slice_max[1] = quad_max(slice_max[1]);
