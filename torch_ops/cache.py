@@ -1,6 +1,6 @@
 """NVFP4 cache writers (ops) and a plain-PyTorch dequantizer.
 
-Byte format (CONTRACT.md section 2, csrc/format/nvfp4_format.h): inside a page of ``page_size``
+Byte format (csrc/format/nvfp4_format.h, whose constants are read here through ``_C``): inside a page of ``page_size``
 tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes of raw bf16
 RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
 """
@@ -8,13 +8,15 @@ from typing import Tuple
 
 import torch
 
-TOKEN_BYTES = 384
-DATA_ROW_BYTES = 352
-SCALE_ROW_BYTES = 32
-NOPE_DIM = 448
-ROPE_DIM = 64
-HEAD_DIM = 512
-GROUP_SIZE = 16
+from . import _C
+
+TOKEN_BYTES = _C.TOKEN_BYTES
+DATA_ROW_BYTES = _C.DATA_ROW_BYTES
+SCALE_ROW_BYTES = _C.SCALE_ROW_BYTES
+NOPE_DIM = _C.NOPE_DIM
+ROPE_DIM = _C.ROPE_DIM
+HEAD_DIM = _C.HEAD_DIM
+GROUP_SIZE = _C.GROUP_SIZE
 
 # E2M1 code -> value; bit 3 is the sign.
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
