@@ -2,7 +2,7 @@
 composition, all in one run.
 
     python benchmarks/bench_prefill.py [--tokens 128 1024 4096] [--heads 16 64 128] \
-        [--topk 128 512 1024] [--json results.json] [--plot results.png]
+        [--topk 128 512 1024] [--kernel portable] [--variant 3,2] [--json results.json] [--plot results.png]
     python benchmarks/bench_prefill.py --from-json results.json --plot results.png   # re-plot
 
 Method: CUDA events around each launch, warm-up first, median of --repeats launches, the L2
@@ -11,9 +11,12 @@ flushed (a 512 MB memset) before every timed launch. Inputs: a pool of 65536 tok
 4 * T * H * topk * 512; gathered bytes T * topk * 384. The bf16 matmul ceiling (8192^3
 torch.matmul) is measured in the same run. The baseline composition gathers the rows,
 dequantizes them with PyTorch ops, and runs matmul, softmax (with the sink), matmul; it is
-timed eager, and compiled (torch.compile) for the shapes in --compile-shapes.
+timed eager, and compiled (torch.compile) for the shapes in --compile-shapes. --kernel and
+--variant set the kernel override (torch_ops.prefill_kernel_override) for the run; without them
+the environment's (CAKE_PREFILL_KERNEL, CAKE_PREFILL_VARIANT) applies.
 """
 import argparse
+import contextlib
 import json
 import os
 import math
@@ -142,6 +145,11 @@ def main():
     parser.add_argument("--heads", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--topk", type=int, nargs="+", default=[128, 512, 1024])
     parser.add_argument("--head-tiles", type=int, default=None, help="force a head tile (default: the planner)")
+    parser.add_argument("--kernel", choices=["hopper", "portable"], default=None,
+                        help="kernel override: 'portable' keeps Hopper GPUs on the portable kernel")
+    parser.add_argument("--variant", type=lambda text: tuple(int(x) for x in text.split(",")), default=None,
+                        metavar="STAGES,K_TILES",
+                        help="kernel override: run the portable instance with this pipeline")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--baseline", choices=["none", "eager", "all"], default="all")
@@ -160,6 +168,12 @@ def main():
         plot(recorded["rows"], recorded["meta"], args.plot or args.from_json.replace(".json", ".png"))
         return
 
+    overridden = args.kernel is not None or args.variant is not None
+    with torch_ops.prefill_kernel_override(args.kernel, args.variant) if overridden else contextlib.nullcontext():
+        run_benchmark(args)
+
+
+def run_benchmark(args):
     torch.manual_seed(0)
     flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     ceiling = matmul_ceiling(flush)
@@ -172,12 +186,6 @@ def main():
 
     rows = []
     print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s")
-    props = torch.cuda.get_device_properties(0)
-    smem_per_block = props.shared_memory_per_block_optin
-
-    def kernel_name(num_heads, head_tiles):
-        return torch_ops._C.prefill_kernel_for(props.major, smem_per_block, num_heads, head_tiles)
-
     header = "| T | H | topk | plan | time us | TFLOP/s | x matmul | gathered GB/s | eager us | x eager | compiled us | x compiled |"
     print(header)
     print("|" + "---|" * 12)
@@ -198,7 +206,7 @@ def main():
                 seconds = timed_median(run, args.repeats, args.warmup, flush)
                 flops = 4 * num_tokens * num_heads * topk * 512
                 row = dict(T=num_tokens, H=num_heads, topk=topk, head_tiles=plan["head_tiles"],
-                           kernel=kernel_name(num_heads, plan["head_tiles"]), us=seconds * 1e6,
+                           kernel=plan["kernel"], us=seconds * 1e6,
                            tflops=flops / seconds / 1e12, of_matmul=flops / seconds / ceiling,
                            gathered_gbs=num_tokens * topk * 384 / seconds / 1e9)
                 if args.baseline != "none":
@@ -222,7 +230,7 @@ def main():
     dual_rows = dual_cache_comparison(args.dual, cache, latent, flush, args.repeats, args.warmup, sm_scale) \
         if args.dual else []
     meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
-                kernel_env=os.environ.get("CAKE_PREFILL_KERNEL", ""))
+                kernel_override=torch_ops.get_prefill_kernel_override())
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows, dual=dual_rows), f, indent=1)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [planner-sweep]
+# BENCH_ARGS reaches the benchmark steps, e.g. BENCH_ARGS="--kernel portable" (the portable kernel
+# on Hopper too) or "--head-tiles 4 --variant 3,2" (one portable instance); both set the kernel
+# override for that run only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/cake-device}"

@@ -1,8 +1,8 @@
 // The cake operator library: every schema in one place, plus the small Python module that
-// exposes the planner's table. Kernels register per device in cpu/ops_cpu.cpp and
-// cuda/ops_cuda.cpp (the functional prefill in ops/prefill_functional.cpp, the Autograd kernel
-// that refuses gradients in ops/no_backward.cpp); the fake (meta) implementations live in Python
-// (torch_ops.meta).
+// exposes the planner, the kernel override and the format's constants. Kernels register per
+// device in cpu/ops_cpu.cpp and cuda/ops_cuda.cpp (the functional prefill in
+// ops/prefill_functional.cpp, the Autograd kernel that refuses gradients in ops/no_backward.cpp);
+// the fake (meta) implementations live in Python (torch_ops.meta).
 #include <Python.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -10,7 +10,9 @@
 
 #include "cuda/portable/prefill_variants.h"
 #include "cuda/prefill_kernel_choice.h"
+#include "ops/prefill_kernel_override.h"
 #include "ops/prefill_plan.h"
+#include "ops/prefill_target.h"
 
 TORCH_LIBRARY(cake, m) {
   m.set_python_module("torch_ops.meta.fake_impls");
@@ -32,36 +34,177 @@ TORCH_LIBRARY(cake, m) {
   m.def("nvfp4_append_cache(Tensor latent_kv, Tensor slot_mapping, Tensor(a!) cache) -> ()");
 }
 
+namespace {
+
+// The C++ checks raise c10::ValueError; Python callers of this module get ValueError.
+template <typename Body>
+auto value_errors(Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const c10::ValueError& error) {
+    throw pybind11::value_error(error.what_without_backtrace());
+  }
+}
+
+pybind11::dict plan_dict(const cake::PrefillPlan& plan) {
+  pybind11::dict result;
+  result["head_tiles"] = plan.head_tiles;
+  result["num_ctas"] = plan.num_ctas;
+  result["grid_size"] = plan.grid_size;
+  result["kernel"] = cake::prefill_kernel_name(plan.kernel);
+  return result;
+}
+
+pybind11::dict override_dict(const cake::PrefillKernelOverride& knobs) {
+  pybind11::dict result;
+  result["kernel"] = knobs.kernel.has_value() ? pybind11::object(pybind11::str(cake::prefill_kernel_name(*knobs.kernel)))
+                                              : pybind11::object(pybind11::none());
+  result["variant"] = knobs.variant.has_value()
+                          ? pybind11::object(pybind11::make_tuple(knobs.variant->stages, knobs.variant->k_tiles))
+                          : pybind11::object(pybind11::none());
+  return result;
+}
+
+bool is_python_int(const pybind11::handle& value) {
+  return pybind11::isinstance<pybind11::int_>(value) && !pybind11::isinstance<pybind11::bool_>(value);
+}
+
+// kernel: None or a str; variant: None or a (stages, k_tiles) pair of ints. Then the same
+// validation as the environment's values.
+cake::PrefillKernelOverride override_from_python(const pybind11::object& kernel, const pybind11::object& variant) {
+  std::optional<std::string> kernel_name;
+  if (!kernel.is_none()) {
+    TORCH_CHECK_VALUE(pybind11::isinstance<pybind11::str>(kernel), "kernel: expected None, 'hopper' or 'portable', got ",
+                      std::string(pybind11::repr(kernel)));
+    kernel_name = kernel.cast<std::string>();
+  }
+  std::optional<cake::PrefillPipeline> pipeline;
+  if (!variant.is_none()) {
+    const bool pair = (pybind11::isinstance<pybind11::tuple>(variant) || pybind11::isinstance<pybind11::list>(variant)) &&
+                      pybind11::len(variant) == 2 && is_python_int(variant[pybind11::int_(0)]) &&
+                      is_python_int(variant[pybind11::int_(1)]);
+    TORCH_CHECK_VALUE(pair, "variant: expected None or (stages, k_tiles), two ints, got ",
+                      std::string(pybind11::repr(variant)));
+    const int64_t stages = variant[pybind11::int_(0)].cast<int64_t>();
+    const int64_t k_tiles = variant[pybind11::int_(1)].cast<int64_t>();
+    TORCH_CHECK_VALUE(stages > 0 && stages < 1000 && k_tiles > 0 && k_tiles < 1000, "variant: expected (stages, k_tiles) "
+                      "of a compiled portable instance, got (", stages, ", ", k_tiles, ")");
+    pipeline = cake::PrefillPipeline{int(stages), int(k_tiles)};
+  }
+  return cake::make_prefill_kernel_override(kernel_name, pipeline);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_C, module) {
   module.doc() = "cake sparse-MLA NVFP4 operators (registered under torch.ops.cake)";
   module.def(
       "prefill_plan_table",
-      [](bool hopper) {
-        std::vector<std::pair<int64_t, int64_t>> table;
-        for (const auto& row : cake::prefill_plan_table(hopper)) table.emplace_back(row.head_tiles, row.min_items_percent);
-        return table;
+      [](const std::string& kernel) {
+        return value_errors([&] {
+          const std::optional<cake::PrefillKernel> family = cake::prefill_kernel_from_name(kernel);
+          TORCH_CHECK_VALUE(family.has_value(), "kernel: expected 'hopper', 'portable' or 'cpu', got '", kernel, "'");
+          std::vector<std::pair<int64_t, int64_t>> table;
+          for (const auto& row : cake::prefill_plan_table(*family)) table.emplace_back(row.head_tiles, row.min_items_percent);
+          return table;
+        });
       },
-      "(head_tiles, min_items_percent of the SM count) rows of the prefill planner, for the portable "
-      "kernel or (hopper=True) the Hopper kernel",
-      pybind11::arg("hopper") = false);
+      "(head_tiles, min_items_percent of the SM count) rows of the prefill planner's table for a kernel family",
+      pybind11::arg("kernel") = "portable");
   module.def("prefill_max_head_tiles", &cake::cuda::prefill_max_head_tiles,
              "Largest head tile whose CUDA instance fits `smem_per_block` bytes of shared memory",
              pybind11::arg("smem_per_block"));
   module.def(
       "prefill_kernel_for",
       [](int cc_major, long long smem_per_block, long long num_heads, long long head_tiles) {
-        return cake::cuda::select_prefill_kernel(cc_major, smem_per_block, num_heads, head_tiles) ==
-                       cake::cuda::PrefillKernel::kHopper
-                   ? "hopper"
-                   : "portable";
+        return value_errors([&] {
+          return cake::prefill_kernel_name(cake::cuda::select_prefill_kernel(
+              cc_major, smem_per_block, num_heads, head_tiles, cake::prefill_kernel_override()));
+        });
       },
-      "Which CUDA prefill kernel serves a call ('hopper' or 'portable'), knobs included",
+      "Which CUDA prefill kernel serves a call ('hopper' or 'portable') under the kernel override",
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
       pybind11::arg("head_tiles"));
-  module.def("device_runs_hopper_prefill", &cake::cuda::device_runs_hopper_prefill,
-             "Whether a device runs the Hopper prefill kernel (for its 4-tile calls), knobs included",
-             pybind11::arg("cc_major"), pybind11::arg("smem_per_block"));
-  module.def("plan_prefill_head_tiles", &cake::plan_prefill_head_tiles,
-             "The C++ op's own plan when head_tiles is None (for tests)", pybind11::arg("num_tokens"),
-             pybind11::arg("num_heads"), pybind11::arg("num_sms"), pybind11::arg("hopper") = false);
+  module.def(
+      "device_runs_hopper_prefill",
+      [](int cc_major, long long smem_per_block) {
+        return value_errors([&] {
+          return cake::cuda::device_runs_hopper_prefill(cc_major, smem_per_block, cake::prefill_kernel_override());
+        });
+      },
+      "Whether a device runs the Hopper prefill kernel (for its 4-tile calls) under the kernel override",
+      pybind11::arg("cc_major"), pybind11::arg("smem_per_block"));
+
+  // The byte format's and the planner's constants (torch_ops reads them from here).
+  module.attr("HEAD_DIM") = cake::nvfp4::kHeadDim;
+  module.attr("NOPE_DIM") = cake::nvfp4::kNopeDim;
+  module.attr("ROPE_DIM") = cake::nvfp4::kRopeDim;
+  module.attr("GROUP_SIZE") = cake::nvfp4::kGroupSize;
+  module.attr("DATA_ROW_BYTES") = cake::nvfp4::kDataRowBytes;
+  module.attr("SCALE_ROW_BYTES") = cake::nvfp4::kScaleRowBytes;
+  module.attr("TOKEN_BYTES") = cake::nvfp4::kTokenBytes;
+  module.attr("HEADS_PER_TILE") = cake::nvfp4::kHeadsPerTile;
+  module.attr("CHUNK_SIZE") = cake::nvfp4::kChunkSize;
+  module.attr("MAX_CHUNKS") = cake::nvfp4::kMaxChunks;
+
+  // The planner (csrc/ops/prefill_plan.h), for torch_ops/planner.py and torch_ops/prefill.py.
+  module.def(
+      "prefill_head_tile_choices",
+      [](int64_t num_heads) { return cake::prefill_head_tile_choices(num_heads); },
+      "Head-tile choices for a head count ([] without a prefill instance)", pybind11::arg("num_heads"));
+  module.def(
+      "plan_prefill",
+      [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, std::optional<int64_t> num_sms,
+         std::optional<std::string> device, std::optional<std::string> kernel, std::optional<int64_t> head_tiles) {
+        return value_errors([&] {
+          cake::check_prefill_plan_request(num_tokens, num_heads, topk, extra_topk);
+          return plan_dict(cake::plan_prefill(num_tokens, num_heads, head_tiles,
+                                              cake::resolve_prefill_target(device, kernel, num_sms)));
+        });
+      },
+      "The prefill plan {head_tiles, num_ctas, grid_size, kernel} for a shape on a device or kernel family",
+      pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk") = 0,
+      pybind11::arg("num_sms") = pybind11::none(), pybind11::arg("device") = pybind11::none(),
+      pybind11::arg("kernel") = pybind11::none(), pybind11::arg("head_tiles") = pybind11::none());
+  module.def(
+      "prefill_plan_steps",
+      [](int64_t num_heads, std::optional<int64_t> head_tiles, std::optional<int64_t> num_sms,
+         std::optional<std::string> device, std::optional<std::string> kernel) {
+        return value_errors([&] {
+          std::vector<pybind11::tuple> steps;
+          for (const cake::PrefillPlanStep& step :
+               cake::prefill_plan_steps(num_heads, head_tiles, cake::resolve_prefill_target(device, kernel, num_sms))) {
+            steps.push_back(pybind11::make_tuple(step.min_tokens, step.head_tiles, cake::prefill_kernel_name(step.kernel),
+                                                 step.ctas_per_token, step.grid_per_token, step.grid_base));
+          }
+          return steps;
+        });
+      },
+      "The plan for every token count, as (min_tokens, head_tiles, kernel, ctas_per_token, grid_per_token, grid_base) "
+      "steps; device, kernel and num_sms as for plan_prefill",
+      pybind11::arg("num_heads"), pybind11::arg("head_tiles") = pybind11::none(),
+      pybind11::arg("num_sms") = pybind11::none(), pybind11::arg("device") = pybind11::none(),
+      pybind11::arg("kernel") = pybind11::none());
+
+  // The kernel override (csrc/ops/prefill_kernel_override.h), for torch_ops/kernel_override.py.
+  module.def(
+      "get_prefill_kernel_override", [] { return value_errors([] { return override_dict(cake::prefill_kernel_override()); }); },
+      "The kernel override in force (the environment's until one is set)");
+  module.def(
+      "set_prefill_kernel_override",
+      [](const pybind11::object& kernel, const pybind11::object& variant) {
+        value_errors([&] { cake::set_prefill_kernel_override(override_from_python(kernel, variant)); });
+      },
+      "Validates and sets the kernel override", pybind11::arg("kernel") = pybind11::none(),
+      pybind11::arg("variant") = pybind11::none());
+  module.def(
+      "parse_prefill_kernel_override",
+      [](std::optional<std::string> kernel_text, std::optional<std::string> variant_text) {
+        return value_errors([&] {
+          return override_dict(cake::parse_prefill_kernel_override(kernel_text ? kernel_text->c_str() : nullptr,
+                                                                    variant_text ? variant_text->c_str() : nullptr));
+        });
+      },
+      "Parses the environment's text form (CAKE_PREFILL_KERNEL, CAKE_PREFILL_VARIANT) without setting it",
+      pybind11::arg("kernel_text") = pybind11::none(), pybind11::arg("variant_text") = pybind11::none());
 }

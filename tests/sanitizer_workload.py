@@ -1,7 +1,8 @@
 """The workload that benchmarks/run_sanitizer.sh runs under compute-sanitizer: every head tile,
 partial chunks, both caches with page sizes 1 and 2, padded strides, every view, lengths,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
-valid page; plus both writers. Small shapes, so the sanitizer finishes in minutes."""
+valid page; plus both writers. On Hopper the 4-tile calls run on both kernels. Small shapes, so
+the sanitizer finishes in minutes."""
 import torch
 
 import torch_ops
@@ -28,9 +29,16 @@ def main():
         problem = make_problem(device="cuda", seed=i, **case)
         tiles = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(case["num_heads"])
         for head_tiles in tiles if only is None else (only,):
-            output, out_lse, _ = problem.run(head_tiles)
+            output, out_lse, plan = problem.run(head_tiles)
             torch.cuda.synchronize()
             assert_matches_reference(output, out_lse, *problem.reference())
+            if plan["kernel"] == "hopper":
+                # The portable kernel too, which a Hopper GPU otherwise never runs for this shape.
+                with torch_ops.prefill_kernel_override(kernel="portable"):
+                    output, out_lse, plan = problem.run(head_tiles)
+                torch.cuda.synchronize()
+                assert plan["kernel"] == "portable"
+                assert_matches_reference(output, out_lse, *problem.reference())
     # Writers: pack into an exact-size cache, append with invalid and repeated slots.
     latent = torch.randn(3, 5, 512, device="cuda").to(torch.bfloat16)
     cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent)

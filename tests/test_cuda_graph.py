@@ -128,13 +128,13 @@ def test_cache_ending_at_last_page_and_out_of_range_indices():
 
 
 @pytest.mark.parametrize("head_tiles,stages,k_tiles", [(1, 2, 1), (2, 2, 1), (4, 3, 2), (4, 2, 1)])
-def test_every_compiled_instance(monkeypatch, head_tiles, stages, k_tiles):
+def test_every_compiled_instance(head_tiles, stages, k_tiles):
     """Each kernel instance, the A100-sized fallback {4, 2, 1} included, forced through the
-    CAKE_PREFILL_VARIANT knob (read on every call)."""
-    monkeypatch.setenv("CAKE_PREFILL_VARIANT", f"{stages},{k_tiles}")
+    kernel override's variant."""
     problem = make_problem(num_tokens=6, num_heads=128, topk=150, main=CacheSpec(9, 48, "NHD", 16), device="cuda",
                            seed=stages * 10 + k_tiles, extra=CacheSpec(20, 2), extra_topk=40, lengths="random",
                            sink=1.0)
-    output, out_lse, plan = problem.run(head_tiles)
-    assert plan["head_tiles"] == head_tiles
+    with torch_ops.prefill_kernel_override(variant=(stages, k_tiles)):
+        output, out_lse, plan = problem.run(head_tiles)
+    assert plan["head_tiles"] == head_tiles and plan["kernel"] == "portable"
     assert_matches_reference(output, out_lse, *problem.reference())

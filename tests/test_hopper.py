@@ -24,27 +24,27 @@ def _device_runs_hopper() -> bool:
 needs_hopper = pytest.mark.skipif(not _device_runs_hopper(), reason="needs an sm_90 GPU and an sm_90a build")
 
 
-def test_kernel_choice(monkeypatch):
+def test_kernel_choice():
     """Only compute capability 9.x, a multiple of 64 heads and head_tiles 4 may take the Hopper
-    kernel; the knobs force the portable one."""
+    kernel; the kernel override keeps them on the portable one."""
     choose = torch_ops._C.prefill_kernel_for
-    monkeypatch.delenv("CAKE_PREFILL_KERNEL", raising=False)
-    monkeypatch.delenv("CAKE_PREFILL_VARIANT", raising=False)
-    for cc_major, smem, heads, head_tiles in [(8, 166912, 128, 4), (12, 101376, 128, 4), (10, HOPPER_SMEM, 128, 4),
-                                              (9, HOPPER_SMEM, 128, 2), (9, HOPPER_SMEM, 16, 1),
-                                              (9, HOPPER_SMEM, 96, 2), (9, 101376, 128, 4)]:
-        assert choose(cc_major, smem, heads, head_tiles) == "portable", (cc_major, smem, heads, head_tiles)
     device = torch_ops._C.device_runs_hopper_prefill
-    hopper_built = choose(9, HOPPER_SMEM, 64, 4)
-    assert hopper_built in ("hopper", "portable")  # "portable" only in a build without sm_90a
-    assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built
-    assert device(9, HOPPER_SMEM) == (hopper_built == "hopper")
-    assert not device(8, 166912) and not device(12, 101376) and not device(9, 101376)
-    monkeypatch.setenv("CAKE_PREFILL_KERNEL", "portable")
-    assert choose(9, HOPPER_SMEM, 128, 4) == "portable" and not device(9, HOPPER_SMEM)
-    monkeypatch.delenv("CAKE_PREFILL_KERNEL")
-    monkeypatch.setenv("CAKE_PREFILL_VARIANT", "2,1")
-    assert choose(9, HOPPER_SMEM, 128, 4) == "portable" and not device(9, HOPPER_SMEM)
+    with torch_ops.prefill_kernel_override():
+        for cc_major, smem, heads, head_tiles in [(8, 166912, 128, 4), (12, 101376, 128, 4), (10, HOPPER_SMEM, 128, 4),
+                                                  (9, HOPPER_SMEM, 128, 2), (9, HOPPER_SMEM, 16, 1),
+                                                  (9, HOPPER_SMEM, 96, 2), (9, 101376, 128, 4)]:
+            assert choose(cc_major, smem, heads, head_tiles) == "portable", (cc_major, smem, heads, head_tiles)
+        hopper_built = choose(9, HOPPER_SMEM, 64, 4)
+        assert hopper_built in ("hopper", "portable")  # "portable" only in a build without sm_90a
+        assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built
+        assert device(9, HOPPER_SMEM) == (hopper_built == "hopper")
+        assert not device(8, 166912) and not device(12, 101376) and not device(9, 101376)
+    for knobs in (dict(kernel="portable"), dict(variant=(2, 1))):
+        with torch_ops.prefill_kernel_override(**knobs):
+            assert choose(9, HOPPER_SMEM, 128, 4) == "portable" and not device(9, HOPPER_SMEM)
+    with torch_ops.prefill_kernel_override(kernel="hopper"):
+        assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built and choose(9, HOPPER_SMEM, 128, 2) == "portable"
+        assert device(9, HOPPER_SMEM) == (hopper_built == "hopper") and not device(8, 166912)
 
 
 # (heads, topk, main cache, extra cache, extra topk, lengths, sink): partial, single-candidate and
@@ -67,7 +67,9 @@ def test_hopper_matches_reference(case):
                            extra=extra, extra_topk=extra_topk, lengths=lengths, extra_lengths=lengths, sink=sink,
                            lse_scale=0.75)
     output, out_lse, plan = problem.run(head_tiles=4)
-    assert plan["head_tiles"] == 4 and plan["num_ctas"] == 37 * heads // 64
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert plan == {"head_tiles": 4, "num_ctas": 37 * heads // 64, "grid_size": min(37 * heads // 64, num_sms),
+                    "kernel": "hopper"}
     assert_matches_reference(output, out_lse, *problem.reference())
 
 
@@ -91,13 +93,15 @@ def test_hopper_empty_rows_and_infinite_sinks():
 
 
 @needs_hopper
-def test_hopper_agrees_with_portable_and_is_repeatable(monkeypatch):
+def test_hopper_agrees_with_portable_and_is_repeatable():
     problem = make_problem(num_tokens=300, num_heads=128, topk=512, main=CacheSpec(64, 64, "NHD", 32), device="cuda",
                            seed=77, extra=CacheSpec(8, 256), extra_topk=128, lengths="random", sink=1.0)
     reference = problem.reference()
     runs = [problem.run(head_tiles=4)[:2] for _ in range(3)]
-    monkeypatch.setenv("CAKE_PREFILL_KERNEL", "portable")
-    portable = problem.run(head_tiles=4)[:2]
+    plan = problem.run(head_tiles=4)[2]
+    with torch_ops.prefill_kernel_override(kernel="portable"):
+        *portable, portable_plan = problem.run(head_tiles=4)
+    assert plan["kernel"] == "hopper" and portable_plan["kernel"] == "portable"
     for output, out_lse in runs + [portable]:
         assert_matches_reference(output, out_lse, *reference)
     for output, out_lse in runs[1:]:

@@ -16,8 +16,10 @@ from .cache import (
     nvfp4_quantize_append_sparse_mla_cache,
     nvfp4_quantize_pack_sparse_mla_cache,
 )
+from .kernel_override import get_prefill_kernel_override, prefill_kernel_override, set_prefill_kernel_override
 from .planner import (
     cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill,
+    cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details,
     cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles,
 )
 from .functional import sparse_mla_prefill_functional
@@ -34,4 +36,8 @@ __all__ = [
     "nvfp4_quantize_pack_sparse_mla_cache",
     "nvfp4_quantize_append_sparse_mla_cache",
     "nvfp4_dequantize_sparse_mla_cache",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details",
+    "set_prefill_kernel_override",
+    "get_prefill_kernel_override",
+    "prefill_kernel_override",
 ]

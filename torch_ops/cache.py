@@ -1,8 +1,9 @@
 """NVFP4 cache writers (ops) and a plain-PyTorch dequantizer.
 
-Byte format (docs/contract.md sections 3 and 4, csrc/format/nvfp4_format.h): inside a page of
-``page_size`` tokens, all 352-byte data rows come first (224 bytes of E2M1 NoPE codes, 128 bytes
-of raw bf16 RoPE), then all 32-byte scale rows (28 E4M3 block scales, 4 zero bytes).
+Byte format (docs/contract.md sections 3 and 4; csrc/format/nvfp4_format.h, whose constants are
+read here through ``_C``): inside a page of ``page_size`` tokens, all 352-byte data rows come first
+(224 bytes of E2M1 NoPE codes, 128 bytes of raw bf16 RoPE), then all 32-byte scale rows (28 E4M3
+block scales, 4 zero bytes).
 
 Non-finite inputs to the writers: a 16-value NoPE group holding a NaN is written with the E4M3
 NaN scale byte (0x7F), so the whole group reads back as NaN; an infinite NoPE value saturates to
@@ -12,15 +13,16 @@ from typing import Tuple
 
 import torch
 
+from . import _C
 from .no_backward import check_no_grad
 
-TOKEN_BYTES = 384
-DATA_ROW_BYTES = 352
-SCALE_ROW_BYTES = 32
-NOPE_DIM = 448
-ROPE_DIM = 64
-HEAD_DIM = 512
-GROUP_SIZE = 16
+TOKEN_BYTES = _C.TOKEN_BYTES
+DATA_ROW_BYTES = _C.DATA_ROW_BYTES
+SCALE_ROW_BYTES = _C.SCALE_ROW_BYTES
+NOPE_DIM = _C.NOPE_DIM
+ROPE_DIM = _C.ROPE_DIM
+HEAD_DIM = _C.HEAD_DIM
+GROUP_SIZE = _C.GROUP_SIZE
 
 # E2M1 code -> value; bit 3 is the sign.
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)

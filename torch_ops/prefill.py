@@ -1,17 +1,11 @@
 """The public prefill entry point: argument normalisation, planning, one op call."""
-from typing import Dict, Optional
+import operator
+from typing import Dict, Optional, Union
 
 import torch
 
 from .no_backward import check_no_grad
-from .planner import (
-    HEADS_PER_TILE,
-    cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles,
-    device_max_head_tiles,
-    device_prefill_kernel,
-    device_num_sms,
-    plan_head_tiles,
-)
+from .planner import cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles, plan_for_call
 
 
 def _contiguous(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -33,7 +27,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     extra_topk_length: Optional[torch.Tensor] = None,
     lse_scale: float = 1.0,
     head_tiles: Optional[int] = None,
-) -> Dict[str, int]:
+) -> Dict[str, Union[int, str]]:
     """Sparse-MLA prefill attention over an NVFP4 paged cache, in one launch with no scratch.
 
     Every head of token ``t`` attends to the token's candidate rows: the valid slots of
@@ -73,18 +67,24 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     lse NaN; a row without candidates stays zeros and ``-inf`` (or the sink's lse).
 
     Returns:
-        ``{"head_tiles": ht, "num_ctas": n}``: the resolved plan and its work items (one per
-        token and block of ``16 * ht`` heads). The portable kernel runs one CTA per item; the
-        Hopper kernel runs them on a persistent grid of ``min(n, SMs)`` CTAs.
+        The plan the op ran, from the C++ planner for ``q``'s device (the same dict as
+        ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details`` gives for this call):
+        ``{"head_tiles": ht, "num_ctas": n, "grid_size": g, "kernel": k}``. ``n`` work items, one
+        per token and block of ``16 * ht`` heads; ``g`` CTAs launched: ``n`` for the portable
+        kernel, ``min(n, SMs)`` for the Hopper kernel's persistent grid; ``k`` is "hopper",
+        "portable" or "cpu".
     """
     check_no_grad("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", q=q, kv_cache=kv_cache, indices=indices, output=output,
                   out_lse=out_lse, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
                   extra_indices=extra_indices, extra_topk_length=extra_topk_length)
-    num_tokens, num_heads = q.shape[0], q.shape[1]
-    if head_tiles is None and cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads):
-        # The same rule and cap as the C++ op applies for head_tiles=None.
-        plan = plan_head_tiles(num_tokens, num_heads, device_num_sms(q.device), device_prefill_kernel(q.device))
-        head_tiles = min(plan, device_max_head_tiles(q.device))
+    plan = None
+    if head_tiles is None and q.dim() == 3:
+        # Planned once, here, and passed on explicitly; a head count without a prefill instance
+        # goes to the op as is, which rejects it (naming q).
+        num_heads = operator.index(q.shape[1])  # a constant under torch.compile: the choices depend on it
+        if cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads):
+            plan = plan_for_call(q.device, q.shape[0], num_heads, None)
+            head_tiles = plan["head_tiles"]
     torch.ops.cake.sparse_mla_prefill(
         q,
         kv_cache,
@@ -100,4 +100,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
         lse_scale=lse_scale,
         head_tiles=head_tiles,
     )
-    return {"head_tiles": head_tiles, "num_ctas": num_tokens * (num_heads // (HEADS_PER_TILE * head_tiles))}
+    if plan is None:
+        # An explicit head_tiles, already checked by the op: the kernel and grid it ran.
+        plan = plan_for_call(q.device, q.shape[0], operator.index(q.shape[1]), head_tiles)
+    return plan

@@ -1,32 +1,33 @@
-// Head-tile planning for the prefill kernel. The thresholds below are the single source of truth:
-// the C++ op uses them when `head_tiles` is None and the Python planner reads the same table
-// through `torch_ops._C.prefill_plan_table()` (see torch_ops/planner.py).
+// The prefill planner: how many sixteen-head tiles a work item holds, which kernel runs and how
+// many CTAs it launches. The only implementation of the rule and its tables: the op uses it when
+// `head_tiles` is None and to describe an explicit choice; Python asks it through
+// torch_ops._C (torch_ops/planner.py) and re-implements nothing.
 #pragma once
 
 #include <cstdint>
-#include <utility>
+#include <optional>
 #include <vector>
+
+#include "../format/nvfp4_format.h"
+#include "prefill_kernel.h"
 
 namespace cake {
 
-// Prefill instances exist for 16..128 heads in steps of 16.
+// Prefill instances exist for 16..128 heads in steps of 16; a work item holds 1, 2 or 4 tiles.
+constexpr int64_t kMaxPrefillHeads = 128;
+constexpr int64_t kMaxHeadTiles = 4;
+
 inline bool is_prefill_head_count(int64_t num_heads) {
-  return num_heads >= 16 && num_heads <= 128 && num_heads % 16 == 0;
+  return num_heads >= nvfp4::kHeadsPerTile && num_heads <= kMaxPrefillHeads && num_heads % nvfp4::kHeadsPerTile == 0;
 }
 
 // Sixteen-head tiles one work item may hold: 1 always, 2 when H % 32 == 0, 4 when H % 64 == 0.
-inline std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads) {
-  if (!is_prefill_head_count(num_heads)) return {};
-  std::vector<int64_t> choices{1};
-  if (num_heads % 32 == 0) choices.push_back(2);
-  if (num_heads % 64 == 0) choices.push_back(4);
-  return choices;
-}
+std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads);
 
 // A larger head tile shares each gathered and dequantized row among more heads, but makes fewer
 // work items (tokens x head blocks). Use head tile `ht` only when it still gives at least
 // `min_items_percent` / 100 items per SM; otherwise fall back to the next smaller choice.
-// One table per CUDA kernel family, measured on the H200 (docs/planner.md):
+// One table per kernel family, measured on the H200 (docs/planner.md):
 //   - portable kernel (and the CPU): 4 tiles win from ~0.9 items per SM up, 2 tiles beat 1 tile
 //     already at ~1 item per SM;
 //   - Hopper kernel (serves 4 tiles, i.e. 64 heads per CTA, on sm_90): it beats the portable
@@ -36,38 +37,51 @@ struct HeadTileThreshold {
   int64_t head_tiles;
   int64_t min_items_percent;  // of the SM count
 };
-inline const std::vector<HeadTileThreshold>& prefill_plan_table(bool hopper = false) {
-  static const std::vector<HeadTileThreshold> portable{{2, 50}, {4, 90}};
-  static const std::vector<HeadTileThreshold> hopper_kernel{{2, 50}, {4, 0}};
-  return hopper ? hopper_kernel : portable;
+const std::vector<HeadTileThreshold>& prefill_plan_table(PrefillKernel family);
+
+// Work items per token: one per block of 16 * head_tiles heads.
+inline int64_t prefill_items_per_token(int64_t num_heads, int64_t head_tiles) {
+  return num_heads / (nvfp4::kHeadsPerTile * head_tiles);
 }
 
-inline int64_t prefill_num_items(int64_t num_tokens, int64_t num_heads, int64_t head_tiles) {
-  return num_tokens * (num_heads / (16 * head_tiles));
-}
+// Where a plan runs: the kernel family whose table applies and what the device offers.
+struct PrefillTarget {
+  PrefillKernel family;    // kCpu (the portable table), kPortable or kHopper
+  int64_t num_sms;         // multiprocessors; intra-op threads on the CPU
+  // The largest head tile whose kernel instance fits the device's shared memory per block
+  // (cuda/portable/prefill_variants.h).
+  int64_t max_head_tiles;
+};
 
-// Returns the head tile choice for the shape; 0 when the head count has no prefill instance.
-// `hopper`: the device runs the Hopper kernel for 4 tiles (its table applies).
-inline int64_t plan_prefill_head_tiles(int64_t num_tokens, int64_t num_heads, int64_t num_sms, bool hopper = false) {
-  const std::vector<int64_t> choices = prefill_head_tile_choices(num_heads);
-  if (choices.empty()) return 0;
-  for (auto it = choices.rbegin(); it != choices.rend(); ++it) {
-    const int64_t head_tiles = *it;
-    if (head_tiles == 1) return 1;
-    for (const HeadTileThreshold& threshold : prefill_plan_table(hopper)) {
-      if (threshold.head_tiles == head_tiles &&
-          prefill_num_items(num_tokens, num_heads, head_tiles) * 100 >= threshold.min_items_percent * num_sms) {
-        return head_tiles;
-      }
-    }
-  }
-  return 1;
-}
+struct PrefillPlan {
+  int64_t head_tiles;
+  int64_t num_ctas;   // work items: num_tokens * num_heads / (16 * head_tiles)
+  int64_t grid_size;  // CTAs launched: num_ctas, or min(num_ctas, SMs) for the Hopper kernel's persistent grid
+  PrefillKernel kernel;
+};
 
-// The plan limited to the largest head tile the device can run (its compiled instances' shared
-// memory; see cuda/portable/prefill_variants.h). Choices nest (1 | 2 | 4), so the minimum is one.
-inline int64_t cap_head_tiles(int64_t head_tiles, int64_t max_head_tiles) {
-  return head_tiles < max_head_tiles ? head_tiles : max_head_tiles;
-}
+// The plan for `num_heads` (a prefill head count) on `target`: the table's choice capped at the
+// target's largest head tile, or the explicit `head_tiles`, checked against the choices and the
+// cap (ValueError naming head_tiles).
+PrefillPlan plan_prefill(int64_t num_tokens, int64_t num_heads, std::optional<int64_t> head_tiles,
+                         const PrefillTarget& target);
+
+// The same plan for every token count at once, for callers that hold a symbolic token count
+// (torch.compile): from `min_tokens` on (up to the next step's), the plan is head_tiles and
+// kernel, num_ctas = T * ctas_per_token and grid_size = T * grid_per_token + grid_base.
+struct PrefillPlanStep {
+  int64_t min_tokens;
+  int64_t head_tiles;
+  PrefillKernel kernel;
+  int64_t ctas_per_token;
+  int64_t grid_per_token;
+  int64_t grid_base;
+};
+std::vector<PrefillPlanStep> prefill_plan_steps(int64_t num_heads, std::optional<int64_t> head_tiles,
+                                                const PrefillTarget& target);
+
+// The checks of a plan request that does not come from tensors (the op checks these on q and
+// the indices): ValueError naming num_tokens, num_heads, topk or extra_topk.
+void check_prefill_plan_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk);
 
 }  // namespace cake

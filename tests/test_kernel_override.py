@@ -1,0 +1,132 @@
+"""The kernel override (torch_ops.set_prefill_kernel_override and the CAKE_PREFILL_KERNEL /
+CAKE_PREFILL_VARIANT environment variables): one validated value held in C++."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import torch_ops
+from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
+from torch_ops import _C
+
+NONE = {"kernel": None, "variant": None}
+
+
+@pytest.fixture(autouse=True)
+def restore_override():
+    before = torch_ops.get_prefill_kernel_override()
+    yield
+    torch_ops.set_prefill_kernel_override(**before)
+
+
+@pytest.mark.parametrize("kernel_text,variant_text,expected", [
+    (None, None, NONE),
+    ("", "", NONE),
+    ("portable", None, {"kernel": "portable", "variant": None}),
+    ("hopper", "", {"kernel": "hopper", "variant": None}),
+    (None, "2,1", {"kernel": None, "variant": (2, 1)}),
+    ("portable", "3,2", {"kernel": "portable", "variant": (3, 2)}),
+])
+def test_environment_values_parse(kernel_text, variant_text, expected):
+    assert _C.parse_prefill_kernel_override(kernel_text, variant_text) == expected
+
+
+@pytest.mark.parametrize("kernel_text,variant_text,message", [
+    ("sm100", None, "CAKE_PREFILL_KERNEL: expected 'hopper' or 'portable', got 'sm100'"),
+    ("Portable", None, "CAKE_PREFILL_KERNEL"),
+    ("cpu", None, "CAKE_PREFILL_KERNEL"),
+    (None, "2", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles'"),
+    (None, "2,1,3", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles'"),
+    (None, "a,b", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles'"),
+    (None, "2,1 ", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles'"),
+    (None, "9,1", r"CAKE_PREFILL_VARIANT: expected \(stages, k_tiles\) of a compiled portable instance"),
+    (None, "-2,1", "CAKE_PREFILL_VARIANT"),
+    ("hopper", "2,1", "CAKE_PREFILL_VARIANT: picks a portable kernel instance"),
+])
+def test_bad_environment_values_raise_naming_the_variable(kernel_text, variant_text, message):
+    with pytest.raises(ValueError, match=message):
+        _C.parse_prefill_kernel_override(kernel_text, variant_text)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, dict(kernel="portable"), dict(kernel="hopper"), dict(variant=(2, 1)), dict(variant=[3, 2]),
+    dict(kernel="portable", variant=(3, 2)),
+])
+def test_set_and_get_round_trip(kwargs):
+    torch_ops.set_prefill_kernel_override(**kwargs)
+    got = torch_ops.get_prefill_kernel_override()
+    variant = kwargs.get("variant")
+    assert got == {"kernel": kwargs.get("kernel"), "variant": None if variant is None else tuple(variant)}
+    torch_ops.set_prefill_kernel_override(**got)
+    assert torch_ops.get_prefill_kernel_override() == got
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(kernel="sm100"), "kernel: expected 'hopper' or 'portable'"),
+    (dict(kernel="cpu"), "kernel: expected 'hopper' or 'portable'"),
+    (dict(kernel=1), "kernel: expected None, 'hopper' or 'portable'"),
+    (dict(variant="2,1"), r"variant: expected None or \(stages, k_tiles\)"),
+    (dict(variant=(2,)), r"variant: expected None or \(stages, k_tiles\)"),
+    (dict(variant=(2, 1, 1)), r"variant: expected None or \(stages, k_tiles\)"),
+    (dict(variant=(2.0, 1)), r"variant: expected None or \(stages, k_tiles\)"),
+    (dict(variant=(True, 1)), r"variant: expected None or \(stages, k_tiles\)"),
+    (dict(variant=(9, 1)), r"variant: expected \(stages, k_tiles\) of a compiled portable instance"),
+    (dict(variant=(0, 0)), "variant"),
+    (dict(kernel="hopper", variant=(2, 1)), "variant: picks a portable kernel instance"),
+])
+def test_bad_values_raise_and_leave_the_override(kwargs, message):
+    torch_ops.set_prefill_kernel_override(kernel="portable")
+    with pytest.raises(ValueError, match=message):
+        torch_ops.set_prefill_kernel_override(**kwargs)
+    assert torch_ops.get_prefill_kernel_override() == {"kernel": "portable", "variant": None}
+
+
+def test_context_manager_restores():
+    torch_ops.set_prefill_kernel_override(variant=(3, 2))
+    with torch_ops.prefill_kernel_override(kernel="portable"):
+        assert torch_ops.get_prefill_kernel_override() == {"kernel": "portable", "variant": None}
+        with torch_ops.prefill_kernel_override(kernel="hopper"):
+            assert torch_ops.get_prefill_kernel_override() == {"kernel": "hopper", "variant": None}
+        assert torch_ops.get_prefill_kernel_override() == {"kernel": "portable", "variant": None}
+    assert torch_ops.get_prefill_kernel_override() == {"kernel": None, "variant": (3, 2)}
+    with pytest.raises(KeyError):
+        with torch_ops.prefill_kernel_override(variant=(2, 1)):
+            raise KeyError("inside")
+    assert torch_ops.get_prefill_kernel_override() == {"kernel": None, "variant": (3, 2)}
+    with pytest.raises(ValueError, match="kernel"):
+        with torch_ops.prefill_kernel_override(kernel="sm100"):
+            pass
+    assert torch_ops.get_prefill_kernel_override() == {"kernel": None, "variant": (3, 2)}
+
+
+def _import_with(env):
+    code = "import torch_ops; print(torch_ops.get_prefill_kernel_override())"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CAKE_PREFILL_")}
+    environment.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120)
+
+
+def test_environment_is_read_at_import():
+    done = _import_with({"CAKE_PREFILL_KERNEL": "portable", "CAKE_PREFILL_VARIANT": "3,2"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "{'kernel': 'portable', 'variant': (3, 2)}"
+    failed = _import_with({"CAKE_PREFILL_VARIANT": "2;1"})
+    assert failed.returncode != 0
+    assert "ValueError: CAKE_PREFILL_VARIANT: expected 'stages,k_tiles' (two integers), got '2;1'" in failed.stderr
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_hopper_override_requires_a_device_that_runs_it():
+    problem = make_problem(num_tokens=70, num_heads=128, topk=90, main=CacheSpec(4, 64), device="cuda", seed=5, sink=1.0)
+    with torch_ops.prefill_kernel_override():
+        runs_hopper = problem.run(head_tiles=4)[2]["kernel"] == "hopper"
+    with torch_ops.prefill_kernel_override(kernel="hopper"):
+        if runs_hopper:
+            output, out_lse, plan = problem.run()
+            assert plan["kernel"] == "hopper" and plan["head_tiles"] == 4
+            assert_matches_reference(output, out_lse, *problem.reference())
+            assert problem.run(head_tiles=2)[2]["kernel"] == "portable"  # a shape it does not serve
+        else:
+            with pytest.raises(ValueError, match="kernel override: 'hopper' is set"):
+                problem.run()

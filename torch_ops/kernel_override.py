@@ -1,0 +1,58 @@
+"""Which CUDA prefill kernel serves a call, overridden for tests and benchmarks.
+
+The override lives in C++ (csrc/ops/prefill_kernel_override.h) and is validated there. It starts
+from the environment, parsed once when torch_ops is imported: ``CAKE_PREFILL_KERNEL`` =
+``hopper`` | ``portable`` and ``CAKE_PREFILL_VARIANT`` = ``stages,k_tiles`` (a bad value raises
+ValueError naming the variable). After that, only these functions change it.
+
+- ``kernel="portable"`` keeps Hopper GPUs on the portable kernel; ``kernel="hopper"`` requires
+  the Hopper kernel (calls on a CUDA device that cannot run it raise ValueError); calls the
+  Hopper kernel does not serve (head counts not a multiple of 64, head_tiles 1 or 2) still run
+  the portable kernel.
+- ``variant=(stages, k_tiles)`` runs every CUDA call on the portable instance with that
+  pipeline for the call's head tile (and so on the portable kernel).
+
+The planner follows the override (on Hopper, the portable kernel's table applies under
+``kernel="portable"``). A graph compiled by ``torch.compile`` guards on it: changing it makes
+the next call recompile.
+"""
+import contextlib
+from typing import Iterator, Optional, Tuple
+
+from . import _C
+
+# Bumped on every change; the prefill API passes it into its traced planning, so torch.compile
+# guards on it.
+_generation = 0
+
+
+def get_prefill_kernel_override() -> dict:
+    """The override in force: ``{"kernel": None | "hopper" | "portable", "variant": None | (stages, k_tiles)}``."""
+    return _C.get_prefill_kernel_override()
+
+
+def set_prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[Tuple[int, int]] = None) -> None:
+    """Replaces the override (``None`` for both: every device's own choice).
+
+    Raises ValueError naming ``kernel`` or ``variant`` for a value the library cannot run (a
+    kernel other than "hopper" / "portable", a pipeline no portable instance has, a variant
+    with ``kernel="hopper"``); the override is then left as it was.
+    """
+    global _generation
+    _C.set_prefill_kernel_override(kernel, variant)
+    _generation += 1
+
+
+@contextlib.contextmanager
+def prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[Tuple[int, int]] = None) -> Iterator[None]:
+    """Sets the override for the ``with`` block and restores the previous one on exit."""
+    previous = get_prefill_kernel_override()
+    set_prefill_kernel_override(kernel, variant)
+    try:
+        yield
+    finally:
+        set_prefill_kernel_override(**previous)
+
+
+# Read the environment now, so a bad value fails the import rather than a later call.
+get_prefill_kernel_override()
