@@ -34,6 +34,11 @@ def get_prefill_kernel_override() -> dict:
 def set_prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[Tuple[int, int]] = None) -> None:
     """Replaces the override (``None`` for both: every device's own choice).
 
+    ``kernel``: None, ``"hopper"`` (require the Hopper kernel where it serves the call) or
+    ``"portable"`` (keep Hopper GPUs on the portable kernel). ``variant``: None or
+    ``(stages, k_tiles)``, the pipeline of a compiled portable instance that every CUDA call then
+    runs.
+
     Raises ValueError naming ``kernel`` or ``variant`` for a value the library cannot run (a
     kernel other than "hopper" / "portable", a pipeline no portable instance has, a variant
     with ``kernel="hopper"``); the override is then left as it was.
@@ -45,7 +50,11 @@ def set_prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[
 
 @contextlib.contextmanager
 def prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[Tuple[int, int]] = None) -> Iterator[None]:
-    """Sets the override for the ``with`` block and restores the previous one on exit."""
+    """Sets the override for the ``with`` block and restores the previous one on exit.
+
+    ``kernel`` and ``variant`` mean what they mean for ``set_prefill_kernel_override`` (and are
+    checked the same way, before the block runs).
+    """
     previous = get_prefill_kernel_override()
     set_prefill_kernel_override(kernel, variant)
     try:

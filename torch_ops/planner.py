@@ -50,6 +50,12 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
     | "portable" | "cpu"}``.
 
     Args:
+        num_tokens: T, the query tokens of the call (>= 0).
+        num_heads: H, one of 16, 32, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none). ``topk`` and ``extra_topk`` are
+            checked as the op checks the list widths (at most 16 chunks of 64); they do not change
+            the plan.
         device: where the call runs (a torch.device or a string such as ``"cuda:1"``); None: the
             current CUDA device when there is one, else the CPU. The device gives the kernel
             family (whose table applies; the kernel override included), the SM count (intra-op
@@ -82,8 +88,20 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
     A larger tile shares each gathered, dequantized cache row among more heads; the planner
     takes the largest choice that still leaves enough work items (tokens x head blocks) for every
     multiprocessor, by thresholds measured on the H200 (docs/planner.md), then caps it at what
-    the device's shared memory per block allows. Arguments as for
-    ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``.
+    the device's shared memory per block allows.
+
+    Args:
+        num_tokens: T, the query tokens of the call (>= 0).
+        num_heads: H, one of 16, 32, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none).
+        num_sms: the SM count to plan for; None: the device's.
+        device: where the call runs; None: the current CUDA device when there is one, else the CPU.
+        kernel: ``"hopper"``, ``"portable"`` or ``"cpu"``: plan for that kernel family; None: the
+            device's own.
+
+    Each argument means what it means for ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``,
+    which returns the whole plan. Bad arguments raise ValueError naming the argument.
     """
     return cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
         num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, device=device,
