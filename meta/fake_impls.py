@@ -4,8 +4,12 @@ nothing to allocate for them; the functional prefill allocates its two outputs. 
 names this module (``m.set_python_module``), so PyTorch imports it on first need."""
 import torch
 
-HEAD_DIM = 512
-TOKEN_BYTES = 384
+# Plain ints from the loaded extension (torch_ops imports _C before this module), so the fakes
+# check the same format constants as the C++ kernels.
+from .. import _C
+
+HEAD_DIM = _C.HEAD_DIM
+TOKEN_BYTES = _C.TOKEN_BYTES
 
 
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
