@@ -1,6 +1,7 @@
-"""What a PyTorch user expects of the package: a version, the short alias, the functional op
-(opcheck, torch.compile fullgraph, CUDA graphs under mode="reduce-overhead"), a clear error for
-inputs that require grad, and docstrings that name every parameter."""
+"""What a PyTorch user expects of the package (docs/contract.md section 1): a version, the short
+alias, the functional op (opcheck, torch.compile fullgraph, CUDA graphs under
+mode="reduce-overhead"), a clear error for inputs that require grad, and docstrings that name every
+parameter."""
 import inspect
 import os
 import re
@@ -58,6 +59,27 @@ def test_functional_equals_mutating(device, head_tiles):
     assert got_lse.shape == (5, 32) and got_lse.dtype == torch.float32 and got_lse.is_contiguous()
     assert torch.equal(got_out.view(torch.int16), output.view(torch.int16)) and torch.equal(got_lse, out_lse)
     assert_matches_reference(got_out, got_lse, *problem.reference())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_tokens", [1, 70, 300])
+def test_functional_runs_the_planners_plan(device, num_tokens):
+    """The API plans in Python (through the C++ planner) and passes head_tiles to the op; the
+    functional op lets the op plan for head_tiles=None, or checks the given one. With 64 heads
+    every head tile is allowed (4 runs the Hopper kernel on H100/H200): for each, planned or given,
+    the functional result equals the API's bit for bit, and the API's plan is the planner's."""
+    problem = make_problem(num_tokens=num_tokens, num_heads=64, topk=70, main=CacheSpec(3, 48), device=device,
+                           seed=num_tokens, extra=CacheSpec(5, 4), extra_topk=20, lengths="random", sink=1.0)
+    for head_tiles in (None, 1, 2, 4):
+        output, out_lse, result = problem.run(head_tiles)
+        assert result == torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
+            num_tokens=num_tokens, num_heads=64, topk=70, extra_topk=20, device=problem.q.device, head_tiles=head_tiles)
+        got_out, got_lse = torch_ops.sparse_mla_prefill_functional(problem.q, problem.kv_cache, problem.indices,
+                                                                   problem.sm_scale, head_tiles=head_tiles,
+                                                                   **problem.kwargs)
+        assert torch.equal(got_out.view(torch.int16), output.view(torch.int16)), head_tiles
+        assert torch.equal(got_lse, out_lse), head_tiles
+        assert_matches_reference(got_out, got_lse, *problem.reference())
 
 
 @pytest.mark.parametrize("device", DEVICES)
