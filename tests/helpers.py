@@ -153,9 +153,9 @@ def assert_matches_reference(output: torch.Tensor, out_lse: torch.Tensor, ref_ou
 
 def assert_matches_reference_with_nan(output: torch.Tensor, out_lse: torch.Tensor, ref_out: torch.Tensor,
                                       ref_lse: torch.Tensor) -> None:
-    """The contract where the reference may hold NaN: a NaN output row is NaN in all its 512
-    values, exactly where the reference's is; the lse is NaN exactly where the reference's is;
-    every other row and lse meets ``assert_matches_reference``."""
+    """docs/contract.md sections 8 and 11, where the reference may hold NaN: a NaN output row is
+    NaN in all its 512 values, exactly where the reference's is; the lse is NaN exactly where
+    the reference's is; every other row and lse meets ``assert_matches_reference``."""
     output = output.detach().cpu().to(torch.float64)
     out_lse = out_lse.detach().cpu().to(torch.float64)
     ref_nan_rows = torch.isnan(ref_out).any(dim=-1)

@@ -1,5 +1,5 @@
-"""The kernel override (torch_ops.set_prefill_kernel_override and the CAKE_PREFILL_KERNEL /
-CAKE_PREFILL_VARIANT environment variables): one validated value held in C++."""
+"""The kernel override (docs/contract.md section 9; torch_ops.set_prefill_kernel_override and the
+CAKE_PREFILL_KERNEL / CAKE_PREFILL_VARIANT environment variables): one validated value held in C++."""
 import os
 import subprocess
 import sys

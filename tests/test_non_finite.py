@@ -1,6 +1,7 @@
-"""Non-finite values, against the float64 reference: a NaN in q, a non-finite sm_scale or sink,
-NaN and inf through both cache writers, attention over a cache holding a NaN group. A NaN row is
-NaN in its output and its lse; an empty row stays zeros and -inf (or the sink's lse)."""
+"""Non-finite values (docs/contract.md section 8), against the float64 reference: a NaN in q, a
+non-finite sm_scale or sink, NaN and inf through both cache writers, attention over a cache holding
+a NaN group. A NaN row is NaN in its output and its lse; an empty row stays zeros and -inf (or the
+sink's lse)."""
 import math
 
 import pytest

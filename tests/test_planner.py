@@ -1,6 +1,6 @@
-"""The planner: one C++ implementation (csrc/ops/prefill_plan.h), asked by the op and, through
-torch_ops._C, by Python. The API returns the plan the op ran, which is what the planner says for
-the device."""
+"""The planner (docs/contract.md section 9): one C++ implementation (csrc/ops/prefill_plan.h), asked
+by the op and, through torch_ops._C, by Python. The API returns the plan the op ran, which is what
+the planner says for the device."""
 import itertools
 
 import pytest
