@@ -11,13 +11,13 @@ namespace cake::cuda {
 void launch_sparse_mla_prefill_hopper(const PrefillParams& params, int num_sms, cudaStream_t stream) {
   constexpr int kSmemBytes = HopperPrefillLayout::kSmemBytes;
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
-  C10_CUDA_CHECK(cudaFuncSetAttribute(sparse_mla_prefill_hopper_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kSmemBytes));
-  // A persistent grid: one CTA per SM (227 KB of shared memory each), each walking its share of
+  C10_CUDA_CHECK(cudaFuncSetAttribute(hopper::sparse_mla_prefill_hopper_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  // A persistent grid: one CTA per SM (its shared memory takes the SM), each walking its share of
   // the work items (token, 64 heads).
   const long long num_items = (long long)params.num_tokens * params.num_head_blocks;
   const unsigned num_ctas = unsigned(num_items < num_sms ? num_items : num_sms);
-  sparse_mla_prefill_hopper_kernel<<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
+  hopper::sparse_mla_prefill_hopper_kernel<<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

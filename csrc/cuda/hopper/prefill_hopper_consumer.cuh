@@ -1,0 +1,255 @@
+// The consumer warpgroups of the Hopper prefill. The blocks of an item are taken two at a time
+// (a pair): consumer c computes S = Q K^T for block 2 p + c of pair p (64 heads x 64 candidates,
+// wgmma m64n64k16), the two agree on each head's softmax reference through shared memory, each
+// writes its block's bf16 weights P, and then each accumulates O for its half of the output dims
+// over both blocks of the pair: O[:, its 256 dims] += P_0 V_0 + P_1 V_1 (wgmma m64n128k16).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "../common/online_softmax.cuh"
+#include "../common/prefill_epilogue.cuh"
+#include "../common/ptx_primitives.cuh"
+#include "prefill_hopper_layout.h"
+#include "prefill_hopper_work.cuh"
+#include "sm90_primitives.cuh"
+
+namespace cake::cuda::hopper {
+
+// A row's softmax reference moves only when a pair's max exceeds it by more than this (log2):
+// weights stay <= 256, bf16 rounding is scale-free, and the O rescale becomes rare.
+constexpr float kLazyRescaleLog2 = 8.0f;
+
+template <int kId>
+__device__ __forceinline__ void consumer_barrier() {
+  named_barrier<kId, kConsumerThreads>();
+}
+
+class ConsumerRole {
+ public:
+  __device__ ConsumerRole(const PrefillParams& params, SharedStorage& smem, int consumer, int thread)
+      : params_(params), smem_(smem), consumer_(consumer), lane_(thread % 32),
+        row0_((thread / 32) * 16 + (thread % 32) / 4),
+        score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
+
+  __device__ void run() {
+    using namespace sm90;
+    const int num_items = params_.num_tokens * params_.num_head_blocks;
+    const int other_first = 2 - 2 * consumer_;  // the quarters only the other consumer's PV reads
+    int gpair = 0;    // pairs so far over this CTA's items: the phase of the quarter barriers
+    int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
+    for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+      const WorkItem w = work_item(params_, item);
+      reset();
+      if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
+        finish_item(w);
+        continue;
+      }
+      mbarrier_wait(smem_address(&smem_.q_full), q_items & 1);
+      fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
+      for (int pair = 0; pair < w.num_pairs(); ++pair, ++gpair) {
+        float s_acc[32];
+        compute_scores(s_acc, gpair);
+        if (pair + 1 == w.num_pairs()) mbarrier_arrive(smem_address(&smem_.q_empty));
+        softmax(s_acc);
+        // This consumer no longer reads the other consumer's quarters (its QK^T and its reads of
+        // the candidate flags are done).
+        mbarrier_arrive(smem_address(&smem_.quarter_empty[other_first]));
+        mbarrier_arrive(smem_address(&smem_.quarter_empty[other_first + 1]));
+        consumer_barrier<kPReady>();  // both P tiles complete
+        wgmma_fence();
+        accumulate_quarter<0>(pv_quarter(0));
+        accumulate_quarter<1>(pv_quarter(1));
+        wgmma_wait<1>();
+        mbarrier_arrive(smem_address(&smem_.quarter_empty[pv_quarter(0)]));
+        wgmma_wait<0>();
+        pin_registers(o_acc_);
+        mbarrier_arrive(smem_address(&smem_.quarter_empty[pv_quarter(1)]));
+      }
+      finish_item(w);
+      ++q_items;
+    }
+  }
+
+ private:
+  const PrefillParams& params_;
+  SharedStorage& smem_;
+  const int consumer_;  // 0 or 1: its block of each pair, and its half of the output dims
+  const int lane_;
+  const int row0_;      // this thread's accumulator rows (heads of the item): row0 and row0 + 8
+  const float score_scale_;  // sm_scale * log2(e), NaN when sm_scale is not finite
+
+  float o_acc_[128];   // O[64 heads x 256 dims of this consumer] (see o_dim)
+  float row_max_[2];   // the softmax reference of each row
+  WeightSums sums_[2];  // of each row's weights
+
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o_acc_[i] = 0.0f;
+    row_max_[0] = row_max_[1] = -INFINITY;
+    sums_[0] = sums_[1] = WeightSums{0.0f, 0.0f};
+  }
+
+  // kSteps k-steps of S from kFirstStep on, once their dims of the tile are written.
+  template <int kFirstStep, int kSteps>
+  __device__ __forceinline__ void score_steps(float (&s_acc)[32], uint64_t q_desc, uint64_t k_desc, uint32_t full,
+                                              int gpair) {
+    using namespace sm90;
+    mbarrier_wait(full, gpair & 1);
+    // Other threads wrote these dims with ordinary stores (or cp.async); this thread saw them
+    // complete through the mbarrier, and its wgmma reads them through the async proxy.
+    fence_proxy_async();
+#pragma unroll
+    for (int k = kFirstStep; k < kFirstStep + kSteps; ++k) {  // +32 bytes within a row, +8 KB per column block
+      const uint32_t offset = ((k / 4) * kColumnBlockBytes + (k % 4) * 32) >> 4;
+      wgmma_m64n64k16_ss(s_acc, q_desc + offset, k_desc + offset, k != 0);
+    }
+  }
+
+  // S[64 heads x 64 candidates] = Q K^T for this consumer's block: the NoPE dims quarter by
+  // quarter in the order the dequant hands them over, the RoPE dims last.
+  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int gpair) {
+    using namespace sm90;
+    const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
+    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[consumer_]), 16, 1024);
+    static_assert(fill_order(0) == 0 && fill_order(1) == 3, "k-step 0 starts the chain; quarter 3's NoPE is second");
+    wgmma_fence();
+    score_steps<0, kStepsPerQuarter>(s_acc, q_desc, k_desc, smem_address(&smem_.quarter_full[0]), gpair);
+    score_steps<3 * kStepsPerQuarter, kNopeStepsOfQuarter3>(s_acc, q_desc, k_desc,
+                                                            smem_address(&smem_.quarter_full[3]), gpair);
+    score_steps<fill_order(2) * kStepsPerQuarter, kStepsPerQuarter>(
+        s_acc, q_desc, k_desc, smem_address(&smem_.quarter_full[fill_order(2)]), gpair);
+    score_steps<fill_order(3) * kStepsPerQuarter, kStepsPerQuarter>(
+        s_acc, q_desc, k_desc, smem_address(&smem_.quarter_full[fill_order(3)]), gpair);
+    score_steps<3 * kStepsPerQuarter + kNopeStepsOfQuarter3, kRopeSteps>(s_acc, q_desc, k_desc,
+                                                                        smem_address(&smem_.rope_full), gpair);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin_registers(s_acc);
+  }
+
+  // Masks and scales S, agrees on the reference with the other consumer, writes this block's P
+  // tile and updates the row sums; rescales O when the reference moved.
+  __device__ __forceinline__ void softmax(float (&s_acc)[32]) {
+    using namespace sm90;
+    // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 8 i + 2 (lane % 4) + e % 2.
+    const uint8_t* valid = smem_.valid[consumer_];
+    float slice_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int column = 8 * i + 2 * (lane_ % 4);
+      const bool valid_even = valid[column] != 0;
+      const bool valid_odd = valid[column + 1] != 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], e % 2 == 0 ? valid_even : valid_odd, score_scale_);
+        slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
+      }
+    }
+    slice_max[0] = quad_max(slice_max[0]);
+    slice_max[1] = quad_max(slice_max[1]);
+    if (lane_ % 4 == 0) {
+      smem_.max_exchange[consumer_][row0_] = slice_max[0];
+      smem_.max_exchange[consumer_][row0_ + 8] = slice_max[1];
+    }
+    consumer_barrier<kMaxExchanged>();
+
+    // Both consumers see the same maxima, so they take the same decisions.
+    float rescale[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0_ + 8 * r;
+      const float pair_max = fmaxf(smem_.max_exchange[0][row], smem_.max_exchange[1][row]);
+      const bool move = pair_max > row_max_[r] + kLazyRescaleLog2;  // false while pair_max == -inf
+      const float new_max = move ? pair_max : row_max_[r];
+      const float reference = softmax_reference(new_max);
+      rescale[r] = move ? fast_exp2(row_max_[r] - new_max) : 1.0f;
+      row_max_[r] = new_max;
+      WeightSums block = {0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) s_acc[4 * i + e] = add_weight(block, s_acc[4 * i + e], reference);
+      }
+      rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], block);
+    }
+    const uint32_t p_tile = smem_address(smem_.p[consumer_]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int column = 8 * i + 2 * (lane_ % 4);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        st_shared_4(p_tile + swizzled_offset(row0_ + 8 * r, column),
+                    pack_bf16x2(s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1]));
+      }
+    }
+    fence_proxy_async();  // P is read by wgmma
+    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {  // rare: a branch, not predication
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        o_acc_[4 * i + 0] *= rescale[0], o_acc_[4 * i + 1] *= rescale[0];
+        o_acc_[4 * i + 2] *= rescale[1], o_acc_[4 * i + 3] *= rescale[1];
+      }
+    }
+  }
+
+  // The quarter of the output dims (and of V) that this consumer's PV step `step` reads, and that
+  // o_acc[64 step ..] holds: consumer 0 quarters 0 then 1, consumer 1 quarters 3 then 2 (so
+  // quarters 0 and 3 are freed first; see fill_order). Both consumers run the same instructions:
+  // wgmma in warpgroup-divergent code makes ptxas serialise every wgmma of the kernel.
+  __device__ __forceinline__ int pv_quarter(int step) const { return consumer_ == 0 ? step : 3 - step; }
+  // The output dim of accumulator column block i (o_acc[4 i ..], 8 columns).
+  __device__ __forceinline__ int o_dim(int i) const { return 128 * pv_quarter(i / 16) + 8 * (i % 16); }
+
+  // O[64 x the 128 dims of `quarter`] += P_b V_b over the pair's two blocks, into the 64
+  // registers of O that hold that quarter (o_acc[64 kStep ..]).
+  template <int kStep>
+  __device__ __forceinline__ void accumulate_quarter(int quarter) {
+    using namespace sm90;
+    float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * kStep);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const uint64_t p_desc = smem_descriptor(smem_address(smem_.p[b]), 16, 1024);
+      const uint64_t v_desc =
+          smem_descriptor(smem_address(smem_.k[b]) + 2 * quarter * kColumnBlockBytes, kColumnBlockBytes, 1024);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
+        wgmma_m64n128k16_ss_bt(o_part, p_desc + ((k * 32) >> 4), v_desc + ((k * 16 * kTileRowBytes) >> 4), true);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // Epilogue of an item: both consumers' row sums in a fixed order, the sink, normalise, store O
+  // (bf16 pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE.
+  __device__ void finish_item(const WorkItem& w) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float rounded = quad_sum(sums_[r].rounded);
+      const float exact = quad_sum(sums_[r].exact);
+      if (lane_ % 4 == 0) {
+        smem_.sum_exchange[consumer_][row0_ + 8 * r] = rounded;
+        smem_.exact_exchange[consumer_][row0_ + 8 * r] = exact;
+      }
+    }
+    consumer_barrier<kSumsExchanged>();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0_ + 8 * r;
+      const WeightSums totals = {smem_.sum_exchange[0][row] + smem_.sum_exchange[1][row],
+                                 smem_.exact_exchange[0][row] + smem_.exact_exchange[1][row]};
+      const int head = w.head0 + row;
+      const SoftmaxFinal final = finalize_row(params_, head, row_max_[r], totals);
+      __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        *reinterpret_cast<uint32_t*>(out_row + o_dim(i)) =
+            pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+      }
+      if (consumer_ == 0 && lane_ % 4 == 0) store_lse(params_, w.token, head, final.lse2);
+    }
+    consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them
+  }
+};
+
+}  // namespace cake::cuda::hopper
