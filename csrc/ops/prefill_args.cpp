@@ -33,6 +33,20 @@ void check_lengths(const at::Tensor& lengths, int64_t num_tokens, const char* na
   TORCH_CHECK_VALUE(lengths.is_contiguous(), name, ": expected a contiguous tensor");
 }
 
+// One candidate list: its cache view, indices and lengths, each error naming the caller's argument.
+void check_candidate_list(CandidateList& list, const at::Tensor& q, int64_t num_tokens, const char* cache_name,
+                          const char* indices_name, const char* lengths_name) {
+  check_device(list.cache, q, cache_name);
+  list.geometry = check_cache_view(list.cache, cache_name);
+  check_device(list.indices, q, indices_name);
+  list.indices = check_indices(list.indices, num_tokens, indices_name);
+  list.width = list.indices.size(1);
+  if (list.lengths.defined()) {
+    check_device(list.lengths, q, lengths_name);
+    check_lengths(list.lengths, num_tokens, lengths_name);
+  }
+}
+
 }  // namespace
 
 void validate_prefill_args(PrefillArgs& args, const PrefillTarget& target) {
@@ -61,15 +75,7 @@ void validate_prefill_args(PrefillArgs& args, const PrefillTarget& target) {
 
   // Main candidate list.
   CandidateList& main = args.main;
-  check_device(main.cache, q, "kv_cache");
-  main.geometry = check_cache_view(main.cache, "kv_cache");
-  check_device(main.indices, q, "indices");
-  main.indices = check_indices(main.indices, args.num_tokens, "indices");
-  main.width = main.indices.size(1);
-  if (main.lengths.defined()) {
-    check_device(main.lengths, q, "topk_length");
-    check_lengths(main.lengths, args.num_tokens, "topk_length");
-  }
+  check_candidate_list(main, q, args.num_tokens, "kv_cache", "indices", "topk_length");
 
   // Extra (compressed) candidate list.
   CandidateList& extra = args.extra;
@@ -79,15 +85,7 @@ void validate_prefill_args(PrefillArgs& args, const PrefillTarget& target) {
   TORCH_CHECK_VALUE(!extra.lengths.defined() || extra.indices.defined(),
                     "extra_topk_length: given without extra_indices and extra_kv_cache");
   if (extra.cache.defined()) {
-    check_device(extra.cache, q, "extra_kv_cache");
-    extra.geometry = check_cache_view(extra.cache, "extra_kv_cache");
-    check_device(extra.indices, q, "extra_indices");
-    extra.indices = check_indices(extra.indices, args.num_tokens, "extra_indices");
-    extra.width = extra.indices.size(1);
-    if (extra.lengths.defined()) {
-      check_device(extra.lengths, q, "extra_topk_length");
-      check_lengths(extra.lengths, args.num_tokens, "extra_topk_length");
-    }
+    check_candidate_list(extra, q, args.num_tokens, "extra_kv_cache", "extra_indices", "extra_topk_length");
   }
   const int64_t num_chunks = main.num_chunks() + extra.num_chunks();
   TORCH_CHECK_VALUE(num_chunks <= nvfp4::kMaxChunks, "indices/extra_indices: expected ceil(topk/64) + "
