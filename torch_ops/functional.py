@@ -8,10 +8,7 @@ from typing import Optional, Tuple
 import torch
 
 from .no_backward import check_no_grad
-
-
-def _contiguous(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    return tensor.contiguous() if tensor is not None else None
+from .prefill import _contiguous
 
 
 def sparse_mla_prefill_functional(
