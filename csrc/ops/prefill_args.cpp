@@ -2,105 +2,15 @@
 
 #include <c10/util/Exception.h>
 
-#include "cache_view.h"
 #include "prefill_plan.h"
 
 namespace cake {
-namespace {
-
-void check_device(const at::Tensor& tensor, const at::Tensor& q, const char* name) {
-  TORCH_CHECK_VALUE(tensor.device() == q.device(), name, ": expected a tensor on ", q.device(), " (the device of q), got ",
-                    tensor.device());
-}
-
-// [T, width] or [T, 1, width] int32 -> contiguous 2-D view.
-at::Tensor check_indices(const at::Tensor& indices, int64_t num_tokens, const char* name) {
-  TORCH_CHECK_VALUE(indices.scalar_type() == at::kInt, name, ": expected dtype int32, got ", indices.scalar_type());
-  TORCH_CHECK_VALUE(indices.dim() == 2 || (indices.dim() == 3 && indices.size(1) == 1), name,
-                    ": expected shape [T, topk] or [T, 1, topk], got ", indices.sizes());
-  TORCH_CHECK_VALUE(indices.size(0) == num_tokens, name, ": expected ", num_tokens, " rows (T of q), got ",
-                    indices.size(0));
-  TORCH_CHECK_VALUE(indices.size(-1) >= 1, name, ": expected topk >= 1, got ", indices.size(-1));
-  TORCH_CHECK_VALUE(indices.is_contiguous(), name, ": expected a contiguous tensor");
-  return indices.view({num_tokens, indices.size(-1)});
-}
-
-void check_lengths(const at::Tensor& lengths, int64_t num_tokens, const char* name) {
-  TORCH_CHECK_VALUE(lengths.scalar_type() == at::kInt, name, ": expected dtype int32, got ", lengths.scalar_type());
-  TORCH_CHECK_VALUE(lengths.dim() == 1, name, ": expected a 1-D tensor, got shape ", lengths.sizes());
-  TORCH_CHECK_VALUE(lengths.size(0) >= num_tokens, name, ": expected at least ", num_tokens, " entries (T of q), got ",
-                    lengths.size(0));
-  TORCH_CHECK_VALUE(lengths.is_contiguous(), name, ": expected a contiguous tensor");
-}
-
-// One candidate list: its cache view, indices and lengths, each error naming the caller's argument.
-void check_candidate_list(CandidateList& list, const at::Tensor& q, int64_t num_tokens, const char* cache_name,
-                          const char* indices_name, const char* lengths_name) {
-  check_device(list.cache, q, cache_name);
-  list.geometry = check_cache_view(list.cache, cache_name);
-  check_device(list.indices, q, indices_name);
-  list.indices = check_indices(list.indices, num_tokens, indices_name);
-  list.width = list.indices.size(1);
-  if (list.lengths.defined()) {
-    check_device(list.lengths, q, lengths_name);
-    check_lengths(list.lengths, num_tokens, lengths_name);
-  }
-}
-
-}  // namespace
 
 void validate_prefill_args(PrefillArgs& args, const PrefillTarget& target) {
-  const at::Tensor& q = args.q;
-  // q, output, out_lse.
-  TORCH_CHECK_VALUE(q.dim() == 3 && q.size(2) == nvfp4::kHeadDim, "q: expected shape [T, H, 512], got ", q.sizes());
-  TORCH_CHECK_VALUE(q.scalar_type() == at::kBFloat16, "q: expected dtype bfloat16, got ", q.scalar_type());
-  TORCH_CHECK_VALUE(q.is_contiguous(), "q: expected a contiguous tensor");
-  args.num_tokens = q.size(0);
-  args.num_heads = q.size(1);
-  TORCH_CHECK_VALUE(is_prefill_head_count(args.num_heads), "q: expected a head count in {16, 32, ..., 128} (multiple of 16) "
-                    "with a prefill instance, got H = ", args.num_heads);
-  check_device(args.output, q, "output");
-  TORCH_CHECK_VALUE(args.output.sizes() == q.sizes(), "output: expected shape ", q.sizes(), " (the shape of q), got ",
-                    args.output.sizes());
-  TORCH_CHECK_VALUE(args.output.scalar_type() == at::kBFloat16, "output: expected dtype bfloat16, got ",
-                    args.output.scalar_type());
-  TORCH_CHECK_VALUE(args.output.is_contiguous(), "output: expected a contiguous tensor");
-  check_device(args.out_lse, q, "out_lse");
-  TORCH_CHECK_VALUE(args.out_lse.dim() == 2 && args.out_lse.size(0) == args.num_tokens &&
-                    args.out_lse.size(1) == args.num_heads,
-                    "out_lse: expected shape [", args.num_tokens, ", ", args.num_heads, "], got ", args.out_lse.sizes());
-  TORCH_CHECK_VALUE(args.out_lse.scalar_type() == at::kFloat, "out_lse: expected dtype float32, got ",
-                    args.out_lse.scalar_type());
-  TORCH_CHECK_VALUE(args.out_lse.is_contiguous(), "out_lse: expected a contiguous tensor");
-
-  // Main candidate list.
-  CandidateList& main = args.main;
-  check_candidate_list(main, q, args.num_tokens, "kv_cache", "indices", "topk_length");
-
-  // Extra (compressed) candidate list.
-  CandidateList& extra = args.extra;
-  TORCH_CHECK_VALUE(extra.cache.defined() == extra.indices.defined(),
-                    extra.cache.defined() ? "extra_indices: required when extra_kv_cache is given"
-                                          : "extra_kv_cache: required when extra_indices is given");
-  TORCH_CHECK_VALUE(!extra.lengths.defined() || extra.indices.defined(),
-                    "extra_topk_length: given without extra_indices and extra_kv_cache");
-  if (extra.cache.defined()) {
-    check_candidate_list(extra, q, args.num_tokens, "extra_kv_cache", "extra_indices", "extra_topk_length");
-  }
-  const int64_t num_chunks = main.num_chunks() + extra.num_chunks();
-  TORCH_CHECK_VALUE(num_chunks <= nvfp4::kMaxChunks, "indices/extra_indices: expected ceil(topk/64) + "
-                    "ceil(extra_topk/64) <= 16 chunks, got ", main.num_chunks(), " + ", extra.num_chunks(),
-                    " (topk ", main.width, ", extra_topk ", extra.width, ")");
-
-  if (args.sink.defined()) {
-    const at::Tensor& sink = args.sink;
-    check_device(sink, q, "attn_sink");
-    TORCH_CHECK_VALUE(sink.scalar_type() == at::kFloat, "attn_sink: expected dtype float32, got ", sink.scalar_type());
-    TORCH_CHECK_VALUE(sink.dim() == 1 && sink.size(0) >= args.num_heads, "attn_sink: expected a 1-D tensor "
-                      "with at least ", args.num_heads, " entries (H of q), got shape ", sink.sizes());
-    TORCH_CHECK_VALUE(sink.is_contiguous(), "attn_sink: expected a contiguous tensor");
-  }
-
+  static const AttentionLimits limits{&is_prefill_head_count,
+                                      "{16, 32, ..., 128} (multiple of 16) with a prefill instance",
+                                      nvfp4::kMaxChunks, "16"};
+  validate_attention_inputs(args, limits);
   args.plan = plan_prefill(args.num_tokens, args.num_heads, args.head_tiles, target);
 }
 
