@@ -163,4 +163,33 @@ void attend_head_block(const c10::BFloat16* q_heads, int block_heads, float scor
   accumulate_block(ws.scores.data(), block_heads, ws.rows.data(), num_rows, ws.out_block.data());
 }
 
+int64_t gather_token_rows(const AttentionInputs& inputs, int64_t t, AttentionWorkspace& ws) {
+  const int64_t num_rows = gather_valid_rows(inputs.main, t, 0, inputs.main.width, ws.rows.data());
+  return num_rows + gather_valid_rows(inputs.extra, t, 0, inputs.extra.width, ws.rows.data() + num_rows * kHeadDim);
+}
+
+void attend_token(const AttentionInputs& inputs, int64_t t, int64_t num_rows, AttentionWorkspace& ws) {
+  const int64_t num_heads = inputs.num_heads;
+  const float score_scale = score_scale_or_nan(float(inputs.sm_scale) * kLog2e);  // logits in base 2
+  const c10::BFloat16* q = inputs.q.data_ptr<c10::BFloat16>();
+  c10::BFloat16* output = inputs.output.data_ptr<c10::BFloat16>();
+  float* out_lse = inputs.out_lse.data_ptr<float>();
+  const float* sink = inputs.sink.defined() ? inputs.sink.data_ptr<float>() : nullptr;
+  for (int64_t h0 = 0; h0 < num_heads; h0 += kHeadBlock) {
+    const int block_heads = int(std::min<int64_t>(kHeadBlock, num_heads - h0));
+    float row_max[kHeadBlock];
+    float row_sum[kHeadBlock];
+    attend_head_block(q + (t * num_heads + h0) * kHeadDim, block_heads, score_scale, num_rows, ws, row_max, row_sum);
+    for (int h = 0; h < block_heads; ++h) {
+      const int64_t head = h0 + h;
+      // row_sum is 0 for a token with no valid candidate (finalize_softmax: empty) and NaN for a
+      // row with a NaN or +inf score (NaN output and LSE).
+      const SoftmaxFinal final_row =
+          finalize_softmax(row_max[h], row_sum[h], sink != nullptr, sink != nullptr ? sink[head] * kLog2e : 0.0f);
+      store_final_row(ws.out_block.data() + h * kHeadDim, final_row, float(inputs.lse_scale),
+                      output + (t * num_heads + head) * kHeadDim, out_lse + t * num_heads + head);
+    }
+  }
+}
+
 }  // namespace cake::cpu

@@ -38,6 +38,13 @@ int64_t gather_valid_rows(const CandidateList& list, int64_t t, int64_t begin, i
 void attend_head_block(const c10::BFloat16* q_heads, int block_heads, float score_scale, int64_t num_rows,
                        AttentionWorkspace& ws, float* row_max, float* row_sum);
 
+// Gathers token t's valid candidates of both lists (main first) into ws.rows; returns the count.
+int64_t gather_token_rows(const AttentionInputs& inputs, int64_t t, AttentionWorkspace& ws);
+
+// Every head of token t over the `num_rows` rows in ws.rows, finished: the sink folded in
+// (finalize_softmax), output[t] and out_lse[t] written.
+void attend_token(const AttentionInputs& inputs, int64_t t, int64_t num_rows, AttentionWorkspace& ws);
+
 // Writes one finished row: output = acc * final.out_scale in bf16, lse = final.lse2 * lse_scale.
 inline void store_final_row(const float* acc, const SoftmaxFinal& final_row, float lse_scale, c10::BFloat16* output,
                             float* out_lse) {
