@@ -10,6 +10,7 @@
 
 #include "cuda/portable/prefill_variants.h"
 #include "cuda/prefill_kernel_choice.h"
+#include "ops/decode_plan.h"
 #include "ops/prefill_kernel_override.h"
 #include "ops/prefill_plan.h"
 #include "ops/prefill_target.h"
@@ -28,6 +29,15 @@ TORCH_LIBRARY(cake, m) {
       "sparse_mla_prefill_functional(Tensor q, Tensor kv_cache, Tensor indices, float sm_scale, *, "
       "Tensor? topk_length=None, Tensor? attn_sink=None, Tensor? extra_kv_cache=None, Tensor? extra_indices=None, "
       "Tensor? extra_topk_length=None, float lse_scale=1.0, int? head_tiles=None) -> (Tensor output, Tensor out_lse)");
+  // The decode (split-K): mutating like the prefill; each split writes its partial into the
+  // caller-owned mid_out / mid_lse (required when the plan has more than one split), and the
+  // merge writes output and out_lse. No allocation, so it captures in CUDA graphs.
+  m.def(
+      "sparse_mla_decode(Tensor q, Tensor kv_cache, Tensor indices, Tensor(a!) output, Tensor(b!) out_lse, "
+      "float sm_scale, *, Tensor? topk_length=None, Tensor? attn_sink=None, Tensor? extra_kv_cache=None, "
+      "Tensor? extra_indices=None, Tensor? extra_topk_length=None, Tensor(c!)? mid_out=None, "
+      "Tensor(d!)? mid_lse=None, float lse_scale=1.0, int? num_splits=None, int max_splits=16, "
+      "int? head_tiles=None) -> ()");
   // Quantizes latent_kv [P, page_size, 512] into every slot of `cache`.
   m.def("nvfp4_pack_cache(Tensor latent_kv, Tensor(a!) cache) -> ()");
   // Quantizes latent_kv [N, 512] into the slots named by slot_mapping [N]; invalid slots skipped.
@@ -63,6 +73,28 @@ pybind11::dict override_dict(const cake::PrefillKernelOverride& knobs) {
                           ? pybind11::object(pybind11::make_tuple(knobs.variant->stages, knobs.variant->k_tiles))
                           : pybind11::object(pybind11::none());
   return result;
+}
+
+pybind11::dict decode_plan_dict(const cake::DecodePlan& plan) {
+  pybind11::dict result;
+  result["head_tiles"] = plan.head_tiles;
+  result["num_splits"] = plan.num_splits;
+  result["chunks_per_block"] = plan.chunks_per_block;
+  return result;
+}
+
+// The decode plan of a request described by ints (checked as the op checks its tensors).
+cake::DecodePlan plan_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk,
+                                     int64_t num_sms, int64_t max_splits, std::optional<int64_t> head_tiles,
+                                     std::optional<int64_t> num_splits) {
+  cake::check_decode_request(num_tokens, num_heads, topk, extra_topk, max_splits, num_sms);
+  return cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms, max_splits,
+                           cake::plan_decode_head_tiles(num_heads, head_tiles), num_splits);
+}
+
+// The SM count the planners use for a device (intra-op threads on the CPU).
+int64_t device_num_sms(const std::optional<std::string>& device) {
+  return cake::resolve_prefill_target(device, std::nullopt, std::nullopt).num_sms;
 }
 
 bool is_python_int(const pybind11::handle& value) {
@@ -207,4 +239,123 @@ PYBIND11_MODULE(_C, module) {
       },
       "Parses the environment's text form (CAKE_PREFILL_KERNEL, CAKE_PREFILL_VARIANT) without setting it",
       pybind11::arg("kernel_text") = pybind11::none(), pybind11::arg("variant_text") = pybind11::none());
+
+  // The decode planner (csrc/ops/decode_plan.h), for torch_ops/decode_planner.py.
+  module.attr("DEFAULT_MAX_SPLITS") = cake::kDefaultMaxSplits;
+  module.attr("MAX_CHUNKS_PER_SPLIT") = cake::kMaxChunksPerSplit;
+  module.attr("DECODE_CROSSOVER_ITEMS_PERCENT") = cake::kDecodeCrossoverItemsPercent;
+  module.def(
+      "decode_head_tile_choices", [](int64_t num_heads) { return cake::decode_head_tile_choices(num_heads); },
+      "Head-tile choices of the decode for a head count ([] for a head count it rejects)", pybind11::arg("num_heads"));
+  module.def(
+      "decode_num_chunks",
+      [](int64_t topk, int64_t extra_topk) {
+        return value_errors([&] {
+          TORCH_CHECK_VALUE(topk >= 1, "topk: expected >= 1, got ", topk);
+          TORCH_CHECK_VALUE(extra_topk >= 0, "extra_topk: expected >= 0, got ", extra_topk);
+          return cake::decode_num_chunks(topk, extra_topk);
+        });
+      },
+      "Chunks of 64 in a token's candidate lists: ceil(topk/64) + ceil(extra_topk/64)", pybind11::arg("topk"),
+      pybind11::arg("extra_topk") = 0);
+  module.def(
+      "plan_decode",
+      [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t num_sms, int64_t max_splits,
+         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits) {
+        return value_errors([&] {
+          return decode_plan_dict(
+              plan_decode_request(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits));
+        });
+      },
+      "The decode plan {head_tiles, num_splits, chunks_per_block} for a shape on num_sms SMs",
+      pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
+      pybind11::arg("num_sms"), pybind11::arg("max_splits"), pybind11::arg("head_tiles") = pybind11::none(),
+      pybind11::arg("num_splits") = pybind11::none());
+  module.def(
+      "decode_plan_steps",
+      [](int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits, std::optional<int64_t> head_tiles,
+         std::optional<int64_t> num_splits, std::optional<std::string> device) -> pybind11::object {
+        const int64_t num_sms = value_errors([&] { return device_num_sms(device); });
+        cake::DecodePlan first{};
+        try {
+          // Checked once, for no token; the steps then hold for every token count.
+          first = plan_decode_request(0, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits);
+        } catch (const c10::ValueError&) {
+          return pybind11::none();  // the op rejects these arguments, naming its tensors
+        }
+        pybind11::list steps;
+        for (const cake::DecodePlanStep& step :
+             cake::decode_plan_steps(num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms, max_splits,
+                                     first.head_tiles, num_splits)) {
+          steps.append(pybind11::make_tuple(step.min_tokens, step.plan.head_tiles, step.plan.num_splits,
+                                            step.plan.chunks_per_block));
+        }
+        return pybind11::tuple(steps);
+      },
+      "The decode plan on a device for every token count, as (min_tokens, head_tiles, num_splits, chunks_per_block) "
+      "steps; None when the decode op rejects these ints",
+      pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"), pybind11::arg("max_splits"),
+      pybind11::arg("head_tiles") = pybind11::none(), pybind11::arg("num_splits") = pybind11::none(),
+      pybind11::arg("device") = pybind11::none());
+  module.def(
+      "decode_scratch_splits",
+      [](int64_t topk, int64_t extra_topk, std::optional<int64_t> max_splits) {
+        return value_errors([&] {
+          cake::check_decode_lists(topk, extra_topk, max_splits.value_or(cake::kDefaultMaxSplits));
+          return cake::decode_scratch_splits(cake::decode_num_chunks(topk, extra_topk), max_splits);
+        });
+      },
+      "Splits of scratch (dim 0 of mid_out and mid_lse) that cover every decode plan of a shape",
+      pybind11::arg("topk"), pybind11::arg("extra_topk") = 0, pybind11::arg("max_splits") = pybind11::none());
+  module.def(
+      "decode_scratch_bytes",
+      [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, std::optional<int64_t> max_splits) {
+        return value_errors([&] {
+          cake::check_decode_request(num_tokens, num_heads, topk, extra_topk,
+                                     max_splits.value_or(cake::kDefaultMaxSplits), std::nullopt);
+          return cake::decode_scratch_bytes(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk),
+                                            max_splits);
+        });
+      },
+      "Bytes of mid_out and mid_lse covering every decode plan of a shape", pybind11::arg("num_tokens"),
+      pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk") = 0,
+      pybind11::arg("max_splits") = pybind11::none());
+  module.def(
+      "select_attention_op",
+      [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t num_sms) {
+        return value_errors([&] {
+          // The decode's limits at its default max_splits: the shapes one of the two ops serves.
+          cake::check_decode_request(num_tokens, num_heads, topk, extra_topk, cake::kDefaultMaxSplits, num_sms);
+          return std::string(cake::attention_op_name(
+              cake::select_attention_op(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms)));
+        });
+      },
+      "'decode' or 'prefill': the op that serves a shape on num_sms SMs (a provisional crossover)",
+      pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
+      pybind11::arg("num_sms"));
+  module.def(
+      "decode_token_limit",
+      [](int64_t num_heads, int64_t topk, int64_t extra_topk, std::optional<std::string> device) -> pybind11::object {
+        const int64_t num_sms = value_errors([&] { return device_num_sms(device); });
+        try {
+          cake::check_decode_request(0, num_heads, topk, extra_topk, cake::kDefaultMaxSplits, num_sms);
+        } catch (const c10::ValueError&) {
+          return pybind11::none();  // neither op serves these ints; the op called rejects them
+        }
+        return pybind11::int_(cake::decode_token_limit(num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms));
+      },
+      "The token count from which select_attention_op picks the prefill on a device (-1: never; None: neither op "
+      "serves the shape)",
+      pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
+      pybind11::arg("device") = pybind11::none());
+  module.def(
+      "prefill_serves",
+      [](int64_t num_heads, int64_t topk, int64_t extra_topk) {
+        return topk >= 1 && extra_topk >= 0 && cake::prefill_serves(num_heads, cake::decode_num_chunks(topk, extra_topk));
+      },
+      "Whether the prefill runs a shape (H a multiple of 16 up to 128, at most 16 chunks of 64 candidates)",
+      pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk") = 0);
+  module.def(
+      "device_num_sms", [](std::optional<std::string> device) { return value_errors([&] { return device_num_sms(device); }); },
+      "The SM count the planners use for a device (intra-op threads on the CPU)", pybind11::arg("device") = pybind11::none());
 }

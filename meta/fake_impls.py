@@ -1,6 +1,7 @@
 """Fake implementations: shape/dtype checks, so the ops trace under torch.compile and
-FakeTensor. The mutating ops write their outputs in place and return nothing, so there is
-nothing to allocate for them; the functional prefill allocates its two outputs. The C++ library
+FakeTensor. The mutating ops (the prefill, the decode, the writers) write their outputs in place
+and return nothing, so there is nothing to allocate for them; the functional prefill allocates
+its two outputs. The C++ library
 names this module (``m.set_python_module``), so PyTorch imports it on first need."""
 import torch
 
@@ -80,6 +81,42 @@ def _sparse_mla_prefill_functional_fake(
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length)
     return output, out_lse
+
+
+@torch.library.register_fake("cake::sparse_mla_decode")
+def _sparse_mla_decode_fake(
+    q,
+    kv_cache,
+    indices,
+    output,
+    out_lse,
+    sm_scale,
+    *,
+    topk_length=None,
+    attn_sink=None,
+    extra_kv_cache=None,
+    extra_indices=None,
+    extra_topk_length=None,
+    mid_out=None,
+    mid_lse=None,
+    lse_scale=1.0,
+    num_splits=None,
+    max_splits=16,
+    head_tiles=None,
+):
+    _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
+                   extra_topk_length)
+    for name, scratch, rank in (("mid_out", mid_out, 4), ("mid_lse", mid_lse, 3)):
+        if scratch is None:
+            continue
+        if scratch.device != q.device:
+            raise ValueError(f"{name}: expected a tensor on {q.device} (the device of q), got {scratch.device}")
+        torch._check(scratch.dtype == torch.float32, lambda: f"{name}: expected dtype float32, got {scratch.dtype}")
+        torch._check(scratch.dim() == rank, lambda: f"{name}: expected {rank} dims, got shape {tuple(scratch.shape)}")
+        torch._check(scratch.shape[1] == q.shape[0], lambda: f"{name}: expected T of q in dim 1")
+        torch._check(scratch.shape[2] == q.shape[1], lambda: f"{name}: expected H of q in dim 2")
+    torch._check((mid_out is None) == (mid_lse is None), lambda: "mid_out and mid_lse go together")
+    return None
 
 
 @torch.library.register_fake("cake::nvfp4_pack_cache")

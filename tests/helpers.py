@@ -70,6 +70,29 @@ class Problem:
             self.q, self.kv_cache, self.indices, output, out_lse, self.sm_scale, head_tiles=head_tiles, **self.kwargs)
         return output, out_lse, plan
 
+    def run_decode(self, num_splits: Optional[int] = None, max_splits: int = 16, head_tiles: Optional[int] = None,
+                   scratch_splits: Optional[int] = None):
+        """The decode into NaN-filled outputs and NaN-filled scratch of `scratch_splits` splits
+        (default: enough for every plan; 0: no scratch). Returns (output, out_lse, plan, mid_out,
+        mid_lse)."""
+        num_tokens, num_heads = self.q.shape[0], self.q.shape[1]
+        device = self.q.device
+        output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device=device)
+        out_lse = torch.full((num_tokens, num_heads), float("nan"), dtype=torch.float32, device=device)
+        topk = self.indices.shape[-1]
+        extra = self.kwargs.get("extra_indices")
+        extra_topk = 0 if extra is None else extra.shape[-1]
+        if scratch_splits is None:
+            scratch_splits = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(topk, extra_topk)
+        mid_out = mid_lse = None
+        if scratch_splits:
+            mid_out = torch.full((scratch_splits, num_tokens, num_heads, 512), float("nan"), device=device)
+            mid_lse = torch.full((scratch_splits, num_tokens, num_heads), float("nan"), device=device)
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
+            self.q, self.kv_cache, self.indices, output, out_lse, self.sm_scale, mid_out=mid_out, mid_lse=mid_lse,
+            num_splits=num_splits, max_splits=max_splits, head_tiles=head_tiles, **self.kwargs)
+        return output, out_lse, plan, mid_out, mid_lse
+
     def reference(self):
         return sparse_mla_prefill_reference(self.q, self.kv_cache, self.indices, self.sm_scale, **self.kwargs)
 

@@ -1,10 +1,10 @@
-"""cake: DeepSeek-V4 sparse-MLA prefill over an NVFP4-quantized paged KV cache.
+"""cake: DeepSeek-V4 sparse-MLA prefill and decode over an NVFP4-quantized paged KV cache.
 
 Importing this package loads the compiled extension, which registers the operators under
 ``torch.ops.cake`` (``sparse_mla_prefill``, ``sparse_mla_prefill_functional``,
-``nvfp4_pack_cache``, ``nvfp4_append_cache``) with their fake implementations
-(``torch_ops.meta``). ``sparse_mla_prefill`` is a short name for
-``cake_sparse_mla_sm120_dsv4_nvfp4_prefill``.
+``sparse_mla_decode``, ``nvfp4_pack_cache``, ``nvfp4_append_cache``) with their fake
+implementations (``torch_ops.meta``). ``sparse_mla_prefill`` and ``sparse_mla_decode`` are short
+names for ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill`` and ``..._decode``.
 """
 import torch  # noqa: F401  (the extension links against torch's libraries)
 
@@ -22,10 +22,21 @@ from .planner import (
     cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details,
     cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles,
 )
+from .decode_planner import (
+    cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch,
+    cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles,
+    cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks,
+    cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode,
+    cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits,
+    cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes,
+    cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel,
+)
 from .functional import sparse_mla_prefill_functional
 from .prefill import cake_sparse_mla_sm120_dsv4_nvfp4_prefill
+from .decode import cake_sparse_mla_sm120_dsv4_nvfp4_decode
 
 sparse_mla_prefill = cake_sparse_mla_sm120_dsv4_nvfp4_prefill
+sparse_mla_decode = cake_sparse_mla_sm120_dsv4_nvfp4_decode
 
 __all__ = [
     "cake_sparse_mla_sm120_dsv4_nvfp4_prefill",
@@ -40,4 +51,13 @@ __all__ = [
     "set_prefill_kernel_override",
     "get_prefill_kernel_override",
     "prefill_kernel_override",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_decode",
+    "sparse_mla_decode",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",
+    "cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel",
 ]

@@ -85,6 +85,68 @@ def sparse_mla_prefill_reference(
     return output, lse * (1.0 / math.log(2.0)) * lse_scale
 
 
+def sparse_mla_decode_partials_reference(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    *,
+    num_splits: int,
+    topk_length: Optional[torch.Tensor] = None,
+    extra_kv_cache: Optional[torch.Tensor] = None,
+    extra_indices: Optional[torch.Tensor] = None,
+    extra_topk_length: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """What each split of the decode writes to its scratch, in float64 (docs/contract.md
+    section 12): (mid_out [num_splits, T, H, 512], mid_lse [num_splits, T, H]) on the CPU.
+
+    A token's chunks of 64 positions are the main list's ``ceil(topk / 64)`` then the extra
+    list's; split ``s`` holds chunks ``[s * C // num_splits, (s + 1) * C // num_splits)``. Over its
+    valid candidates (section 6) it has the softmax-normalised output and the base-2 LSE of its
+    logits, without the sink or ``lse_scale``: zeros and ``-inf`` when it has no valid candidate
+    or only ``-inf`` logits, NaN and NaN when a logit is NaN or ``+inf``.
+    """
+    q = q.detach().cpu().to(torch.float64)
+    num_tokens, num_heads = q.shape[0], q.shape[1]
+    lists = [(kv_cache, indices, topk_length)]
+    if extra_kv_cache is not None:
+        lists.append((extra_kv_cache, extra_indices, extra_topk_length))
+    prepared = []  # (rows, [T, width] indices, lengths, num_slots, first chunk)
+    first_chunk = 0
+    for cache, idx, lengths in lists:
+        pages, page_size, _ = cache_geometry(cache)
+        num_slots = pages * page_size
+        rows = nvfp4_dequantize_sparse_mla_cache(cache, torch.arange(num_slots)).cpu().to(torch.float64)
+        idx = idx.cpu().reshape(idx.shape[0], idx.shape[-1])
+        prepared.append((rows, idx, None if lengths is None else lengths.cpu(), num_slots, first_chunk))
+        first_chunk += -(-idx.shape[1] // 64)
+    num_chunks = first_chunk
+    scale = sm_scale if math.isfinite(sm_scale) else math.nan
+    mid_out = torch.zeros(num_splits, num_tokens, num_heads, HEAD_DIM, dtype=torch.float64)
+    mid_lse = torch.full((num_splits, num_tokens, num_heads), -math.inf, dtype=torch.float64)
+    for s in range(num_splits):
+        chunk_begin, chunk_end = s * num_chunks // num_splits, (s + 1) * num_chunks // num_splits
+        for t in range(num_tokens):
+            keys = []
+            for rows, idx, lengths, num_slots, first in prepared:
+                width = idx.shape[1]
+                length = width if lengths is None else min(max(int(lengths[t]), 0), width)
+                begin = min(max(chunk_begin - first, 0) * 64, length)
+                end = min(max(chunk_end - first, 0) * 64, length)
+                slots = idx[t, begin:end].to(torch.int64)
+                keys.append(rows[slots[(slots >= 0) & (slots < num_slots)]])
+            keys = torch.cat(keys)
+            logits = scale * (q[t] @ keys.T)  # [H, C]
+            poisoned = (torch.isnan(logits) | torch.isposinf(logits)).any(dim=1)
+            weighted = (logits > -math.inf).any(dim=1) & ~poisoned
+            safe = torch.where(weighted[:, None], logits, torch.zeros_like(logits))
+            lse = torch.where(weighted, torch.logsumexp(safe, dim=1), -math.inf)
+            out = torch.where(weighted[:, None], torch.softmax(safe, dim=1) @ keys, 0.0)
+            mid_lse[s, t] = torch.where(poisoned, math.nan, lse) / math.log(2.0)
+            mid_out[s, t] = torch.where(poisoned[:, None], math.nan, out)
+    return mid_out, mid_lse
+
+
 def nvfp4_quantize_reference(latent: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """Quantize bf16 rows ``[N, 512]`` the obvious way: (data [N, 352], scales [N, 32]) uint8.
 

@@ -35,7 +35,8 @@ void no_backward_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
 
 TORCH_LIBRARY_IMPL(cake, Autograd, m) {
   for (const char* name :
-       {"sparse_mla_prefill", "sparse_mla_prefill_functional", "nvfp4_pack_cache", "nvfp4_append_cache"}) {
+       {"sparse_mla_prefill", "sparse_mla_prefill_functional", "sparse_mla_decode", "nvfp4_pack_cache",
+        "nvfp4_append_cache"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&no_backward_kernel>());
   }
 }

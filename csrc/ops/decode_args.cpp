@@ -1,0 +1,51 @@
+#include "decode_args.h"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+namespace cake {
+namespace {
+
+// mid_out [S, T, H, 512] or mid_lse [S, T, H]: fp32, contiguous, on q's device, S >= num_splits.
+void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name) {
+  check_same_device(scratch, args.q, name);
+  TORCH_CHECK_VALUE(scratch.scalar_type() == at::kFloat, name, ": expected dtype float32, got ", scratch.scalar_type());
+  const int64_t rank = rows ? 4 : 3;
+  const bool shape_ok = scratch.dim() == rank && scratch.size(1) == args.num_tokens &&
+                        scratch.size(2) == args.num_heads && (!rows || scratch.size(3) == nvfp4::kHeadDim);
+  TORCH_CHECK_VALUE(shape_ok, name, ": expected shape [S, ", args.num_tokens, ", ", args.num_heads,
+                    rows ? ", 512]" : "]", " (S splits, T and H of q), got ", scratch.sizes());
+  TORCH_CHECK_VALUE(scratch.size(0) >= args.plan.num_splits, name, ": expected at least ", args.plan.num_splits,
+                    " splits in dim 0 (the plan's num_splits), got ", scratch.size(0));
+  TORCH_CHECK_VALUE(scratch.is_contiguous(), name, ": expected a contiguous tensor");
+}
+
+}  // namespace
+
+void validate_decode_args(DecodeArgs& args, int64_t num_sms) {
+  TORCH_CHECK_VALUE(args.max_splits >= 1, "max_splits: expected >= 1, got ", args.max_splits);
+  const int64_t max_chunks = kMaxChunksPerSplit * args.max_splits;
+  const std::string max_chunks_text = "16 * max_splits = " + std::to_string(max_chunks);
+  const AttentionLimits limits{&is_decode_head_count, "{8, 16, ..., 128} (multiple of 8)", max_chunks,
+                               max_chunks_text.c_str()};
+  validate_attention_inputs(args, limits);
+
+  const int64_t head_tiles = plan_decode_head_tiles(args.num_heads, args.head_tiles);
+  args.plan = plan_decode(args.num_tokens, args.num_heads, args.num_chunks(), num_sms, args.max_splits, head_tiles,
+                          args.num_splits);
+
+  TORCH_CHECK_VALUE(args.mid_out.defined() == args.mid_lse.defined(),
+                    args.mid_out.defined() ? "mid_lse: required when mid_out is given"
+                                           : "mid_out: required when mid_lse is given");
+  if (args.mid_out.defined()) {
+    check_scratch(args.mid_out, args, /*rows=*/true, "mid_out");
+    check_scratch(args.mid_lse, args, /*rows=*/false, "mid_lse");
+  } else {
+    TORCH_CHECK_VALUE(args.plan.num_splits == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",
+                      args.plan.num_splits, "); allocate them with cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",
+                      args.num_chunks() <= kMaxChunksPerSplit ? " or pass num_splits=1" : "");
+  }
+}
+
+}  // namespace cake

@@ -1,0 +1,52 @@
+// The inputs of cake::sparse_mla_decode in one struct, shared by its implementations: the
+// attention inputs every op takes (attention_inputs.h, the same checks as the prefill's but for
+// the decode's head counts and chunk limit), the split-K scratch and the plan, packed in one
+// place (sparse_mla_decode_op below) and validated before anything runs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+#include "attention_inputs.h"
+#include "decode_plan.h"
+
+namespace cake {
+
+struct DecodeArgs : AttentionInputs {
+  at::Tensor mid_out;  // [S, T, H, 512] fp32, S >= plan.num_splits; undefined when absent
+  at::Tensor mid_lse;  // [S, T, H] fp32
+  std::optional<int64_t> num_splits;  // as requested
+  int64_t max_splits = kDefaultMaxSplits;
+  std::optional<int64_t> head_tiles;  // as requested
+  DecodePlan plan{};                  // filled in by validate_decode_args
+};
+
+// Checks every argument (ValueError naming it), resolves the plan for `num_sms` SMs (the
+// planner's, or the explicit head_tiles / num_splits checked) and checks the scratch against
+// it: required when the plan has more than one split, and then with at least that many splits.
+void validate_decode_args(DecodeArgs& args, int64_t num_sms);
+
+// The op's C++ signature, written once. Each dispatch key registers an instance whose `Run`
+// validates the packed arguments for its device and runs its kernel.
+template <void (*Run)(DecodeArgs&)>
+void sparse_mla_decode_op(const at::Tensor& q, const at::Tensor& kv_cache, const at::Tensor& indices,
+                          const at::Tensor& output, const at::Tensor& out_lse, double sm_scale,
+                          const std::optional<at::Tensor>& topk_length, const std::optional<at::Tensor>& attn_sink,
+                          const std::optional<at::Tensor>& extra_kv_cache,
+                          const std::optional<at::Tensor>& extra_indices,
+                          const std::optional<at::Tensor>& extra_topk_length, const std::optional<at::Tensor>& mid_out,
+                          const std::optional<at::Tensor>& mid_lse, double lse_scale,
+                          std::optional<int64_t> num_splits, int64_t max_splits, std::optional<int64_t> head_tiles) {
+  DecodeArgs args;
+  pack_attention_inputs(args, q, kv_cache, indices, output, out_lse, sm_scale, topk_length, attn_sink, extra_kv_cache,
+                        extra_indices, extra_topk_length, lse_scale);
+  args.mid_out = mid_out.value_or(at::Tensor());
+  args.mid_lse = mid_lse.value_or(at::Tensor());
+  args.num_splits = num_splits;
+  args.max_splits = max_splits;
+  args.head_tiles = head_tiles;
+  Run(args);
+}
+
+}  // namespace cake

@@ -1,0 +1,119 @@
+#include "decode_plan.h"
+
+#include <c10/util/ArrayRef.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+#include "prefill_plan.h"
+
+namespace cake {
+
+std::vector<int64_t> decode_head_tile_choices(int64_t num_heads) {
+  if (!is_decode_head_count(num_heads)) return {};
+  std::vector<int64_t> choices;
+  const int64_t tiles = decode_head_tiles_per_token(num_heads);
+  for (int64_t head_tiles = 1; head_tiles <= kMaxHeadTiles; head_tiles *= 2) {
+    if (tiles % head_tiles == 0) choices.push_back(head_tiles);
+  }
+  return choices;
+}
+
+void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits) {
+  TORCH_CHECK_VALUE(topk >= 1, "topk: expected >= 1, got ", topk);
+  TORCH_CHECK_VALUE(extra_topk >= 0, "extra_topk: expected >= 0, got ", extra_topk);
+  TORCH_CHECK_VALUE(max_splits >= 1, "max_splits: expected >= 1, got ", max_splits);
+  const int64_t chunks = decode_num_chunks(topk, extra_topk);
+  TORCH_CHECK_VALUE(chunks <= kMaxChunksPerSplit * max_splits, "topk/extra_topk: expected ceil(topk/64) + "
+                    "ceil(extra_topk/64) <= 16 * max_splits = ", kMaxChunksPerSplit * max_splits, ", got ", chunks);
+}
+
+void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits,
+                          std::optional<int64_t> num_sms) {
+  TORCH_CHECK_VALUE(num_tokens >= 0, "num_tokens: expected >= 0, got ", num_tokens);
+  TORCH_CHECK_VALUE(is_decode_head_count(num_heads), "num_heads: expected 8, 16, ..., 128 (a multiple of 8), got ",
+                    num_heads);
+  check_decode_lists(topk, extra_topk, max_splits);
+  if (num_sms.has_value()) TORCH_CHECK_VALUE(*num_sms >= 1, "num_sms: expected >= 1, got ", *num_sms);
+}
+
+int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles) {
+  const std::vector<int64_t> choices = decode_head_tile_choices(num_heads);
+  TORCH_CHECK_VALUE(!choices.empty(), "num_heads: expected 8, 16, ..., 128 (a multiple of 8), got ", num_heads);
+  if (!head_tiles.has_value()) return choices.back();
+  TORCH_CHECK_VALUE(std::find(choices.begin(), choices.end(), *head_tiles) != choices.end(), "head_tiles: expected one "
+                    "of ", c10::IntArrayRef(choices), " for H = ", num_heads, " in the decode, got ", *head_tiles);
+  return *head_tiles;
+}
+
+DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
+                       int64_t head_tiles, std::optional<int64_t> num_splits) {
+  const int64_t fewest = (num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;
+  const int64_t most = std::min(max_splits, num_chunks);
+  DecodePlan plan{head_tiles, 0, 0};
+  if (num_splits.has_value()) {
+    TORCH_CHECK_VALUE(*num_splits >= fewest && *num_splits <= most, "num_splits: expected ", fewest, " to ", most,
+                      " for ", num_chunks, " chunks of 64 candidates (at most 16 chunks per split, at least one, "
+                      "and at most max_splits = ", max_splits, " splits), got ", *num_splits);
+    plan.num_splits = *num_splits;
+  } else if (num_tokens == 0) {
+    plan.num_splits = fewest;
+  } else {
+    const int64_t items = num_tokens * decode_head_blocks(num_heads, head_tiles);
+    const int64_t to_fill = (num_sms + items - 1) / items;
+    plan.num_splits = std::clamp(to_fill, fewest, most);
+  }
+  plan.chunks_per_block = (num_chunks + plan.num_splits - 1) / plan.num_splits;
+  return plan;
+}
+
+std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
+                                              int64_t max_splits, int64_t head_tiles,
+                                              std::optional<int64_t> num_splits) {
+  // From num_tokens = num_sms on, every token count has at least num_sms work items, so the plan
+  // is the fewest splits and stays; scan up to there and keep where the plan changes.
+  std::vector<DecodePlanStep> steps;
+  const auto same = [](const DecodePlan& a, const DecodePlan& b) {
+    return a.head_tiles == b.head_tiles && a.num_splits == b.num_splits && a.chunks_per_block == b.chunks_per_block;
+  };
+  for (int64_t num_tokens = 0; num_tokens <= num_sms; ++num_tokens) {
+    const DecodePlan plan = plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits);
+    if (steps.empty() || !same(steps.back().plan, plan)) steps.push_back({num_tokens, plan});
+  }
+  return steps;
+}
+
+int64_t decode_scratch_splits(int64_t num_chunks, std::optional<int64_t> max_splits) {
+  return max_splits.has_value() ? std::min(num_chunks, *max_splits) : num_chunks;
+}
+
+int64_t decode_scratch_bytes(int64_t num_tokens, int64_t num_heads, int64_t num_chunks,
+                             std::optional<int64_t> max_splits) {
+  return decode_scratch_splits(num_chunks, max_splits) * num_tokens * num_heads * (nvfp4::kHeadDim + 1) *
+         int64_t(sizeof(float));
+}
+
+bool prefill_serves(int64_t num_heads, int64_t num_chunks) {
+  return is_prefill_head_count(num_heads) && num_chunks <= nvfp4::kMaxChunks;
+}
+
+AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms) {
+  if (!prefill_serves(num_heads, num_chunks)) return AttentionOp::kDecode;
+  const int64_t prefill_items = num_tokens * prefill_items_per_token(num_heads, 1);
+  return prefill_items * 100 < kDecodeCrossoverItemsPercent * num_sms ? AttentionOp::kDecode : AttentionOp::kPrefill;
+}
+
+int64_t decode_token_limit(int64_t num_heads, int64_t num_chunks, int64_t num_sms) {
+  constexpr int64_t kMaxTokens = int64_t(1) << 40;
+  if (select_attention_op(kMaxTokens, num_heads, num_chunks, num_sms) == AttentionOp::kDecode) return -1;
+  if (select_attention_op(0, num_heads, num_chunks, num_sms) == AttentionOp::kPrefill) return 0;
+  int64_t decode = 0;  // select gives the decode here ...
+  int64_t prefill = kMaxTokens;  // ... and the prefill here
+  while (prefill - decode > 1) {
+    const int64_t middle = decode + (prefill - decode) / 2;
+    (select_attention_op(middle, num_heads, num_chunks, num_sms) == AttentionOp::kDecode ? decode : prefill) = middle;
+  }
+  return prefill;
+}
+
+}  // namespace cake

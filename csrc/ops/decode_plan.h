@@ -1,0 +1,114 @@
+// The decode planner: head blocks, how many splits (CTAs) share a token's candidates, the scratch
+// that covers every plan of a shape, and which op (decode or prefill) serves a shape. The only
+// implementation of these rules: the decode op uses it when `head_tiles` / `num_splits` are None,
+// and Python asks it through torch_ops._C (torch_ops/decode_planner.py).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "../format/nvfp4_format.h"
+
+namespace cake {
+
+// Head counts: 8, 16, 24, ..., 128. A head block holds `head_tiles` sixteen-head tiles; when
+// H % 16 == 8 the last tile of the last block holds 8 heads (the rest are padding).
+constexpr int64_t kDecodeHeadStep = 8;
+constexpr int64_t kMaxDecodeHeads = 128;
+// A split (one CTA's share of a token's candidates) holds at most this many chunks of 64.
+constexpr int64_t kMaxChunksPerSplit = nvfp4::kMaxChunks;
+constexpr int64_t kDefaultMaxSplits = 16;
+
+// PROVISIONAL, not measured: the crossover between the ops. The decode serves a shape when the
+// prefill's largest possible launch (one work item per token and sixteen heads, head_tiles 1)
+// has fewer work items than this percentage of the SM count, i.e. when the prefill cannot fill
+// the GPU. To be replaced by the crossover measured on the H200 once the CUDA decode exists.
+constexpr int64_t kDecodeCrossoverItemsPercent = 100;
+
+inline bool is_decode_head_count(int64_t num_heads) {
+  return num_heads >= kDecodeHeadStep && num_heads <= kMaxDecodeHeads && num_heads % kDecodeHeadStep == 0;
+}
+
+// Sixteen-head tiles per token, the last one possibly half full.
+inline int64_t decode_head_tiles_per_token(int64_t num_heads) {
+  return (num_heads + nvfp4::kHeadsPerTile - 1) / nvfp4::kHeadsPerTile;
+}
+
+// The head tiles a block may hold: 1, 2 and 4 where they divide the token's tiles, so that every
+// block holds the same number of tiles ([] for a head count the decode rejects).
+std::vector<int64_t> decode_head_tile_choices(int64_t num_heads);
+
+// Head blocks per token for an allowed head tile.
+inline int64_t decode_head_blocks(int64_t num_heads, int64_t head_tiles) {
+  return decode_head_tiles_per_token(num_heads) / head_tiles;
+}
+
+// Chunks of 64 of a token's candidate lists (each list rounded up on its own).
+inline int64_t decode_num_chunks(int64_t topk, int64_t extra_topk) {
+  return (topk + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize + (extra_topk + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize;
+}
+
+struct DecodePlan {
+  int64_t head_tiles;
+  int64_t num_splits;        // CTAs per (token, head block), each over a share of the chunks
+  int64_t chunks_per_block;  // the most chunks one split holds: ceil(num_chunks / num_splits) <= 16
+};
+
+// The checks of candidate-list widths described by ints (the op checks the indices): ValueError
+// naming topk, extra_topk or max_splits; at most 16 * max_splits chunks in all.
+void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits);
+
+// The checks of a request that does not come from tensors (the op checks these on q and the
+// indices): ValueError naming num_tokens, num_heads, topk, extra_topk, max_splits or num_sms.
+// `num_sms` is not checked when it is nullopt.
+void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits,
+                          std::optional<int64_t> num_sms);
+
+// The head tile: the explicit one, checked (ValueError naming head_tiles), or the largest choice.
+// PROVISIONAL, not measured: a decode CTA is bound by reading the cache, and a larger block
+// dequantizes each row for more heads; splits, not head blocks, fill the SMs.
+int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles);
+
+// The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
+// it must give every split at least one chunk and at most 16, and not exceed max_splits);
+// otherwise the fewest splits that reach num_sms CTAs (num_tokens * head blocks * splits),
+// clamped to [ceil(num_chunks / 16), min(max_splits, num_chunks)]; with no token, the fewest
+// splits the chunks allow. PROVISIONAL, not measured: a split holds one chunk at least.
+DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
+                       int64_t head_tiles, std::optional<int64_t> num_splits);
+
+// The plan for every token count at once, for callers holding a symbolic token count
+// (torch.compile): from `min_tokens` on (up to the next step's), the plan is the step's.
+struct DecodePlanStep {
+  int64_t min_tokens;
+  DecodePlan plan;
+};
+std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
+                                              int64_t max_splits, int64_t head_tiles,
+                                              std::optional<int64_t> num_splits);
+
+// Splits that cover every plan of a shape: min(num_chunks, max_splits) (every chunk in a split
+// of its own at most), or num_chunks without max_splits.
+int64_t decode_scratch_splits(int64_t num_chunks, std::optional<int64_t> max_splits);
+// Bytes of mid_out [S, T, H, 512] and mid_lse [S, T, H], fp32, for S = decode_scratch_splits.
+int64_t decode_scratch_bytes(int64_t num_tokens, int64_t num_heads, int64_t num_chunks,
+                             std::optional<int64_t> max_splits);
+
+enum class AttentionOp { kDecode, kPrefill };
+inline const char* attention_op_name(AttentionOp op) { return op == AttentionOp::kDecode ? "decode" : "prefill"; }
+
+// Whether the prefill runs a shape: H a multiple of 16 (up to 128) and at most 16 chunks.
+bool prefill_serves(int64_t num_heads, int64_t num_chunks);
+
+// Which op serves a checked shape on `num_sms` SMs: the decode when the prefill cannot run it
+// (H not a multiple of 16, more than 16 chunks) or, by the provisional crossover above, when
+// T * H / 16 < num_sms * kDecodeCrossoverItemsPercent / 100; else the prefill.
+AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms);
+
+// The same choice for every token count: the decode below the returned count, the prefill from
+// it on; -1 when the prefill never serves the shape. (The choice only moves from decode to
+// prefill as T grows; found by bisecting select_attention_op.)
+int64_t decode_token_limit(int64_t num_heads, int64_t num_chunks, int64_t num_sms);
+
+}  // namespace cake

@@ -1,0 +1,228 @@
+"""Decode planning: a thin layer over the C++ planner (``csrc/ops/decode_plan.h``).
+
+The split rule, the head-tile choice, the scratch sizes and the decode/prefill crossover live in
+C++; the decode op uses them when ``head_tiles`` / ``num_splits`` are None and these functions ask
+them through ``torch_ops._C``. Nothing here re-implements them. docs/contract.md section 12 says
+what a plan is; docs/planner.md says which of the rules are still provisional.
+"""
+from typing import Dict, Optional, Tuple, Union
+
+import torch
+
+from . import _C
+from .planner import DeviceLike, _device_name
+
+DEFAULT_MAX_SPLITS = _C.DEFAULT_MAX_SPLITS
+
+
+@torch.compiler.assume_constant_result
+def cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads: int) -> Tuple[int, ...]:
+    """Head-tile choices of the decode (sixteen-head tiles per head block) for ``num_heads``.
+
+    Of 1, 2 and 4, those that divide the token's ``ceil(num_heads / 16)`` tiles; ``()`` for a head
+    count the decode rejects (anything but 8, 16, ..., 128). With ``num_heads % 16 == 8`` the last
+    tile holds 8 heads.
+    """
+    return tuple(_C.decode_head_tile_choices(num_heads))
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(topk: int, extra_topk: int = 0) -> int:
+    """Chunks of 64 candidates in a token's lists: ``ceil(topk / 64) + ceil(extra_topk / 64)``.
+
+    Args:
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (>= 0; 0: none).
+
+    No plan has more splits than this (each split holds at least one chunk), so scratch with
+    this many splits covers every plan of the shape.
+    """
+    return _C.decode_num_chunks(topk, extra_topk)
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
+    *,
+    num_tokens: int,
+    num_heads: int,
+    topk: int,
+    extra_topk: int = 0,
+    num_sms: int,
+    max_splits: int = DEFAULT_MAX_SPLITS,
+    head_tiles: int = 1,
+) -> Tuple[int, int]:
+    """``(num_splits, chunks_per_block)``: how many CTAs share each (token, head block)'s
+    candidates, and the most chunks of 64 one of them holds.
+
+    The fewest splits that give ``num_sms`` CTAs (``num_tokens * head blocks * splits``), kept
+    between ``ceil(chunks / 16)`` (a split holds at most 16 chunks) and ``min(max_splits, chunks)``
+    (a split holds at least one); with no token, the fewest the chunks allow. Split ``s`` of ``n``
+    holds chunks ``[s * chunks // n, (s + 1) * chunks // n)``.
+
+    Args:
+        num_tokens: T, the query tokens (>= 0).
+        num_heads: H, one of 8, 16, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none).
+        num_sms: the multiprocessor count to fill (>= 1).
+        max_splits: the most splits per (token, head block) (>= 1); the lists may hold at most
+            ``16 * max_splits`` chunks.
+        head_tiles: sixteen-head tiles per head block, one of
+            ``cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads)``.
+
+    Bad arguments raise ValueError naming the argument.
+    """
+    plan = _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles)
+    return plan["num_splits"], plan["chunks_per_block"]
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
+    *,
+    num_tokens: int,
+    num_heads: int,
+    topk: int,
+    extra_topk: int = 0,
+    num_sms: Optional[int] = None,
+    device: DeviceLike = None,
+    max_splits: int = DEFAULT_MAX_SPLITS,
+    head_tiles: Optional[int] = None,
+    num_splits: Optional[int] = None,
+) -> Dict[str, int]:
+    """The plan the decode runs for this shape: the dict the decode API returns,
+    ``{"head_tiles": ht, "num_splits": n, "chunks_per_block": c}``.
+
+    Args:
+        num_tokens: T (>= 0).
+        num_heads: H, one of 8, 16, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none).
+        num_sms: the multiprocessor count to fill; None: the device's (the intra-op thread count
+            on the CPU).
+        device: where the call runs (a torch.device or a string); None: the current CUDA device
+            when there is one, else the CPU.
+        max_splits: the most splits per (token, head block).
+        head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
+            planner's, the largest choice.
+        num_splits: an explicit split count to describe (checked as the op checks it); None: the
+            planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits``).
+
+    Bad arguments raise ValueError naming the argument.
+    """
+    if num_sms is None:
+        num_sms = _C.device_num_sms(_device_name(device))
+    return _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits)
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0,
+                                                   *, max_splits: Optional[int] = None) -> int:
+    """Bytes of decode scratch (``mid_out`` and ``mid_lse``, fp32) that cover every plan of a shape.
+
+    ``S * T * H * (512 + 1) * 4`` with ``S = num_chunks(topk, extra_topk)`` splits, or
+    ``min(S, max_splits)`` when ``max_splits`` is given (every plan made with that ``max_splits``).
+
+    Args:
+        num_tokens: T (>= 0).
+        num_heads: H, one of 8, 16, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none).
+        max_splits: the ``max_splits`` the calls use; None: any.
+    """
+    return _C.decode_scratch_bytes(num_tokens, num_heads, topk, extra_topk, max_splits)
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
+    num_tokens: int,
+    num_heads: int,
+    topk: int,
+    extra_topk: int = 0,
+    *,
+    max_splits: Optional[int] = None,
+    device: DeviceLike = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """New decode scratch ``(mid_out, mid_lse)`` covering every plan of a shape.
+
+    ``mid_out`` is float32 ``[S, T, H, 512]`` and ``mid_lse`` float32 ``[S, T, H]``, with ``S`` the
+    splits of ``cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes`` (its byte count in all). The
+    contents need no initialisation: every split a call uses is written before it is read.
+
+    Args:
+        num_tokens: T (>= 0).
+        num_heads: H, one of 8, 16, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none).
+        max_splits: the ``max_splits`` the calls use (allocates ``min(chunks, max_splits)``
+            splits); None: every plan, ``num_chunks(topk, extra_topk)`` splits.
+        device: where to allocate; None: torch's default device.
+    """
+    _C.decode_scratch_bytes(num_tokens, num_heads, topk, extra_topk, max_splits)  # checks the arguments
+    splits = _C.decode_scratch_splits(topk, extra_topk, max_splits)
+    mid_out = torch.empty(splits, num_tokens, num_heads, _C.HEAD_DIM, dtype=torch.float32, device=device)
+    mid_lse = torch.empty(splits, num_tokens, num_heads, dtype=torch.float32, device=device)
+    return mid_out, mid_lse
+
+
+def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0,
+                                                   num_sms: int) -> str:
+    """``"decode"`` or ``"prefill"``: which op serves this shape on ``num_sms`` multiprocessors.
+
+    The decode when the prefill cannot run the shape (``num_heads`` not a multiple of 16, more
+    than 16 chunks of 64 candidates) or when the prefill's largest launch, ``T * H / 16`` work
+    items, is below the SM count; else the prefill. The crossover is provisional: it is not
+    measured yet (docs/planner.md).
+
+    Args:
+        num_tokens: T (>= 0).
+        num_heads: H, one of 8, 16, ..., 128.
+        topk: width of the main candidate list (>= 1).
+        extra_topk: width of the extra candidate list (0: none); at most ``16 * 16`` chunks in all
+            (the decode's default ``max_splits``).
+        num_sms: the multiprocessor count (>= 1).
+
+    Bad arguments raise ValueError naming the argument.
+    """
+    return _C.select_attention_op(num_tokens, num_heads, topk, extra_topk, num_sms)
+
+
+@torch.compiler.assume_constant_result
+def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads: int, topk: int, extra_topk: int,
+                       max_splits: int, head_tiles: Optional[int], num_splits: Optional[int]) -> Optional[tuple]:
+    """The C++ planner's decode plan on a device for every token count, or None when the op
+    rejects these ints (a constant while tracing)."""
+    device = device_type if device_index is None else f"{device_type}:{device_index}"
+    return _C.decode_plan_steps(num_heads, topk, extra_topk, max_splits, head_tiles, num_splits, device=device)
+
+
+def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk: int, extra_topk: int,
+                         max_splits: int, head_tiles: Optional[int],
+                         num_splits: Optional[int]) -> Optional[Dict[str, int]]:
+    """The plan of a decode call on ``device``, or None when the op rejects these ints. Under
+    ``torch.compile`` with a symbolic token count each comparison becomes a guard."""
+    steps = _decode_plan_steps(device.type, device.index, num_heads, topk, extra_topk, max_splits, head_tiles,
+                               num_splits)
+    if steps is None:
+        return None
+    _, head_tiles, num_splits, chunks_per_block = steps[0]
+    for min_tokens, *step in steps[1:]:
+        if num_tokens < min_tokens:
+            break
+        head_tiles, num_splits, chunks_per_block = step
+    return {"head_tiles": head_tiles, "num_splits": num_splits, "chunks_per_block": chunks_per_block}
+
+
+@torch.compiler.assume_constant_result
+def decode_token_limit(device_type: str, device_index: Optional[int], num_heads: int, topk: int,
+                       extra_topk: int) -> Optional[int]:
+    """From which token count ``select_kernel`` picks the prefill on a device (-1: never; None:
+    neither op serves the shape). A constant while tracing."""
+    device = device_type if device_index is None else f"{device_type}:{device_index}"
+    return _C.decode_token_limit(num_heads, topk, extra_topk, device=device)
+
+
+@torch.compiler.assume_constant_result
+def decode_kernel_registered(device_type: str) -> bool:
+    """Whether ``torch.ops.cake.sparse_mla_decode`` has a kernel for the device type."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key("cake::sparse_mla_decode", device_type.upper())
+
+
+@torch.compiler.assume_constant_result
+def prefill_serves(num_heads: int, topk: int, extra_topk: int) -> bool:
+    """Whether the prefill runs this shape (a constant while tracing)."""
+    return _C.prefill_serves(num_heads, topk, extra_topk)
