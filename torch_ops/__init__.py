@@ -4,7 +4,8 @@ Importing this package loads the compiled extension, which registers the operato
 ``torch.ops.cake`` (``sparse_mla_prefill``, ``sparse_mla_prefill_functional``,
 ``sparse_mla_decode``, ``nvfp4_pack_cache``, ``nvfp4_append_cache``) with their fake
 implementations (``torch_ops.meta``). ``sparse_mla_prefill`` and ``sparse_mla_decode`` are short
-names for ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill`` and ``..._decode``.
+names for ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill`` and ``..._decode``;
+``sparse_mla_attention`` runs whichever of the two serves a shape.
 """
 import torch  # noqa: F401  (the extension links against torch's libraries)
 
@@ -34,6 +35,7 @@ from .decode_planner import (
 from .functional import sparse_mla_prefill_functional
 from .prefill import cake_sparse_mla_sm120_dsv4_nvfp4_prefill
 from .decode import cake_sparse_mla_sm120_dsv4_nvfp4_decode
+from .attention import sparse_mla_attention
 
 sparse_mla_prefill = cake_sparse_mla_sm120_dsv4_nvfp4_prefill
 sparse_mla_decode = cake_sparse_mla_sm120_dsv4_nvfp4_decode
@@ -53,6 +55,7 @@ __all__ = [
     "prefill_kernel_override",
     "cake_sparse_mla_sm120_dsv4_nvfp4_decode",
     "sparse_mla_decode",
+    "sparse_mla_attention",
     "cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles",
     "cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks",
     "cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits",

@@ -1,0 +1,75 @@
+"""One entry for both ops: the decode for shapes the prefill cannot fill the GPU with (or cannot
+run at all), the prefill otherwise, chosen by the C++ rule (``..._select_kernel``) from shapes
+and ints only, so that it traces under ``torch.compile(fullgraph=True)``."""
+import operator
+from typing import Dict, Optional, Union
+
+import torch
+
+from .decode import _width, cake_sparse_mla_sm120_dsv4_nvfp4_decode
+from .decode_planner import decode_kernel_registered, decode_token_limit, prefill_serves
+from .no_backward import check_no_grad
+from .prefill import cake_sparse_mla_sm120_dsv4_nvfp4_prefill
+
+
+def _choose_op(q: torch.Tensor, indices: torch.Tensor, extra_indices: Optional[torch.Tensor]) -> str:
+    """'decode' or 'prefill' for this call (the shapes and the device only)."""
+    topk, extra_topk = _width(indices), _width(extra_indices)
+    if q.dim() != 3 or topk is None or extra_topk is None:
+        return "prefill"  # malformed: the prefill names the argument
+    num_heads = operator.index(q.shape[1])
+    if q.is_cuda and not decode_kernel_registered(q.device.type):
+        # No decode kernel on this device yet: the prefill serves every shape it can run.
+        return "prefill" if prefill_serves(num_heads, topk, extra_topk) else "decode"
+    limit = decode_token_limit(q.device.type, q.device.index, num_heads, topk, extra_topk)
+    if limit is None:
+        return "decode"  # neither op serves the shape; the decode's checks are the wider ones
+    return "decode" if limit < 0 or q.shape[0] < limit else "prefill"
+
+
+def sparse_mla_attention(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    indices: torch.Tensor,
+    output: torch.Tensor,
+    out_lse: torch.Tensor,
+    sm_scale: float,
+    *,
+    topk_length: Optional[torch.Tensor] = None,
+    attn_sink: Optional[torch.Tensor] = None,
+    extra_kv_cache: Optional[torch.Tensor] = None,
+    extra_indices: Optional[torch.Tensor] = None,
+    extra_topk_length: Optional[torch.Tensor] = None,
+    mid_out: Optional[torch.Tensor] = None,
+    mid_lse: Optional[torch.Tensor] = None,
+    lse_scale: float = 1.0,
+) -> Dict[str, Union[str, Dict[str, Union[int, str]]]]:
+    """Sparse-MLA attention over an NVFP4 paged cache by whichever op serves the shape.
+
+    The arguments mean what they mean for ``cake_sparse_mla_sm120_dsv4_nvfp4_decode`` (``q``,
+    ``kv_cache``, ``indices``, ``output``, ``out_lse``, ``sm_scale``, ``topk_length``,
+    ``attn_sink``, ``extra_kv_cache``, ``extra_indices``, ``extra_topk_length``, ``mid_out``,
+    ``mid_lse``, ``lse_scale``); both ops compute the same attention and write the same outputs.
+    The choice is ``cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel`` for the device's SM count
+    (intra-op threads on the CPU): the decode when the prefill cannot run the shape (H = 8, 24,
+    ..., more than 1024 candidates) or would launch fewer work items than SMs; the prefill
+    otherwise, which ignores the scratch. The decode needs ``mid_out`` / ``mid_lse`` when its plan
+    splits (``cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch`` covers every plan).
+    On a CUDA device, until the CUDA decode kernel exists, the prefill serves every shape it can
+    run and the others raise ``NotImplementedError``.
+
+    Returns:
+        ``{"op": "decode" | "prefill", "plan": the plan the chosen op returned}``.
+    """
+    check_no_grad("sparse_mla_attention", q=q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse,
+                  topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
+                  extra_indices=extra_indices, extra_topk_length=extra_topk_length, mid_out=mid_out, mid_lse=mid_lse)
+    shared = dict(topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
+                  extra_indices=extra_indices, extra_topk_length=extra_topk_length, lse_scale=lse_scale)
+    op = _choose_op(q, indices, extra_indices)
+    if op == "decode":
+        plan = cake_sparse_mla_sm120_dsv4_nvfp4_decode(q, kv_cache, indices, output, out_lse, sm_scale, mid_out=mid_out,
+                                                       mid_lse=mid_lse, **shared)
+    else:
+        plan = cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, kv_cache, indices, output, out_lse, sm_scale, **shared)
+    return {"op": op, "plan": plan}
