@@ -1,0 +1,234 @@
+"""The decode as a PyTorch operator and its entry points (docs/contract.md sections 1, 10, 12):
+the schema, opcheck, torch.compile(fullgraph=True) with no copies, the errors, no backward,
+sparse_mla_attention's choice, and the CUDA behaviour until a CUDA decode kernel exists."""
+import pytest
+import torch
+import torch._dynamo
+from torch._inductor.utils import run_and_get_code
+
+import torch_ops
+from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
+from test_validation import CASES as PREFILL_CASES
+from test_validation import base_args as prefill_base_args
+
+allocate = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch
+
+
+def test_schema_marks_outputs_and_scratch_mutated():
+    schema = torch.ops.cake.sparse_mla_decode.default._schema
+    mutated = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    assert mutated == ["output", "out_lse", "mid_out", "mid_lse"]
+    assert len(schema.returns) == 0
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("cake::sparse_mla_decode", "CPU")
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("cake::sparse_mla_decode", "Autograd")
+    assert torch_ops.sparse_mla_decode is torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode
+
+
+def decode_args(num_splits, extra=True, num_tokens=4, num_heads=24):
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=300, main=CacheSpec(3, 48, "NHD", 16),
+                           device="cpu", seed=3, extra=CacheSpec(9, 2) if extra else None, extra_topk=70 if extra else 0,
+                           lengths="random", sink=1.0, lse_scale=0.5)
+    output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16)
+    out_lse = torch.full((num_tokens, num_heads), float("nan"))
+    kwargs = dict(problem.kwargs, num_splits=num_splits, head_tiles=2)
+    if num_splits > 1:
+        kwargs["mid_out"], kwargs["mid_lse"] = allocate(num_tokens, num_heads, 300, 70 if extra else 0)
+    return (problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale), kwargs
+
+
+@pytest.mark.parametrize("num_splits", [1, 4])
+@pytest.mark.parametrize("extra", [False, True])
+def test_opcheck_decode(num_splits, extra):
+    args, kwargs = decode_args(num_splits, extra)
+    torch.library.opcheck(torch.ops.cake.sparse_mla_decode.default, args, kwargs,
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+def api_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
+    torch_ops.sparse_mla_decode(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
+                                attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse, lse_scale=0.5)
+    return output, out_lse
+
+
+def raw_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
+    torch.ops.cake.sparse_mla_decode(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
+                                     attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse, lse_scale=0.5, num_splits=3)
+    return output, out_lse
+
+
+def attention_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
+    torch_ops.sparse_mla_attention(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
+                                   attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse, lse_scale=0.5)
+    return output, out_lse
+
+
+def compile_inputs(num_tokens, seed, num_heads=16, topk=300):
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(8, 64), device="cpu",
+                           seed=seed, lengths="random", sink=1.0)
+    mid_out, mid_lse = allocate(num_tokens, num_heads, topk)
+    output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16)
+    out_lse = torch.full((num_tokens, num_heads), float("nan"))
+    return (problem.q, problem.kv_cache, problem.indices, output, out_lse, mid_out, mid_lse,
+            problem.kwargs["topk_length"], problem.kwargs["attn_sink"])
+
+
+@pytest.mark.parametrize("fn", [api_call, raw_call, attention_call], ids=["api", "op", "attention"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_torch_compile_fullgraph(fn, dynamic, num_threads_8):
+    """8 intra-op threads, so that the plan and the choice change with T (1 and 3 tokens decode
+    with 8 and 3 splits, 9 tokens take the prefill through sparse_mla_attention)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, dynamic=dynamic)
+    for num_tokens, seed in [(1, 1), (3, 2), (9, 4)]:
+        inputs = compile_inputs(num_tokens, seed)
+        eager_inputs = tuple(x.clone() for x in inputs)
+        (out, lse), codes = run_and_get_code(compiled, *inputs)
+        eager_out, eager_lse = fn(*eager_inputs)
+        assert out.data_ptr() == inputs[3].data_ptr() and lse.data_ptr() == inputs[4].data_ptr()
+        assert torch.equal(out.view(torch.int16), eager_out.view(torch.int16)) and torch.equal(lse, eager_lse)
+        for scratch, eager_scratch in zip(inputs[5:7], eager_inputs[5:7]):  # the same partials, the same unused splits
+            torch.testing.assert_close(scratch, eager_scratch, rtol=0, atol=0, equal_nan=True)
+        code = "\n".join(codes)
+        if fn is not attention_call or num_tokens < 8:
+            assert "cake.sparse_mla_decode" in code
+        assert "copy_" not in code, code
+    assert torch._dynamo.explain(fn)(*compile_inputs(2, 3)).graph_break_count == 0
+
+
+@pytest.fixture
+def num_threads_8():
+    before = torch.get_num_threads()
+    torch.set_num_threads(8)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("num_tokens,num_heads,topk,expected", [(1, 64, 300, "decode"), (7, 16, 300, "decode"),
+                                                                (8, 16, 300, "prefill"), (40, 8, 100, "decode"),
+                                                                (40, 16, 1100, "decode"), (3, 128, 64, "prefill")])
+def test_attention_runs_the_selected_op(num_tokens, num_heads, topk, expected, num_threads_8):
+    """On 8 "SMs": the decode for T * H / 16 < 8 work items, 8 heads or more than 16 chunks."""
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+        num_tokens=num_tokens, num_heads=num_heads, topk=topk, num_sms=8) == expected
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(20, 64), device="cpu",
+                           seed=num_tokens, lengths="random", sink=1.0, lse_scale=0.5)
+    mid_out, mid_lse = allocate(num_tokens, num_heads, topk)
+    output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16)
+    out_lse = torch.full((num_tokens, num_heads), float("nan"))
+    result = torch_ops.sparse_mla_attention(problem.q, problem.kv_cache, problem.indices, output, out_lse,
+                                            problem.sm_scale, mid_out=mid_out, mid_lse=mid_lse, **problem.kwargs)
+    assert result["op"] == expected
+    if expected == "decode":
+        assert set(result["plan"]) == {"head_tiles", "num_splits", "chunks_per_block"}
+    else:
+        assert result["plan"]["kernel"] == "cpu"
+    assert_matches_reference(output, out_lse, *problem.reference())
+
+
+def base_args():
+    """A valid decode call that needs its scratch: the prefill's validation shape (T = 3, H = 32,
+    topk 100: 2 chunks) with 2 forced splits."""
+    args = prefill_base_args()
+    args["indices"] = torch.randint(0, 256, (3, 100), dtype=torch.int32, generator=torch.Generator().manual_seed(5))
+    args.update(mid_out=torch.full((2, 3, 32, 512), float("nan")), mid_lse=torch.full((2, 3, 32), float("nan")),
+                num_splits=2)
+    return args
+
+
+DECODE_CASES = {
+    "no_scratch": (dict(mid_out=None, mid_lse=None), r"mid_out/mid_lse: required when the plan splits \(num_splits = 2\)"),
+    "mid_out_alone": (dict(mid_lse=None), "mid_lse: required when mid_out is given"),
+    "mid_lse_alone": (dict(mid_out=None), "mid_out: required when mid_lse is given"),
+    "mid_out_dtype": (dict(mid_out=torch.zeros(2, 3, 32, 512, dtype=torch.float64)), "mid_out: expected dtype float32"),
+    "mid_out_shape": (dict(mid_out=torch.zeros(2, 3, 32, 256)), r"mid_out: expected shape \[S, 3, 32, 512\]"),
+    "mid_out_tokens": (dict(mid_out=torch.zeros(2, 4, 32, 512)), r"mid_out: expected shape \[S, 3, 32, 512\]"),
+    "mid_out_splits": (dict(mid_out=torch.zeros(1, 3, 32, 512)), "mid_out: expected at least 2 splits"),
+    "mid_out_contiguous": (dict(mid_out=torch.zeros(2, 3, 512, 32).transpose(2, 3)), "mid_out: expected a contiguous"),
+    "mid_lse_shape": (dict(mid_lse=torch.zeros(2, 3 * 32)), r"mid_lse: expected shape \[S, 3, 32\]"),
+    "mid_lse_splits": (dict(mid_lse=torch.zeros(1, 3, 32)), "mid_lse: expected at least 2 splits"),
+    "mid_lse_dtype": (dict(mid_lse=torch.zeros(2, 3, 32, dtype=torch.bfloat16)), "mid_lse: expected dtype float32"),
+    "mid_out_device": (dict(mid_out=torch.zeros(2, 3, 32, 512, device="meta")), "mid_out: expected a tensor on cpu"),
+    "num_splits_0": (dict(num_splits=0), "num_splits: expected 1 to 2"),
+    "num_splits_3": (dict(num_splits=3), "num_splits: expected 1 to 2"),
+    "num_splits_max": (dict(max_splits=1), "num_splits: expected 1 to 1"),
+    "max_splits_0": (dict(max_splits=0), "max_splits: expected >= 1"),
+    "too_many_chunks": (dict(indices=torch.zeros(3, 1025, dtype=torch.int32), max_splits=1, num_splits=None),
+                        r"indices/extra_indices: expected .* <= 16 \* max_splits = 16 chunks, got 17 \+ 0"),
+    "heads_12": (dict(q=torch.zeros(3, 12, 512, dtype=torch.bfloat16)), r"q: expected a head count in \{8, 16, ..., 128\}"),
+    "heads_136": (dict(q=torch.zeros(3, 136, 512, dtype=torch.bfloat16)), "q: expected a head count"),
+    "head_tiles": (dict(head_tiles=4), r"head_tiles: expected one of \[1, 2\] for H = 32 in the decode"),
+}
+# The checks shared with the prefill (attention_inputs.h), through the decode: same messages.
+SHARED = sorted(name for name in PREFILL_CASES if not name.startswith(("heads_", "head_tiles", "too_many_chunks")))
+
+
+@pytest.mark.parametrize("name", sorted(DECODE_CASES) + [f"shared:{name}" for name in SHARED])
+def test_value_errors(name):
+    overrides, message = PREFILL_CASES[name[len("shared:"):]] if name.startswith("shared:") else DECODE_CASES[name]
+    for call in (torch_ops.sparse_mla_decode, torch.ops.cake.sparse_mla_decode):
+        args = base_args()
+        buffers = [args[key] for key in ("output", "out_lse", "mid_out", "mid_lse")]
+        args.update(overrides)
+        positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+        with pytest.raises(ValueError, match=message):
+            call(*positional, **args)
+        for buffer in buffers:
+            assert torch.isnan(buffer.float()).all(), "nothing may be written before validation passes"
+
+
+def test_base_args_are_valid_and_one_split_needs_no_scratch():
+    args = base_args()
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 2, "chunks_per_block": 1}
+    args.update(mid_out=None, mid_lse=None, num_splits=1)
+    assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 1, "chunks_per_block": 2}
+    # 17 chunks cannot run in one split: the message does not offer num_splits=1.
+    wide = dict(indices=torch.zeros(3, 1025, dtype=torch.int32), mid_out=None, mid_lse=None, num_splits=None)
+    with pytest.raises(ValueError, match=r"required when the plan splits \(num_splits = 2\); allocate them with "
+                                         r"cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch$"):
+        torch_ops.sparse_mla_decode(*positional[:2], wide.pop("indices"), *positional[3:], **wide)
+
+
+def test_inputs_requiring_grad_raise_clearly():
+    args = base_args()
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    q = positional[0].clone().requires_grad_()
+    for fn, name in [(torch_ops.sparse_mla_decode, "cake_sparse_mla_sm120_dsv4_nvfp4_decode"),
+                     (torch.ops.cake.sparse_mla_decode, "cake::sparse_mla_decode"),
+                     (torch_ops.sparse_mla_attention, "sparse_mla_attention")]:
+        kwargs = {k: v for k, v in args.items() if k != "num_splits" or fn is not torch_ops.sparse_mla_attention}
+        with pytest.raises(NotImplementedError, match=f"{name}: q requires grad, but this operat(ion|or) has no backward"):
+            fn(q, *positional[1:], **kwargs)
+    with torch.no_grad():
+        torch_ops.sparse_mla_decode(q, *positional[1:], **args)
+    assert not torch.isnan(positional[3].float()).any()
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_cuda_decode_is_not_built_yet():
+    args = base_args()
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = [x.cuda() if isinstance(x, torch.Tensor) else x for x in positional]
+    args = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    with pytest.raises(NotImplementedError, match="the CUDA decode kernel is not built yet; use the prefill op or CPU"):
+        torch_ops.sparse_mla_decode(*positional, **args)
+    # 8 heads: the prefill cannot run them either.
+    q8 = positional[0][:, :8].contiguous()
+    output8, out_lse8 = positional[3][:, :8].contiguous(), positional[4][:, :8].contiguous()
+    with pytest.raises(NotImplementedError, match="the CUDA decode kernel is not built yet"):
+        torch_ops.sparse_mla_attention(q8, positional[1], positional[2], output8, out_lse8, 0.1)
+    assert torch.isnan(output8.float()).all()
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_cuda_attention_falls_back_to_the_prefill():
+    """Until the CUDA decode exists, sparse_mla_attention runs the prefill for every shape the
+    prefill runs, also where the decode would be chosen (one token)."""
+    problem = make_problem(num_tokens=1, num_heads=64, topk=700, main=CacheSpec(20, 64), device="cuda", seed=6,
+                           lengths="random", sink=1.0)
+    output = torch.full((1, 64, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out_lse = torch.full((1, 64), float("nan"), device="cuda")
+    result = torch_ops.sparse_mla_attention(problem.q, problem.kv_cache, problem.indices, output, out_lse,
+                                            problem.sm_scale, **problem.kwargs)
+    assert result["op"] == "prefill"
+    assert_matches_reference(output, out_lse, *problem.reference())

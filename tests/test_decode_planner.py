@@ -1,0 +1,205 @@
+"""The decode planner (docs/contract.md section 12, docs/planner.md): one C++ implementation
+(csrc/ops/decode_plan.h) asked by the op and, through torch_ops._C, by Python. Head tiles, the
+split rule and its bounds, the scratch that covers every plan, the decode/prefill choice."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import torch_ops
+from torch_ops import _C
+from torch_ops.decode_planner import decode_plan_for_call, decode_token_limit
+
+head_tiles = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles
+num_chunks = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks
+plan_splits = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits
+plan_decode = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode
+scratch_bytes = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes
+allocate = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch
+select = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel
+
+
+def test_head_tile_choices():
+    """1, 2 and 4 where they divide ceil(H / 16) tiles; H % 16 == 8 leaves the last tile half full."""
+    assert head_tiles(8) == (1,) and head_tiles(16) == (1,) and head_tiles(48) == (1,) and head_tiles(40) == (1,)
+    assert head_tiles(24) == (1, 2) and head_tiles(32) == (1, 2) and head_tiles(96) == (1, 2)
+    assert head_tiles(56) == (1, 2, 4) and head_tiles(64) == (1, 2, 4) and head_tiles(128) == (1, 2, 4)
+    for bad in (0, 4, 12, 20, 136, -8):
+        assert head_tiles(bad) == ()
+
+
+def test_num_chunks():
+    assert num_chunks(1) == 1 and num_chunks(64) == 1 and num_chunks(65) == 2 and num_chunks(1024) == 16
+    assert num_chunks(1000, 20) == 17 and num_chunks(960, 64) == 16 and num_chunks(16384) == 256
+    with pytest.raises(ValueError, match="topk: expected >= 1"):
+        num_chunks(0)
+    with pytest.raises(ValueError, match="extra_topk: expected >= 0"):
+        num_chunks(64, -1)
+
+
+def test_splits_fill_the_sms():
+    # One token, one head block, 8 chunks: 132 SMs want 132 splits, a split holds one chunk at least.
+    assert plan_splits(num_tokens=1, num_heads=8, topk=512, num_sms=132) == (8, 1)
+    # 32 chunks, 4 head blocks (H = 64, one tile each): ceil(132 / 4) = 33 splits, capped at 16.
+    assert plan_splits(num_tokens=1, num_heads=64, topk=2048, num_sms=132) == (16, 2)
+    # 10 tokens x 2 blocks = 20 items: ceil(132 / 20) = 7 splits of 32 chunks -> at most 5 chunks each.
+    assert plan_splits(num_tokens=10, num_heads=128, topk=2048, num_sms=132, head_tiles=4) == (7, 5)
+    # Enough items already: the fewest splits, one unless the chunks need more.
+    assert plan_splits(num_tokens=200, num_heads=16, topk=512, num_sms=132) == (1, 8)
+    assert plan_splits(num_tokens=200, num_heads=16, topk=2048, extra_topk=64, num_sms=132) == (3, 11)
+    # max_splits caps it; no token: the fewest.
+    assert plan_splits(num_tokens=1, num_heads=8, topk=1024, num_sms=132, max_splits=4) == (4, 4)
+    assert plan_splits(num_tokens=0, num_heads=8, topk=1024, extra_topk=1024, num_sms=132) == (2, 16)
+
+
+def test_explicit_splits_and_the_balanced_partition():
+    """Split s of n holds chunks [s * C // n, (s + 1) * C // n): chunks_per_block is the largest
+    share, ceil(C / n)."""
+    assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=3) == \
+        {"head_tiles": 1, "num_splits": 3, "chunks_per_block": 4}
+    assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=10) == \
+        {"head_tiles": 1, "num_splits": 10, "chunks_per_block": 1}
+    for bad, chunks in ((0, 10), (11, 10), (1, 17), (17, 40)):
+        with pytest.raises(ValueError, match="num_splits: expected"):
+            plan_decode(num_tokens=1, num_heads=16, topk=64 * chunks, num_sms=4, num_splits=bad)
+    with pytest.raises(ValueError, match="num_splits: expected .* max_splits = 4"):
+        plan_decode(num_tokens=1, num_heads=16, topk=640, num_sms=4, num_splits=5, max_splits=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from(range(8, 129, 8)), topk=st.integers(1, 4096),
+       extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80), data=st.data())
+def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, data):
+    """Within [ceil(C / 16), min(max_splits, C)], the fewest splits whose CTAs reach num_sms;
+    fewer splits never for more tokens."""
+    chunks = num_chunks(topk, extra_topk)
+    tiles = data.draw(st.sampled_from(head_tiles(num_heads)))
+    args = dict(num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, max_splits=max_splits,
+                head_tiles=tiles)
+    if chunks > 16 * max_splits:
+        with pytest.raises(ValueError, match=r"topk/extra_topk: expected .* <= 16 \* max_splits"):
+            plan_splits(num_tokens=num_tokens, **args)
+        return
+    splits, per_block = plan_splits(num_tokens=num_tokens, **args)
+    fewest, most = -(-chunks // 16), min(max_splits, chunks)
+    assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 16
+    items = num_tokens * (-(-num_heads // 16) // tiles)
+    if num_tokens == 0:
+        assert splits == fewest
+    elif splits > fewest:
+        assert items * (splits - 1) < num_sms, "a split fewer would still fill the SMs"
+    if splits < most and num_tokens:
+        assert items * splits >= num_sms, "more splits would fill more SMs"
+    if num_tokens:
+        assert plan_splits(num_tokens=num_tokens + 1, **args)[0] <= splits
+
+
+@pytest.fixture
+def many_threads():
+    """24 intra-op threads (the CPU planner's SMs) for one test, so that plans change with T."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(24)
+    yield 24
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("num_heads,topk,extra_topk,max_splits", [(8, 512, 0, 16), (64, 2048, 128, 16), (24, 100, 0, 2),
+                                                                   (128, 16384, 0, 16), (16, 1024, 1024, 4)])
+def test_steps_reproduce_the_plan_at_every_token_count(num_heads, topk, extra_topk, max_splits, many_threads):
+    """The API reads its plan off the planner's steps (so that it traces with a symbolic token
+    count); at every T they give what the planner gives."""
+    num_sms = _C.device_num_sms("cpu")
+    assert num_sms == many_threads
+    for num_tokens in list(range(0, 3 * num_sms + 3)) + [1000, 10**6]:
+        expected = plan_decode(num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk,
+                               device="cpu", max_splits=max_splits)
+        got = decode_plan_for_call(torch.device("cpu"), num_tokens, num_heads, topk, extra_topk, max_splits, None, None)
+        assert got == expected, num_tokens
+    assert decode_plan_for_call(torch.device("cpu"), 1, 12, 64, 0, 16, None, None) is None  # the op names q
+
+
+def test_splits_on_a_gpu_sized_sm_count():
+    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: ceil(132 / T) splits, between 2
+    (16 chunks each) and 16 (max_splits)."""
+    for num_tokens in range(1, 140):
+        expected = min(16, max(2, -(-132 // num_tokens)))
+        assert plan_splits(num_tokens=num_tokens, num_heads=64, topk=2048, num_sms=132, head_tiles=4) == \
+            (expected, -(-32 // expected))
+
+
+@pytest.mark.parametrize("num_tokens,num_heads,topk,extra_topk", [(1, 8, 64, 0), (5, 24, 1500, 600), (0, 128, 100, 0),
+                                                                   (3, 64, 16384, 0)])
+@pytest.mark.parametrize("max_splits", [None, 3])
+def test_scratch_covers_every_plan(num_tokens, num_heads, topk, extra_topk, max_splits):
+    chunks = num_chunks(topk, extra_topk)
+    if max_splits is not None and chunks > 16 * max_splits:
+        with pytest.raises(ValueError, match="max_splits"):
+            scratch_bytes(num_tokens, num_heads, topk, extra_topk, max_splits=max_splits)
+        return
+    mid_out, mid_lse = allocate(num_tokens, num_heads, topk, extra_topk, max_splits=max_splits)
+    splits = chunks if max_splits is None else min(chunks, max_splits)
+    assert mid_out.shape == (splits, num_tokens, num_heads, 512) and mid_out.dtype == torch.float32
+    assert mid_lse.shape == (splits, num_tokens, num_heads) and mid_lse.dtype == torch.float32
+    assert mid_out.is_contiguous() and mid_lse.is_contiguous()
+    nbytes = scratch_bytes(num_tokens, num_heads, topk, extra_topk, max_splits=max_splits)
+    assert nbytes == mid_out.numel() * 4 + mid_lse.numel() * 4 == splits * num_tokens * num_heads * 513 * 4
+    # Every plan of the shape fits: any num_sms, any head tile, any max_splits allowed (or the given one).
+    for num_sms in (1, 7, 132, 10**6):
+        for tiles in head_tiles(num_heads):
+            for limit in ([max_splits] if max_splits is not None else [16, 64, 10**6]):
+                if chunks <= 16 * limit:
+                    assert plan_splits(num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk,
+                                       num_sms=num_sms, max_splits=limit, head_tiles=tiles)[0] <= splits
+
+
+def test_select_kernel():
+    """The provisional crossover: the decode when the prefill cannot run the shape, or when its
+    largest launch (T * H / 16 work items) is below the SM count."""
+    assert _C.DECODE_CROSSOVER_ITEMS_PERCENT == 100
+    assert select(num_tokens=10**6, num_heads=8, topk=64, num_sms=132) == "decode"       # H not a multiple of 16
+    assert select(num_tokens=10**6, num_heads=16, topk=1025, num_sms=132) == "decode"    # 17 chunks
+    assert select(num_tokens=10**6, num_heads=16, topk=1000, extra_topk=20, num_sms=132) == "decode"
+    assert select(num_tokens=10**6, num_heads=16, topk=1024, num_sms=132) == "prefill"
+    assert select(num_tokens=32, num_heads=64, topk=512, num_sms=132) == "decode"        # 128 items < 132
+    assert select(num_tokens=33, num_heads=64, topk=512, num_sms=132) == "prefill"       # 132 items
+    assert select(num_tokens=0, num_heads=64, topk=512, num_sms=132) == "decode"
+    for bad, match in ((dict(num_heads=12), "num_heads"), (dict(topk=0), "topk"), (dict(num_sms=0), "num_sms"),
+                       (dict(topk=16385), "topk/extra_topk"), (dict(num_tokens=-1), "num_tokens")):
+        args = dict(num_tokens=1, num_heads=16, topk=64, num_sms=4)
+        args.update(bad)
+        with pytest.raises(ValueError, match=match):
+            select(**args)
+
+
+@pytest.mark.parametrize("num_heads,topk,extra_topk", [(16, 64, 0), (64, 512, 128), (128, 1024, 0), (8, 64, 0),
+                                                       (32, 2048, 0)])
+def test_token_limit_is_the_select_rule(num_heads, topk, extra_topk, many_threads):
+    num_sms = _C.device_num_sms("cpu")
+    limit = decode_token_limit("cpu", None, num_heads, topk, extra_topk)
+    for num_tokens in range(0, 3 * num_sms + 3):
+        expected = select(num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms)
+        assert ("decode" if limit < 0 or num_tokens < limit else "prefill") == expected
+    assert decode_token_limit("cpu", None, 12, topk, extra_topk) is None
+
+
+def test_planner_errors():
+    base = dict(num_tokens=1, num_heads=16, topk=64, num_sms=4)
+    cases = [
+        (dict(num_heads=4), "num_heads: expected 8, 16, ..., 128"),
+        (dict(num_heads=136), "num_heads: expected 8, 16, ..., 128"),
+        (dict(num_tokens=-1), "num_tokens: expected >= 0"),
+        (dict(topk=0), "topk: expected >= 1"),
+        (dict(extra_topk=-2), "extra_topk: expected >= 0"),
+        (dict(num_sms=0), "num_sms: expected >= 1"),
+        (dict(max_splits=0), "max_splits: expected >= 1"),
+        (dict(topk=1025, max_splits=1), r"topk/extra_topk: expected .* <= 16 \* max_splits = 16, got 17"),
+        (dict(head_tiles=2), r"head_tiles: expected one of \[1\] for H = 16"),
+        (dict(num_heads=24, head_tiles=4), r"head_tiles: expected one of \[1, 2\] for H = 24"),
+    ]
+    for overrides, match in cases:
+        with pytest.raises(ValueError, match=match):
+            plan_splits(**dict(base, **overrides))
+    with pytest.raises(ValueError, match="device: expected"):
+        plan_decode(num_tokens=1, num_heads=16, topk=64, device="tpu")
+    with pytest.raises(ValueError, match="num_heads"):
+        scratch_bytes(1, 12, 64)
