@@ -4,7 +4,8 @@ from typing import Dict, Optional
 
 import torch
 
-from .decode_planner import DEFAULT_MAX_SPLITS, decode_kernel_registered, decode_plan_for_call
+from .decode_planner import (DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode, decode_kernel_registered,
+                             decode_plan_for_call)
 from .no_backward import check_no_grad
 
 CUDA_NOT_BUILT = "the CUDA decode kernel is not built yet; use the prefill op or CPU"
@@ -128,5 +129,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
         head_tiles=head_tiles,
     )
     if plan is None:
-        raise AssertionError("the decode op accepted arguments its planner rejects")  # unreachable: same C++ checks
+        # The op checks what the planner checks, so it has raised already; if not, the planner
+        # says what it rejects (ValueError naming the argument).
+        plan = cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
+            num_tokens=q.shape[0], num_heads=q.shape[1], topk=indices.shape[-1],
+            extra_topk=0 if extra_indices is None else extra_indices.shape[-1], device=q.device,
+            max_splits=max_splits, head_tiles=head_tiles, num_splits=num_splits)
     return plan
