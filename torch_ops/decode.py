@@ -7,12 +7,9 @@ import torch
 from .decode_planner import (DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode, decode_kernel_registered,
                              decode_plan_for_call)
 from .no_backward import check_no_grad
+from .prefill import _contiguous
 
 CUDA_NOT_BUILT = "the CUDA decode kernel is not built yet; use the prefill op or CPU"
-
-
-def _contiguous(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    return tensor.contiguous() if tensor is not None else None
 
 
 def _width(indices: Optional[torch.Tensor]) -> Optional[int]:
