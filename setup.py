@@ -68,7 +68,8 @@ if _cuda_requested():
         include_dirs=_cuda_wheel_includes(),
         extra_compile_args={
             "cxx": cxx_flags + cuda_defines,
-            "nvcc": ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-lineinfo"] + cuda_defines + _gencode_flags(),
+            "nvcc": ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-lineinfo"] + cuda_defines + _gencode_flags()
+                + os.environ.get("CAKE_NVCC_EXTRA", "").split(),
         },
     )
 else:

@@ -19,6 +19,7 @@ void launch_sparse_mla_prefill_hopper(const PrefillParams& params, int num_sms, 
   const unsigned num_ctas = unsigned(num_items < num_sms ? num_items : num_sms);
   hopper::sparse_mla_prefill_hopper_kernel<<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  hopper::print_trace();
 }
 
 }  // namespace cake::cuda

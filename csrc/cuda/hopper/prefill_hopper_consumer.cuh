@@ -1,8 +1,8 @@
-// The consumer warpgroups of the Hopper prefill. The blocks of an item are taken two at a time
-// (a pair): consumer c computes S = Q K^T for block 2 p + c of pair p (64 heads x 64 candidates,
-// wgmma m64n64k16), the two agree on each head's softmax reference through shared memory, each
-// writes its block's bf16 weights P, and then each accumulates O for its half of the output dims
-// over both blocks of the pair: O[:, its 256 dims] += P_0 V_0 + P_1 V_1 (wgmma m64n128k16).
+// The consumer warpgroups of the Hopper prefill. For each 64-candidate block, consumer c computes
+// S = Q K^T for half c of the block (64 heads x 32 candidates, wgmma m64n32k16, from K slot
+// 2 (j % 2) + c), the two agree on each head's softmax reference through shared memory, each
+// writes its half of the block's bf16 weights P, and then each accumulates O for its half of the
+// output dims over the whole block: O[:, its 256 dims] += P V (wgmma m64n128k16).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +11,7 @@
 #include "../common/prefill_epilogue.cuh"
 #include "../common/ptx_primitives.cuh"
 #include "prefill_hopper_layout.h"
+#include "prefill_hopper_trace.cuh"
 #include "prefill_hopper_work.cuh"
 #include "sm90_primitives.cuh"
 
@@ -35,8 +36,7 @@ class ConsumerRole {
   __device__ void run() {
     using namespace sm90;
     const int num_items = params_.num_tokens * params_.num_head_blocks;
-    const int other_first = 2 - 2 * consumer_;  // the quarters only the other consumer's PV reads
-    int gpair = 0;    // pairs so far over this CTA's items: the phase of the quarter barriers
+    int gblock = 0;   // blocks so far over this CTA's items: the phase of the block barriers
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       const WorkItem w = work_item(params_, item);
@@ -47,24 +47,29 @@ class ConsumerRole {
       }
       mbarrier_wait(smem_address(&smem_.q_full), q_items & 1);
       fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
-      for (int pair = 0; pair < w.num_pairs(); ++pair, ++gpair) {
-        float s_acc[32];
-        compute_scores(s_acc, gpair);
-        if (pair + 1 == w.num_pairs()) mbarrier_arrive(smem_address(&smem_.q_empty));
-        softmax(s_acc);
-        // This consumer no longer reads the other consumer's quarters (its QK^T and its reads of
-        // the candidate flags are done).
-        mbarrier_arrive(smem_address(&smem_.quarter_empty[other_first]));
-        mbarrier_arrive(smem_address(&smem_.quarter_empty[other_first + 1]));
-        consumer_barrier<kPReady>();  // both P tiles complete
+      for (int block = 0; block < w.num_blocks; ++block, ++gblock) {
+        const int parity = gblock & 1;
+        trace_event(consumer_, 0, gblock);
+        mbarrier_wait(smem_address(&smem_.block_full[parity]), (gblock >> 1) & 1);
+        // Other threads wrote the slots with ordinary stores (and cp.async); this thread saw them
+        // complete through the mbarrier, and its wgmma reads them through the async proxy.
+        fence_proxy_async();
+        trace_event(consumer_, 1, gblock);
+        float s_acc[16];
+        compute_scores(s_acc, parity);
+        if (block + 1 == w.num_blocks) mbarrier_arrive(smem_address(&smem_.q_empty));
+        trace_event(consumer_, 2, gblock);
+        softmax(s_acc, parity);
+        trace_event(consumer_, 3, gblock);
+        consumer_barrier<kPReady>();  // both halves of P written
+        trace_event(consumer_, 4, gblock);
         wgmma_fence();
-        accumulate_quarter<0>(pv_quarter(0));
-        accumulate_quarter<1>(pv_quarter(1));
-        wgmma_wait<1>();
-        mbarrier_arrive(smem_address(&smem_.quarter_empty[pv_quarter(0)]));
+        accumulate_quarter<0>(parity);
+        accumulate_quarter<1>(parity);
         wgmma_wait<0>();
         pin_registers(o_acc_);
-        mbarrier_arrive(smem_address(&smem_.quarter_empty[pv_quarter(1)]));
+        mbarrier_arrive(smem_address(&smem_.block_empty[parity]));
+        trace_event(consumer_, 5, gblock);
       }
       finish_item(w);
       ++q_items;
@@ -90,39 +95,18 @@ class ConsumerRole {
     sums_[0] = sums_[1] = WeightSums{0.0f, 0.0f};
   }
 
-  // kSteps k-steps of S from kFirstStep on, once their dims of the tile are written.
-  template <int kFirstStep, int kSteps>
-  __device__ __forceinline__ void score_steps(float (&s_acc)[32], uint64_t q_desc, uint64_t k_desc, uint32_t full,
-                                              int gpair) {
-    using namespace sm90;
-    mbarrier_wait(full, gpair & 1);
-    // Other threads wrote these dims with ordinary stores (or cp.async); this thread saw them
-    // complete through the mbarrier, and its wgmma reads them through the async proxy.
-    fence_proxy_async();
-#pragma unroll
-    for (int k = kFirstStep; k < kFirstStep + kSteps; ++k) {  // +32 bytes within a row, +8 KB per column block
-      const uint32_t offset = ((k / 4) * kColumnBlockBytes + (k % 4) * 32) >> 4;
-      wgmma_m64n64k16_ss(s_acc, q_desc + offset, k_desc + offset, k != 0);
-    }
-  }
-
-  // S[64 heads x 64 candidates] = Q K^T for this consumer's block: the NoPE dims quarter by
-  // quarter in the order the dequant hands them over, the RoPE dims last.
-  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int gpair) {
+  // S[64 heads x 32 candidates] = Q K^T for this consumer's half of the block.
+  __device__ __forceinline__ void compute_scores(float (&s_acc)[16], int parity) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
-    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[consumer_]), 16, 1024);
-    static_assert(fill_order(0) == 0 && fill_order(1) == 3, "k-step 0 starts the chain; quarter 3's NoPE is second");
+    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[2 * parity + consumer_]), 16, 1024);
     wgmma_fence();
-    score_steps<0, kStepsPerQuarter>(s_acc, q_desc, k_desc, smem_address(&smem_.quarter_full[0]), gpair);
-    score_steps<3 * kStepsPerQuarter, kNopeStepsOfQuarter3>(s_acc, q_desc, k_desc,
-                                                            smem_address(&smem_.quarter_full[3]), gpair);
-    score_steps<fill_order(2) * kStepsPerQuarter, kStepsPerQuarter>(
-        s_acc, q_desc, k_desc, smem_address(&smem_.quarter_full[fill_order(2)]), gpair);
-    score_steps<fill_order(3) * kStepsPerQuarter, kStepsPerQuarter>(
-        s_acc, q_desc, k_desc, smem_address(&smem_.quarter_full[fill_order(3)]), gpair);
-    score_steps<3 * kStepsPerQuarter + kNopeStepsOfQuarter3, kRopeSteps>(s_acc, q_desc, k_desc,
-                                                                        smem_address(&smem_.rope_full), gpair);
+#pragma unroll
+    for (int k = 0; k < kQkSteps; ++k) {  // +32 bytes within a row, a column block per 4 steps
+      const uint32_t q_offset = ((k / 4) * kQColumnBlockBytes + (k % 4) * 32) >> 4;
+      const uint32_t k_offset = ((k / 4) * kSlotColumnBlockBytes + (k % 4) * 32) >> 4;
+      wgmma_m64n32k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
+    }
     wgmma_commit();
     wgmma_wait<0>();
     pin_registers(s_acc);
@@ -130,13 +114,13 @@ class ConsumerRole {
 
   // Masks and scales S, agrees on the reference with the other consumer, writes this block's P
   // tile and updates the row sums; rescales O when the reference moved.
-  __device__ __forceinline__ void softmax(float (&s_acc)[32]) {
+  __device__ __forceinline__ void softmax(float (&s_acc)[16], int parity) {
     using namespace sm90;
-    // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 8 i + 2 (lane % 4) + e % 2.
-    const uint8_t* valid = smem_.valid[consumer_];
+    // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 32 consumer + 8 i + 2 (lane % 4) + e % 2.
+    const uint8_t* valid = smem_.valid[parity] + kSlotRows * consumer_;
     float slice_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 4; ++i) {
       const int column = 8 * i + 2 * (lane_ % 4);
       const bool valid_even = valid[column] != 0;
       const bool valid_odd = valid[column + 1] != 0;
@@ -167,19 +151,19 @@ class ConsumerRole {
       row_max_[r] = new_max;
       WeightSums block = {0.0f, 0.0f};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < 4; ++i) {
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) s_acc[4 * i + e] = add_weight(block, s_acc[4 * i + e], reference);
       }
       rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], block);
     }
-    const uint32_t p_tile = smem_address(smem_.p[consumer_]);
+    const uint32_t p_tile = smem_address(smem_.p);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int column = 8 * i + 2 * (lane_ % 4);
+    for (int i = 0; i < 4; ++i) {
+      const int column = kSlotRows * consumer_ + 8 * i + 2 * (lane_ % 4);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        st_shared_4(p_tile + swizzled_offset(row0_ + 8 * r, column),
+        st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column),
                     pack_bf16x2(s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1]));
       }
     }
@@ -194,28 +178,27 @@ class ConsumerRole {
   }
 
   // The quarter of the output dims (and of V) that this consumer's PV step `step` reads, and that
-  // o_acc[64 step ..] holds: consumer 0 quarters 0 then 1, consumer 1 quarters 3 then 2 (so
-  // quarters 0 and 3 are freed first; see fill_order). Both consumers run the same instructions:
-  // wgmma in warpgroup-divergent code makes ptxas serialise every wgmma of the kernel.
-  __device__ __forceinline__ int pv_quarter(int step) const { return consumer_ == 0 ? step : 3 - step; }
+  // o_acc[64 step ..] holds: consumer c quarters 2 c and 2 c + 1. Both consumers run the same
+  // instructions (the quarter is data in the descriptor): wgmma in warpgroup-divergent code makes
+  // ptxas serialise every wgmma of the kernel.
+  __device__ __forceinline__ int pv_quarter(int step) const { return 2 * consumer_ + step; }
   // The output dim of accumulator column block i (o_acc[4 i ..], 8 columns).
   __device__ __forceinline__ int o_dim(int i) const { return 128 * pv_quarter(i / 16) + 8 * (i % 16); }
 
-  // O[64 x the 128 dims of `quarter`] += P_b V_b over the pair's two blocks, into the 64
-  // registers of O that hold that quarter (o_acc[64 kStep ..]).
+  // O[64 x the 128 dims of quarter pv_quarter(kStep)] += P V over the block (candidates 0..31 from
+  // slot 2 parity, 32..63 from slot 2 parity + 1), into the 64 registers of O that hold that
+  // quarter (o_acc[64 kStep ..]); one commit group.
   template <int kStep>
-  __device__ __forceinline__ void accumulate_quarter(int quarter) {
+  __device__ __forceinline__ void accumulate_quarter(int parity) {
     using namespace sm90;
     float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * kStep);
+    const uint64_t p_desc = smem_descriptor(smem_address(smem_.p), 16, 1024);
 #pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      const uint64_t p_desc = smem_descriptor(smem_address(smem_.p[b]), 16, 1024);
-      const uint64_t v_desc =
-          smem_descriptor(smem_address(smem_.k[b]) + 2 * quarter * kColumnBlockBytes, kColumnBlockBytes, 1024);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
-        wgmma_m64n128k16_ss_bt(o_part, p_desc + ((k * 32) >> 4), v_desc + ((k * 16 * kTileRowBytes) >> 4), true);
-      }
+    for (int k = 0; k < kBlockRows / 16; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
+      const uint32_t v_base = smem_address(smem_.k[2 * parity + k / kPvStepsPerSlot]) +
+                              2 * pv_quarter(kStep) * kSlotColumnBlockBytes + (k % kPvStepsPerSlot) * 16 * kTileRowBytes;
+      const uint64_t v_desc = smem_descriptor(v_base, kSlotColumnBlockBytes, 1024);
+      wgmma_m64n128k16_ss_bt(o_part, p_desc + ((k * 32) >> 4), v_desc, true);
     }
     wgmma_commit();
   }

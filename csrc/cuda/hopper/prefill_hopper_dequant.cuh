@@ -1,7 +1,9 @@
 // The dequant warpgroups of the Hopper prefill: gather the candidate rows of a block straight
-// into registers, convert NVFP4 -> bf16 and write the block's K tile (which is also V), a quarter
-// of the tile at a time as the consumers free it. Warpgroup d (0 or 1) serves block 2 p + d of
-// every pair p, into K tile d; two threads per candidate row. They also load each item's Q.
+// into registers, convert NVFP4 -> bf16 and write the block's two K slots (which are also V).
+// Warpgroup d (0 or 1) converts half d (rows 32 d .. 32 d + 31) of every block into slot
+// 2 (j % 2) + d, block j of the CTA's walk; four threads per row. They run one block ahead of the
+// consumers: block j + 1 is converted while the consumers read block j. They also load each
+// item's Q.
 #pragma once
 
 #include "../common/candidate_gather.cuh"
@@ -9,12 +11,14 @@
 #include "../common/ptx_primitives.cuh"
 #include "nvfp4_bit_decode.cuh"
 #include "prefill_hopper_layout.h"
+#include "prefill_hopper_trace.cuh"
 #include "prefill_hopper_work.cuh"
 #include "sm90_primitives.cuh"
 
 namespace cake::cuda::hopper {
 
-// 16 bytes from global memory through the read-only path, not kept in L1 (each row is read once).
+// 16 (8) bytes from global memory through the read-only path, not kept in L1 (each row is read
+// once).
 __device__ __forceinline__ uint4 ld_global_nc_16(const void* pointer) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
@@ -22,67 +26,84 @@ __device__ __forceinline__ uint4 ld_global_nc_16(const void* pointer) {
                : "l"(pointer));
   return v;
 }
+__device__ __forceinline__ uint2 ld_global_nc_8(const void* pointer) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(pointer));
+  return v;
+}
 
-// The CTA's pairs in order, over its items with candidates.
-struct PairCursor {
+// The CTA's blocks in order, over its items with candidates.
+struct BlockCursor {
   int item;  // >= the item count: past the end
-  int pair;
+  int block;
   WorkItem w;
 };
+
+// What part p of a row converts: full code units p, p + 4, p + 8 (units 0..11, 32 dims each) and
+// half h = p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
+// 112 dims each.
+constexpr int kFullUnitsPerPart = 3;
+constexpr int kHalfUnitFirstByte = 16 * kFullUnitsPerPart * kPartsPerRow;  // 192
+constexpr int kHalfUnitFirstChunk = kHalfUnitFirstByte / 4;                // tile chunk 48
+constexpr int kHalfUnitFirstScale = kHalfUnitFirstByte / 8;                // scale byte 24
+static_assert(kFullUnitsPerPart * kPartsPerRow + kPartsPerRow / 2 == kCodeUnits, "the parts cover the row");
 
 class DequantRole {
  public:
   __device__ DequantRole(const PrefillParams& params, SharedStorage& smem, int warpgroup, int thread)
-      : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / 2), side_(thread % 2),
-        num_items_(params.num_tokens * params.num_head_blocks) {}
+      : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / kPartsPerRow),
+        part_(thread % kPartsPerRow), num_items_(params.num_tokens * params.num_head_blocks) {}
 
-  // A software pipeline over the CTA's pairs. During pair p this thread converts pair p's row
-  // (codes in registers, scales in shared memory) quarter by quarter as the consumers free the
-  // tile, loads pair p + 1's codes into the registers each quarter frees, copies pair p + 1's
-  // scales and loads pair p + 2's index: every load has a whole pair to land.
+  // A software pipeline over the CTA's blocks. For block j this thread waits until the consumers
+  // are done with block j - 2 (same slots), copies its RoPE chunks, converts its codes (loaded
+  // into registers during block j - 1) and hands the slot over; then it loads block j + 1's codes
+  // and scales and block j + 2's index: every load has a whole block to land.
   __device__ void run() {
-    PairCursor cursor;
-    seek_item(cursor, blockIdx.x);
-    if (cursor.item >= num_items_) return;
-    const uint32_t tile = smem_address(smem_.k[warpgroup_]);
+    BlockCursor cur;
+    seek_item(cur, blockIdx.x);
+    if (cur.item >= num_items_) return;
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
-    RowSource source = row_source(cursor.w, 2 * cursor.pair + warpgroup_, cursor_index(cursor));
-    load_units<0, kUnitsPerThread>(source);
+    RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
+    load_codes(source);
     copy_scales(source, 0);
+    load_q(cur.w, q_items++);
     cp_async_commit();
-    load_q(cursor.w, q_items++);
-    cp_async_commit();
-    cp_async_commit();  // the loop expects two groups after each pair's scales
-    PairCursor next = cursor;
+    BlockCursor next = cur;
     advance(next);
     int32_t next_index = cursor_index(next);
-    for (int gpair = 0;; ++gpair) {  // pairs over all of this CTA's items: the quarter barriers' phase
-      // This pair's scales (copied a pair ago by both threads of the row) are complete: every
-      // group is but the two committed since (the last pair's RoPE copies and an item's Q).
-      cp_async_wait<2>();
+    for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
+      const int parity = gblock & 1;
+      // This block's scales (copied a block ago by parts 0 and 1 of the row) have landed.
+      cp_async_wait<0>();
       __syncwarp();
+      trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
-      const RowSource next_source = has_next ? row_source(next.w, 2 * next.pair + warpgroup_, next_index)
+      const RowSource next_source = has_next ? row_source(next.w, next.block, next_index)
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
-      copy_scales(next_source, gpair + 1);  // into the stage pair - 1 used
-      cp_async_commit();
-      PairCursor after_next = next;
+      BlockCursor after_next = next;
       if (has_next) advance(after_next);
       const int32_t after_next_index = has_next ? cursor_index(after_next) : -1;
 
-      wait_quarter_free<fill_order(0)>(gpair);
-      if (side_ == 0) smem_.valid[warpgroup_][row_] = source.valid;
-      fill_quarter<fill_order(0)>(tile, source, next_source, gpair);
-      wait_quarter_free<fill_order(1)>(gpair);
-      fill_quarter<fill_order(1)>(tile, source, next_source, gpair);
-      cp_async_commit();  // the RoPE copies
-      wait_quarter_free<fill_order(2)>(gpair);
-      fill_quarter<fill_order(2)>(tile, source, next_source, gpair);
-      wait_quarter_free<fill_order(3)>(gpair);
-      fill_quarter<fill_order(3)>(tile, source, next_source, gpair);
-      if (has_next && next.pair == 0) load_q(next.w, q_items++);
+      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.block_empty[parity]), ((gblock >> 1) - 1) & 1);
+      trace_event(2 + warpgroup_, 1, gblock);
+      const uint32_t slot = smem_address(smem_.k[2 * parity + warpgroup_]);
+      if (part_ == 0) smem_.valid[parity][warpgroup_ * kSlotRows + row_] = source.valid;
+      copy_rope(slot, source);
+      sm90::cp_async_arrive_noinc(smem_address(&smem_.block_full[parity]));
+      convert(slot, parity);
+      // No proxy fence here: it would wait for the loads in flight. The consumers fence after
+      // they observe block_full, before their wgmma (the async proxy) reads the slot.
+      sm90::mbarrier_arrive(smem_address(&smem_.block_full[parity]));
+      trace_event(2 + warpgroup_, 2, gblock);
+
+      load_codes(next_source);
+      copy_scales(next_source, parity ^ 1);
+      // The next item's Q, once both consumers are done with this one's (after its first block is
+      // converted, so the wait does not hold up the conversion).
+      if (cur.block == 0 && gblock > 0) load_q(cur.w, q_items++);
       cp_async_commit();
       if (!has_next) break;
+      cur = next;
       next = after_next;
       next_index = after_next_index;
       source = next_source;
@@ -93,65 +114,78 @@ class DequantRole {
  private:
   // Where this thread's candidate row of one block comes from.
   struct RowSource {
-    const uint8_t* data_row;   // the list's cache base when masked (a readable address; nothing is read)
+    const uint8_t* data_row;  // the list's cache base when masked (a readable address; nothing is read)
     const uint8_t* scale_row;
     bool valid;
   };
 
   const PrefillParams& params_;
   SharedStorage& smem_;
-  const int warpgroup_;  // 0 or 1: the block of each pair it serves, and the K tile it writes
+  const int warpgroup_;  // 0 or 1: the half of each block it converts
   const int thread_;     // 0..127
-  const int row_;        // candidate row of the block
-  const int side_;       // which of the row's two threads: units side, side + 2, ...
+  const int row_;        // row of the slot (candidate 32 warpgroup + row of the block)
+  const int part_;       // which quarter of the row's dims this thread converts
   const int num_items_;
-  uint4 codes_[kUnitsPerThread];  // the row's codes of one block, waiting for their quarters
+  uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their slot
+  uint2 half_codes_;
 
-  __device__ __forceinline__ void seek_item(PairCursor& cursor, int item) const {
+  __device__ __forceinline__ void seek_item(BlockCursor& cursor, int item) const {
     for (; item < num_items_; item += gridDim.x) {
       cursor.w = work_item(params_, item);
       if (cursor.w.num_blocks > 0) break;
     }
     cursor.item = item;
-    cursor.pair = 0;
+    cursor.block = 0;
   }
-  __device__ __forceinline__ void advance(PairCursor& cursor) const {
-    if (++cursor.pair == cursor.w.num_pairs()) seek_item(cursor, cursor.item + gridDim.x);
+  __device__ __forceinline__ void advance(BlockCursor& cursor) const {
+    if (++cursor.block == cursor.w.num_blocks) seek_item(cursor, cursor.item + gridDim.x);
   }
 
   // The raw index of this thread's row in the cursor's block (-1 past the list's length or the
-  // CTA's pairs). Range-checked later, in row_source, so the load's latency hides behind a pair.
-  __device__ __forceinline__ int32_t cursor_index(const PairCursor& cursor) const {
+  // CTA's blocks). Range-checked later, in row_source, so the load's latency hides behind a block.
+  __device__ __forceinline__ int32_t cursor_index(const BlockCursor& cursor) const {
     if (cursor.item >= num_items_) return -1;
     const WorkItem& w = cursor.w;
-    const int block = 2 * cursor.pair + warpgroup_;
-    if (block >= w.num_blocks) return -1;
-    const bool in_main = block < w.blocks0;
+    const bool in_main = cursor.block < w.blocks0;
     const CandidateListParams& list = params_.lists[in_main ? 0 : 1];
-    const int position = (in_main ? block : block - w.blocks0) * kBlockRows + row_;
+    const int position = (in_main ? cursor.block : cursor.block - w.blocks0) * kBlockRows + warpgroup_ * kSlotRows + row_;
     if (position >= (in_main ? w.length0 : w.length1)) return -1;
     return __ldg(list.indices + int64_t(w.token) * list.width + position);
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem& w, int block, int32_t index) const {
-    const CandidateListParams& list = params_.lists[block < w.blocks0 || block >= w.num_blocks ? 0 : 1];
+    const CandidateListParams& list = params_.lists[block < w.blocks0 ? 0 : 1];
     const int64_t slot = index >= 0 && index < list.num_slots ? index : -1;
     const CandidateRows rows = candidate_rows(list, slot);
     return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
   }
 
-  template <int kFirst, int kEnd>
-  __device__ __forceinline__ void load_units(const RowSource& source) {
+  __device__ __forceinline__ void load_codes(const RowSource& source) {
 #pragma unroll
-    for (int j = kFirst; j < kEnd; ++j) {
-      codes_[j] = source.valid ? ld_global_nc_16(source.data_row + 16 * (side_ + 2 * j)) : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < kFullUnitsPerPart; ++i) {
+      const int unit = part_ + kPartsPerRow * i;
+      codes_[i] = source.valid ? ld_global_nc_16(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
+    }
+    half_codes_ = source.valid ? ld_global_nc_8(source.data_row + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
+  }
+
+  // The row's 32-byte scale row into stage `parity`, 16 bytes by each of parts 0 and 1 (a masked
+  // row's is zero-filled).
+  __device__ __forceinline__ void copy_scales(const RowSource& source, int parity) {
+    if (part_ < 2) {
+      const uint32_t stage = smem_address(smem_.scales[parity][warpgroup_][row_]) + 16 * part_;
+      cp_async_16(stage, source.valid ? source.scale_row + 16 * part_ : source.data_row, source.valid);
     }
   }
 
-  // The row's 32-byte scale row into stage `gpair` % 2, 16 bytes by each of the row's threads.
-  __device__ __forceinline__ void copy_scales(const RowSource& source, int gpair) {
-    const uint32_t stage = smem_address(smem_.scales[gpair % 2][warpgroup_][row_]) + 16 * side_;
-    cp_async_16(stage, source.valid ? source.scale_row + 16 * side_ : source.data_row, source.valid);
+  // The row's RoPE dims (bf16 already) straight into the slot: chunks 2 part, 2 part + 1 of 8.
+  __device__ __forceinline__ void copy_rope(uint32_t slot, const RowSource& source) {
+#pragma unroll
+    for (int k = 0; k < kRopeChunksPerPart; ++k) {
+      const int chunk = kRopeChunksPerPart * part_ + k;
+      cp_async_16(slot + swizzled_chunk_offset<kSlotColumnBlockBytes>(row_, kRopeFirstChunk + chunk),
+                  source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
+    }
   }
 
   // The item's Q into the Q tile, once both consumers are done with the previous item's Q. The
@@ -166,56 +200,38 @@ class DequantRole {
          unit += kDequantThreads) {
       const int q_row = unit / kChunksPerRow;
       const int chunk = unit % kChunksPerRow;
-      cp_async_16(q_tile + swizzled_chunk_offset(q_row, chunk), q_block + q_row * nvfp4::kHeadDim + chunk * 8, true);
+      cp_async_16(q_tile + swizzled_chunk_offset<kQColumnBlockBytes>(q_row, chunk),
+                  q_block + q_row * nvfp4::kHeadDim + chunk * 8, true);
     }
     sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
   }
 
-  // Converts code unit j (two groups: 32 dims from 32 u, u = side + 2 j) into the K tile.
-  __device__ __forceinline__ void convert_unit(uint32_t tile, const uint4& codes, uint32_t scale_pair, int j) {
-    const int unit = side_ + 2 * j;
-    const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
-    const uint32_t scale_high = e4m3_to_bf16x2(uint8_t((scale_pair >> 8) & 0xFFu));
-    const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      uint32_t out[4];
-      e2m1x8_to_bf16x8(words[c], c < 2 ? scale_low : scale_high, out);
-      sm90::st_shared_16(tile + swizzled_chunk_offset(row_, 4 * unit + c), out[0], out[1], out[2], out[3]);
-    }
+  // Eight codes (one word) times a scale into 16-byte chunk `chunk` of this thread's slot row.
+  __device__ __forceinline__ void convert_word(uint32_t slot, uint32_t word, uint32_t scale_bf16x2, int chunk) {
+    uint32_t out[4];
+    e2m1x8_to_bf16x8(word, scale_bf16x2, out);
+    sm90::st_shared_16(slot + swizzled_chunk_offset<kSlotColumnBlockBytes>(row_, chunk), out[0], out[1], out[2],
+                       out[3]);
   }
 
-  template <int kQuarter>
-  __device__ __forceinline__ void wait_quarter_free(int gpair) {
-    if (gpair > 0) sm90::mbarrier_wait(smem_address(&smem_.quarter_empty[kQuarter]), (gpair - 1) & 1);
-  }
-
-  // Writes quarter kQuarter of this warpgroup's tile from the registers (the caller waited until
-  // no consumer reads it), hands it over on quarter_full, and refills the registers it freed with
-  // the next pair's row.
-  template <int kQuarter>
-  __device__ __forceinline__ void fill_quarter(uint32_t tile, const RowSource& source, const RowSource& next,
-                                               int gpair) {
-    if (kQuarter == 3) {
-      // The RoPE dims are bf16 already: copied straight into the tile (zero-filled when masked).
+  // This part's codes of the block (in registers) into its slot row, with the row's scales from
+  // stage `parity`.
+  __device__ __forceinline__ void convert(uint32_t slot, int parity) {
+    const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
 #pragma unroll
-      for (int k = 0; k < kRopeChunks / 2; ++k) {
-        const int part = side_ + 2 * k;
-        cp_async_16(tile + swizzled_chunk_offset(row_, kRopeFirstChunk + part),
-                    source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * part : 0), source.valid);
-      }
-      sm90::cp_async_arrive_noinc(smem_address(&smem_.rope_full));
+    for (int i = 0; i < kFullUnitsPerPart; ++i) {
+      const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
+      const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
+      const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
+      const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
+      convert_word(slot, codes_[i].x, scale_low, 4 * unit + 0);
+      convert_word(slot, codes_[i].y, scale_low, 4 * unit + 1);
+      convert_word(slot, codes_[i].z, scale_high, 4 * unit + 2);
+      convert_word(slot, codes_[i].w, scale_high, 4 * unit + 3);
     }
-    const uint32_t* scale_words = reinterpret_cast<const uint32_t*>(smem_.scales[gpair % 2][warpgroup_][row_]);
-#pragma unroll
-    for (int j = first_unit(kQuarter); j < end_unit(kQuarter); ++j) {
-      // Unit j's scales are bytes 2u, 2u + 1 of the scale row (u = side + 2 j): half `side` of word j.
-      convert_unit(tile, codes_[j], scale_words[j] >> (16 * side_), j);
-    }
-    // No proxy fence here: it would wait for the next pair's loads in flight. The consumers fence
-    // after they observe quarter_full, before their wgmma (the async proxy) reads the tile.
-    sm90::mbarrier_arrive(smem_address(&smem_.quarter_full[kQuarter]));
-    load_units<first_unit(kQuarter), end_unit(kQuarter)>(next);
+    const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
+    convert_word(slot, half_codes_.x, scale_half, kHalfUnitFirstChunk + 2 * part_);
+    convert_word(slot, half_codes_.y, scale_half, kHalfUnitFirstChunk + 2 * part_ + 1);
   }
 };
 

@@ -1,15 +1,15 @@
 // Hopper (sm_90a) sparse-MLA prefill over the NVFP4 cache: a persistent, warp-specialised kernel.
 //
-// CTA c walks the work items (token, 64 heads) c, c + gridDim.x, ... with four warpgroups:
-//   - consumers 0 and 1 (prefill_hopper_consumer.cuh): per pair of 64-candidate blocks, consumer
-//     c runs QK^T of block 2 p + c, the two agree on the softmax reference, and each accumulates
-//     its 256 output dims over both blocks;
-//   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather block 2 p + d's rows into
-//     registers, convert NVFP4 -> bf16 and write K tile d quarter by quarter (the RoPE dims by
+// CTA c walks the work items (token, 64 heads) c, c + gridDim.x, ..., block by block (64
+// candidates, one list chunk), with four warpgroups:
+//   - consumers 0 and 1 (prefill_hopper_consumer.cuh): per block, consumer c runs QK^T of half c
+//     (32 candidates), the two agree on the softmax reference, and each accumulates its 256 output
+//     dims over the whole block;
+//   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather half d of the next block's
+//     rows into registers, convert NVFP4 -> bf16 and write K slot 2 (j % 2) + d (the RoPE dims by
 //     cp.async); they also load each item's Q.
-// A K tile quarter (128 dims) is handed over on quarter_full / quarter_empty mbarriers: the
-// consumers read a quarter in QK^T and (one consumer) in PV; each consumer's PV releases its
-// first quarter half-way, so the conversion of the next pair overlaps the MMAs of this one.
+// Four 32-row K slots hold two blocks: the dequant fills block j + 1 while the consumers read
+// block j, handing over on block_full / block_empty mbarriers.
 // docs/hopper_kernel.md describes the schedule, the budgets and the measured profile.
 #pragma once
 
@@ -30,11 +30,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     mbarrier_init(smem_address(&smem.q_full), kDequantThreads);    // one cp.async arrival per thread
     mbarrier_init(smem_address(&smem.q_empty), kConsumerThreads);
-    for (int quarter = 0; quarter < kQuarters; ++quarter) {
-      mbarrier_init(smem_address(&smem.quarter_full[quarter]), kDequantThreads);
-      mbarrier_init(smem_address(&smem.quarter_empty[quarter]), kConsumerThreads);
+    for (int parity = 0; parity < 2; ++parity) {
+      // Each dequant thread arrives twice: once after its stores, once (cp.async) when its RoPE
+      // copies land.
+      mbarrier_init(smem_address(&smem.block_full[parity]), 2 * kDequantThreads);
+      mbarrier_init(smem_address(&smem.block_empty[parity]), kConsumerThreads);
     }
-    mbarrier_init(smem_address(&smem.rope_full), kDequantThreads);  // one cp.async arrival per thread
   }
   __syncthreads();
   if (warpgroup >= kConsumers) {

@@ -12,18 +12,19 @@ namespace cake::cuda::hopper {
 
 constexpr int kHeads = 64;      // heads per work item: the wgmma M of QK^T and PV
 constexpr int kBlockRows = 64;  // candidates per block (one list chunk)
+constexpr int kSlotRows = 32;   // candidates per K slot: half a block
 constexpr int kWarpgroupThreads = 128;
-// Warpgroups 0 and 1 are the consumers (QK^T of one block of each pair, softmax, PV for half of
-// the output dims); warpgroups 2 and 3 gather and dequantize (2 the even blocks, 3 the odd ones).
+// Warpgroups 0 and 1 are the consumers (QK^T of one half of each block, softmax, PV of the whole
+// block for half of the output dims); warpgroups 2 and 3 gather and dequantize (2 the first half
+// of each block, 3 the second).
 constexpr int kConsumers = 2;
 constexpr int kDequantWarpgroups = 2;
 constexpr int kThreads = (kConsumers + kDequantWarpgroups) * kWarpgroupThreads;  // 512
 constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
 constexpr int kDequantThreads = kDequantWarpgroups * kWarpgroupThreads;
 // setmaxnreg budgets, the whole register file between them. A consumer holds a 64 x 256 fp32 O
-// accumulator (128) and a 64 x 64 S accumulator (32); a dequant thread holds one block's codes
-// for its half row in flight (28). At 184 / 72 the consumers spill; at 192 / 64 the dequant
-// threads spill a few words around the quarter hand-overs.
+// accumulator (128) and a 64 x 32 S accumulator (16); a dequant thread holds a quarter row's
+// codes of the next block (16).
 constexpr int kConsumerRegisters = 192;
 constexpr int kDequantRegisters = 64;
 static_assert(kConsumers * kWarpgroupThreads * kConsumerRegisters +
@@ -31,50 +32,50 @@ static_assert(kConsumers * kWarpgroupThreads * kConsumerRegisters +
                   65536,
               "the register budgets fill the register file exactly");
 
-// A K tile (which is also V) and the Q tile: [8 column blocks][64 rows][128 bytes], 128-byte
-// swizzled (16-byte chunk c of row r stored at chunk c ^ (r % 8)), the wgmma canonical layout.
+// Tiles are [8 column blocks][rows][128 bytes], 128-byte swizzled (16-byte chunk c of row r
+// stored at chunk c ^ (r % 8)), the wgmma canonical layout: the Q tile (64 rows), the K slots
+// (32 rows; a slot is also V for PV) and the P tile (64 x 64, one column block).
 constexpr int kTileRowBytes = 128;
-constexpr int kColumnBlockBytes = kBlockRows * kTileRowBytes;
-constexpr int kTileBytes = 8 * kColumnBlockBytes;
-constexpr int kPTileBytes = kHeads * kBlockRows * 2;  // bf16 weights of one block, swizzled likewise
+constexpr int kQColumnBlockBytes = kHeads * kTileRowBytes;        // 8 KB
+constexpr int kSlotColumnBlockBytes = kSlotRows * kTileRowBytes;  // 4 KB
+constexpr int kQTileBytes = 8 * kQColumnBlockBytes;
+constexpr int kSlotBytes = 8 * kSlotColumnBlockBytes;
+constexpr int kPTileBytes = kHeads * kBlockRows * 2;
 
-// A quarter of a tile (128 dims, two column blocks) is the unit the dequant hands over. Consumer
-// 0's PV reads quarters 0 then 1, consumer 1's quarters 3 then 2, so quarters 0 and 3 are free
-// half-way through PV: the dequant fills them first and QK^T reads them first, so the MMAs on
-// them hide the conversion of quarters 1 and 2. The RoPE dims (the last 64 of quarter 3) are
-// copied from global memory when quarter 3 is free, and QK^T reads them last.
-constexpr int kQuarters = 4;
-constexpr int kStepsPerQuarter = 8;                                 // QK^T k-steps of 16 dims
-constexpr int kRopeSteps = nvfp4::kRopeDim / 16;                    // 4
-constexpr int kNopeStepsOfQuarter3 = kStepsPerQuarter - kRopeSteps;  // 4
-constexpr int fill_order(int step) { return step == 0 ? 0 : step == 1 ? 3 : step == 2 ? 1 : 2; }
+// K slots: block j of the CTA's walk (over all its items) lives in slots 2 (j % 2) and
+// 2 (j % 2) + 1 (its two halves), so the dequant writes block j + 1 while the consumers read
+// block j: a full block of slack on each side.
+constexpr int kSlots = 4;
+constexpr int kQuarters = 4;                         // PV: each consumer reads two 128-dim quarters
+constexpr int kQkSteps = nvfp4::kHeadDim / 16;       // 32 k-steps of 16 dims
+constexpr int kPvStepsPerSlot = kSlotRows / 16;      // 2
 
-// A row's NoPE codes are 14 units of 16 bytes (two 16-value groups each), split over the row's
-// two dequant threads: thread `side` takes units side, side + 2, ..., so each has two units in
-// quarters 0..2 and one in quarter 3 (dims 384..447), and four of the eight RoPE chunks.
-constexpr int kCodeUnits = nvfp4::kNopeBytes / 16;   // 14
-constexpr int kUnitsPerThread = kCodeUnits / 2;       // 7
-constexpr int kRopeChunks = nvfp4::kRopeBytes / 16;  // 8
+// A slot row is converted by four threads (parts). A row's NoPE codes are 14 units of 16 bytes
+// (32 dims each): part p converts units p, p + 4, p + 8 (and p + 12 for parts 0, 1), and copies
+// RoPE chunks 2 p, 2 p + 1 of the row's 8 (bf16 already) with cp.async.
+constexpr int kPartsPerRow = 4;
+constexpr int kCodeUnits = nvfp4::kNopeBytes / 16;                              // 14
+constexpr int kMaxUnitsPerPart = (kCodeUnits + kPartsPerRow - 1) / kPartsPerRow;  // 4
+constexpr int kRopeChunks = nvfp4::kRopeBytes / 16;                             // 8
+constexpr int kRopeChunksPerPart = kRopeChunks / kPartsPerRow;                  // 2
 constexpr int kRopeFirstChunk = nvfp4::kNopeBytes / 4;  // tile chunk (8 dims) of RoPE dim 0: 56
-constexpr int first_unit(int quarter) { return 2 * quarter; }
-constexpr int end_unit(int quarter) { return quarter == 3 ? kUnitsPerThread : 2 * quarter + 2; }
+static_assert(kWarpgroupThreads == kSlotRows * kPartsPerRow, "a dequant warpgroup converts one slot");
 
 struct alignas(1024) SharedStorage {
-  uint8_t q[kTileBytes];                     // the item's Q, 64 heads x 512, swizzled
-  uint8_t k[2][kTileBytes];                  // K (= V) of the pair's two blocks
-  uint8_t p[kConsumers][kPTileBytes];        // bf16 weights of each consumer's block
-  float max_exchange[kConsumers][kHeads];    // each consumer's block max per head
+  uint8_t q[kQTileBytes];       // the item's Q, 64 heads x 512, swizzled
+  uint8_t k[kSlots][kSlotBytes];  // K (= V) of two blocks, by halves
+  uint8_t p[kPTileBytes];       // bf16 weights of the block: consumer c writes columns 32c ..
+  float max_exchange[kConsumers][kHeads];    // each consumer's half-block max per head
   float sum_exchange[kConsumers][kHeads];    // item epilogue: row sums of the bf16 weights
   float exact_exchange[kConsumers][kHeads];  // and of the fp32 weights (the LSE)
-  // Scale rows of the pair's candidates, by pair parity and block: copied one pair ahead.
-  uint8_t scales[2][2][kBlockRows][nvfp4::kScaleRowBytes];
-  uint8_t valid[2][kBlockRows];  // candidate flags of the pair's two blocks
+  // Scale rows of the slots being converted, by block parity and half: copied one block ahead.
+  uint8_t scales[2][kDequantWarpgroups][kSlotRows][nvfp4::kScaleRowBytes];
+  uint8_t valid[2][kBlockRows];  // candidate flags of each block parity
   // mbarriers
-  uint64_t q_full;                    // the item's Q landed (one cp.async arrival per dequant thread)
-  uint64_t q_empty;                   // both consumers finished the item's last QK^T
-  uint64_t quarter_full[kQuarters];   // the NoPE dims of quarter q of both K tiles are written
-  uint64_t rope_full;                 // the RoPE dims (in quarter 3) landed (cp.async arrivals)
-  uint64_t quarter_empty[kQuarters];  // no consumer reads quarter q of either tile any more
+  uint64_t q_full;         // the item's Q landed (one cp.async arrival per dequant thread)
+  uint64_t q_empty;        // both consumers finished the item's last QK^T
+  uint64_t block_full[2];  // both slots of the block of this parity are written (stores + RoPE copies)
+  uint64_t block_empty[2];  // no consumer reads the block of this parity any more
 };
 constexpr int kSmemBytes = int(sizeof(SharedStorage));
 static_assert(sizeof(SharedStorage) <= 232448, "the Hopper prefill must fit 227 KB of shared memory");
@@ -83,8 +84,8 @@ static_assert(offsetof(SharedStorage, k) % 1024 == 0 && offsetof(SharedStorage, 
 
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads).
 enum ConsumerBarrier : int {
-  kMaxExchanged = 1,   // both consumers' block maxima are in max_exchange
-  kPReady = 2,         // both P tiles are written
+  kMaxExchanged = 1,   // both consumers' half-block maxima are in max_exchange
+  kPReady = 2,         // both halves of the P tile are written
   kSumsExchanged = 3,  // item epilogue: both consumers' row sums are in sum/exact_exchange
 };
 

@@ -1,6 +1,6 @@
 // The Hopper prefill's unit of work and tile addressing: a (token, 64 heads) item, its candidate
-// blocks taken two at a time (pairs), and byte offsets in the swizzled tiles. Items are walked by
-// a persistent grid: CTA c takes c, c + gridDim.x, ...
+// blocks of 64 (list chunks, each held as two 32-row K slots), and byte offsets in the swizzled
+// tiles. Items are walked by a persistent grid: CTA c takes c, c + gridDim.x, ...
 #pragma once
 
 #include "../common/candidate_lists.cuh"
@@ -15,7 +15,6 @@ struct WorkItem {
   int length0, length1;  // valid prefixes of the main and extra lists
   int blocks0;           // 64-candidate blocks of the main list
   int num_blocks;        // main + extra
-  __device__ int num_pairs() const { return (num_blocks + 1) / 2; }
 };
 
 __device__ __forceinline__ WorkItem work_item(const PrefillParams& params, int item) {
@@ -29,13 +28,14 @@ __device__ __forceinline__ WorkItem work_item(const PrefillParams& params, int i
   return w;
 }
 
-// Byte offset of bf16 element (row, column) in a swizzled [8][64][128 B] tile.
-__device__ __forceinline__ uint32_t swizzled_offset(int row, int column) {
-  const int chunk = (column % 64) / 8;
-  return (column / 64) * kColumnBlockBytes + row * kTileRowBytes + ((chunk ^ (row % 8)) * 16) + (column % 8) * 2;
+// Byte offset of bf16 element (row, column < 64) in the swizzled P tile (one column block).
+__device__ __forceinline__ uint32_t p_tile_offset(int row, int column) {
+  return row * kTileRowBytes + (((column / 8) ^ (row % 8)) * 16) + (column % 8) * 2;
 }
 
-// Byte offset of 16-byte chunk `chunk` (0..63, 8 dims each) of tile row `row`.
+// Byte offset of 16-byte chunk `chunk` (0..63, 8 dims each) of row `row` in a swizzled tile whose
+// column blocks are `kColumnBlockBytes` apart (the Q tile's or a K slot's).
+template <int kColumnBlockBytes>
 __device__ __forceinline__ uint32_t swizzled_chunk_offset(int row, int chunk) {
   return (chunk / 8) * kColumnBlockBytes + row * kTileRowBytes + (((chunk % 8) ^ (row % 8)) * 16);
 }

@@ -1,0 +1,37 @@
+// A development aid: with -DCAKE_HOPPER_TRACE (e.g. CAKE_NVCC_EXTRA="-DCAKE_HOPPER_TRACE" at
+// build time) the first thread of each warpgroup of CTA 0 records clock64() at named points of
+// its first kTraceBlocks blocks, and the launch prints them after the kernel ("TRACE role block
+// clocks..."): the timeline that shows which role waits for which. Compiled out otherwise.
+#pragma once
+
+#include <cstdio>
+
+namespace cake::cuda::hopper {
+
+#ifdef CAKE_HOPPER_TRACE
+constexpr int kTraceBlocks = 48;
+constexpr int kTraceEvents = 8;
+__device__ unsigned long long g_hopper_trace[4][kTraceEvents][kTraceBlocks];
+__device__ __forceinline__ void trace_event(int role, int event, int block) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) g_hopper_trace[role][event][block] = clock64();
+}
+// Host side, after a launch: waits for it and prints the timeline (no printf in the kernel:
+// ptxas would serialise the wgmmas around the call).
+inline void print_trace() {
+  static unsigned long long host[4][kTraceEvents][kTraceBlocks];
+  cudaDeviceSynchronize();
+  cudaMemcpyFromSymbol(host, g_hopper_trace, sizeof(host));
+  for (int role = 0; role < 4; ++role) {
+    for (int block = 0; block < kTraceBlocks; ++block) {
+      printf("TRACE %d %d", role, block);
+      for (int event = 0; event < kTraceEvents; ++event) printf(" %llu", host[role][event][block]);
+      printf("\n");
+    }
+  }
+}
+#else
+__device__ __forceinline__ void trace_event(int, int, int) {}
+inline void print_trace() {}
+#endif
+
+}  // namespace cake::cuda::hopper
