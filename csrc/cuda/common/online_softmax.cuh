@@ -35,6 +35,19 @@ __device__ __forceinline__ float add_weight(WeightSums& sums, float logit2, floa
   return rounded;
 }
 
+// The weights of two logits of one row against `reference`, added to `sums`; returns them as a
+// bf16 pair (element 0 low). The rounded sum comes from the packed pair, so each weight is
+// rounded once. Flushes weights below 2^-126 to zero.
+__device__ __forceinline__ uint32_t add_weight_pair(WeightSums& sums, float logit2_0, float logit2_1,
+                                                    float reference) {
+  const float weight0 = fast_exp2_ftz(logit2_0 - reference);
+  const float weight1 = fast_exp2_ftz(logit2_1 - reference);
+  sums.exact += weight0 + weight1;
+  const uint32_t packed = pack_bf16x2(weight0, weight1);
+  sums.rounded += __uint_as_float(packed << 16) + __uint_as_float(packed & 0xFFFF0000u);
+  return packed;
+}
+
 // A row's running sums (`rounded`, `exact`) after its reference moved by log2(rescale) and a
 // block's weights were added. (`rescale` by reference: by value, nvcc swaps one FMA's operands
 // and the kernels' machine code is no longer the one they were measured with.)

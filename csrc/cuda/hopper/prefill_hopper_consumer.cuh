@@ -140,6 +140,7 @@ class ConsumerRole {
 
     // Both consumers see the same maxima, so they take the same decisions.
     float rescale[2];
+    uint32_t p_pairs[4][2];  // bf16 weights: [column block][row half]
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;
@@ -152,8 +153,7 @@ class ConsumerRole {
       WeightSums block = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) s_acc[4 * i + e] = add_weight(block, s_acc[4 * i + e], reference);
+        p_pairs[i][r] = add_weight_pair(block, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], reference);
       }
       rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], block);
     }
@@ -162,10 +162,7 @@ class ConsumerRole {
     for (int i = 0; i < 4; ++i) {
       const int column = kSlotRows * consumer_ + 8 * i + 2 * (lane_ % 4);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column),
-                    pack_bf16x2(s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1]));
-      }
+      for (int r = 0; r < 2; ++r) st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column), p_pairs[i][r]);
     }
     fence_proxy_async();  // P is read by wgmma
     if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {  // rare: a branch, not predication
