@@ -31,16 +31,6 @@ __device__ __forceinline__ uint2 ld_global_nc_8(const void* pointer) {
   asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(pointer));
   return v;
 }
-__device__ __forceinline__ uint32_t ld_global_nc_2(const void* pointer) {
-  uint16_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];\n" : "=h"(v) : "l"(pointer));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_global_nc_1(const void* pointer) {
-  uint16_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];\n" : "=h"(v) : "l"(pointer));
-  return v;
-}
 
 // The CTA's blocks in order, over its items with candidates.
 struct BlockCursor {
@@ -65,10 +55,9 @@ class DequantRole {
         part_(thread % kPartsPerRow), num_items_(params.num_tokens * params.num_head_blocks) {}
 
   // A software pipeline over the CTA's blocks. For block j this thread waits until the consumers
-  // are done with block j - 2 (same slots), copies its RoPE chunks, converts its codes and scales
-  // (loaded into registers during block j - 1) and hands the slot over; then it loads block
-  // j + 1's codes and scales and block j + 2's index: every load has a whole block to land, and
-  // the thread never waits for its own copies (they arrive on the mbarriers themselves).
+  // are done with block j - 2 (same slots), copies its RoPE chunks, converts its codes (loaded
+  // into registers during block j - 1) and hands the slot over; then it loads block j + 1's codes
+  // and scales and block j + 2's index: every load has a whole block to land.
   __device__ void run() {
     BlockCursor cur;
     seek_item(cur, blockIdx.x);
@@ -76,12 +65,17 @@ class DequantRole {
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
+    copy_scales(source, 0);
     load_q(cur.w, q_items++);
+    cp_async_commit();
     BlockCursor next = cur;
     advance(next);
     int32_t next_index = cursor_index(next);
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
+      // This block's scales (copied a block ago by parts 0 and 1 of the row) have landed.
+      cp_async_wait<0>();
+      __syncwarp();
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
       const RowSource next_source = has_next ? row_source(next.w, next.block, next_index)
@@ -96,23 +90,24 @@ class DequantRole {
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kSlotRows + row_] = source.valid;
       copy_rope(slot, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.block_full[parity]));
-      convert(slot);
+      convert(slot, parity);
       // No proxy fence here: it would wait for the loads in flight. The consumers fence after
       // they observe block_full, before their wgmma (the async proxy) reads the slot.
       sm90::mbarrier_arrive(smem_address(&smem_.block_full[parity]));
       trace_event(2 + warpgroup_, 2, gblock);
 
       load_codes(next_source);
+      copy_scales(next_source, parity ^ 1);
       // The next item's Q, once both consumers are done with this one's (after its first block is
       // converted, so the wait does not hold up the conversion).
       if (cur.block == 0 && gblock > 0) load_q(cur.w, q_items++);
+      cp_async_commit();
       if (!has_next) break;
       cur = next;
       next = after_next;
       next_index = after_next_index;
       source = next_source;
     }
-    cp_async_commit();
     cp_async_wait<0>();  // nothing in flight at exit
   }
 
@@ -133,8 +128,6 @@ class DequantRole {
   const int num_items_;
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their slot
   uint2 half_codes_;
-  uint32_t scale_pairs_[kFullUnitsPerPart];  // and their scales: bytes 2 unit, 2 unit + 1 of the scale row
-  uint32_t half_scale_;
 
   __device__ __forceinline__ void seek_item(BlockCursor& cursor, int item) const {
     for (; item < num_items_; item += gridDim.x) {
@@ -174,11 +167,15 @@ class DequantRole {
       codes_[i] = source.valid ? ld_global_nc_16(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
     }
     half_codes_ = source.valid ? ld_global_nc_8(source.data_row + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
-#pragma unroll
-    for (int i = 0; i < kFullUnitsPerPart; ++i) {
-      scale_pairs_[i] = source.valid ? ld_global_nc_2(source.scale_row + 2 * (part_ + kPartsPerRow * i)) : 0u;
+  }
+
+  // The row's 32-byte scale row into stage `parity`, 16 bytes by each of parts 0 and 1 (a masked
+  // row's is zero-filled).
+  __device__ __forceinline__ void copy_scales(const RowSource& source, int parity) {
+    if (part_ < 2) {
+      const uint32_t stage = smem_address(smem_.scales[parity][warpgroup_][row_]) + 16 * part_;
+      cp_async_16(stage, source.valid ? source.scale_row + 16 * part_ : source.data_row, source.valid);
     }
-    half_scale_ = source.valid ? ld_global_nc_1(source.scale_row + kHalfUnitFirstScale + part_) : 0u;
   }
 
   // The row's RoPE dims (bf16 already) straight into the slot: chunks 2 part, 2 part + 1 of 8.
@@ -217,19 +214,22 @@ class DequantRole {
                        out[3]);
   }
 
-  // This part's codes of the block and their scales (in registers) into its slot row.
-  __device__ __forceinline__ void convert(uint32_t slot) {
+  // This part's codes of the block (in registers) into its slot row, with the row's scales from
+  // stage `parity`.
+  __device__ __forceinline__ void convert(uint32_t slot, int parity) {
+    const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
 #pragma unroll
     for (int i = 0; i < kFullUnitsPerPart; ++i) {
       const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
-      const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pairs_[i] & 0xFFu));
-      const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pairs_[i] >> 8));
+      const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
+      const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
+      const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
       convert_word(slot, codes_[i].x, scale_low, 4 * unit + 0);
       convert_word(slot, codes_[i].y, scale_low, 4 * unit + 1);
       convert_word(slot, codes_[i].z, scale_high, 4 * unit + 2);
       convert_word(slot, codes_[i].w, scale_high, 4 * unit + 3);
     }
-    const uint32_t scale_half = e4m3_to_bf16x2(uint8_t(half_scale_));
+    const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
     convert_word(slot, half_codes_.x, scale_half, kHalfUnitFirstChunk + 2 * part_);
     convert_word(slot, half_codes_.y, scale_half, kHalfUnitFirstChunk + 2 * part_ + 1);
   }

@@ -68,6 +68,8 @@ struct alignas(1024) SharedStorage {
   float max_exchange[kConsumers][kHeads];    // each consumer's half-block max per head
   float sum_exchange[kConsumers][kHeads];    // item epilogue: row sums of the bf16 weights
   float exact_exchange[kConsumers][kHeads];  // and of the fp32 weights (the LSE)
+  // Scale rows of the slots being converted, by block parity and half: copied one block ahead.
+  uint8_t scales[2][kDequantWarpgroups][kSlotRows][nvfp4::kScaleRowBytes];
   uint8_t valid[2][kBlockRows];  // candidate flags of each block parity
   // mbarriers
   uint64_t q_full;         // the item's Q landed (one cp.async arrival per dequant thread)
