@@ -54,10 +54,11 @@ class DequantRole {
       : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / kPartsPerRow),
         part_(thread % kPartsPerRow), num_items_(params.num_tokens * params.num_head_blocks) {}
 
-  // A software pipeline over the CTA's blocks. For block j this thread waits until the consumers
-  // are done with block j - 2 (same slots), copies its RoPE chunks, converts its codes (loaded
-  // into registers during block j - 1) and hands the slot over; then it loads block j + 1's codes
-  // and scales and block j + 2's index: every load has a whole block to land.
+  // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
+  // scales, waits until the consumers are done with block j - 2 (same slots), copies its RoPE
+  // chunks, converts its codes (loaded into registers during block j - 1) and hands the slot
+  // over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
+  // block to land.
   __device__ void run() {
     BlockCursor cur;
     seek_item(cur, blockIdx.x);
@@ -65,7 +66,11 @@ class DequantRole {
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
+    // cp.async groups, oldest first: each block's scales (issued a block ahead), its RoPE copies,
+    // then an item's Q or nothing. At the top of block j the newest group is block j - 1's Q (or
+    // empty), so waiting for all but one group waits for block j's scales only.
     copy_scales(source, 0);
+    cp_async_commit();
     load_q(cur.w, q_items++);
     cp_async_commit();
     BlockCursor next = cur;
@@ -74,12 +79,14 @@ class DequantRole {
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales (copied a block ago by parts 0 and 1 of the row) have landed.
-      cp_async_wait<0>();
+      cp_async_wait<1>();
       __syncwarp();
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
       const RowSource next_source = has_next ? row_source(next.w, next.block, next_index)
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
+      copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
+      cp_async_commit();
       BlockCursor after_next = next;
       if (has_next) advance(after_next);
       const int32_t after_next_index = has_next ? cursor_index(after_next) : -1;
@@ -90,6 +97,7 @@ class DequantRole {
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kSlotRows + row_] = source.valid;
       copy_rope(slot, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.block_full[parity]));
+      cp_async_commit();
       convert(slot, parity);
       // No proxy fence here: it would wait for the loads in flight. The consumers fence after
       // they observe block_full, before their wgmma (the async proxy) reads the slot.
@@ -97,7 +105,6 @@ class DequantRole {
       trace_event(2 + warpgroup_, 2, gblock);
 
       load_codes(next_source);
-      copy_scales(next_source, parity ^ 1);
       // The next item's Q, once both consumers are done with this one's (after its first block is
       // converted, so the wait does not hold up the conversion).
       if (cur.block == 0 && gblock > 0) load_q(cur.w, q_items++);
