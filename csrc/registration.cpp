@@ -86,15 +86,21 @@ pybind11::dict decode_plan_dict(const cake::DecodePlan& plan) {
 // The decode plan of a request described by ints (checked as the op checks its tensors).
 cake::DecodePlan plan_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk,
                                      int64_t num_sms, int64_t max_splits, std::optional<int64_t> head_tiles,
-                                     std::optional<int64_t> num_splits) {
+                                     std::optional<int64_t> num_splits, int64_t max_head_tiles) {
   cake::check_decode_request(num_tokens, num_heads, topk, extra_topk, max_splits, num_sms);
+  TORCH_CHECK_VALUE(max_head_tiles >= 1, "max_head_tiles: expected >= 1, got ", max_head_tiles);
   return cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms, max_splits,
-                           cake::plan_decode_head_tiles(num_heads, head_tiles), num_splits);
+                           cake::plan_decode_head_tiles(num_heads, head_tiles, max_head_tiles), num_splits);
 }
 
 // The SM count the planners use for a device (intra-op threads on the CPU).
 int64_t device_num_sms(const std::optional<std::string>& device) {
   return cake::resolve_prefill_target(device, std::nullopt, std::nullopt).num_sms;
+}
+
+// The largest head tile a device runs (its shared memory per block; the same for both ops).
+int64_t device_max_head_tiles(const std::optional<std::string>& device) {
+  return cake::resolve_prefill_target(device, std::nullopt, std::nullopt).max_head_tiles;
 }
 
 bool is_python_int(const pybind11::handle& value) {
@@ -261,25 +267,28 @@ PYBIND11_MODULE(_C, module) {
   module.def(
       "plan_decode",
       [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t num_sms, int64_t max_splits,
-         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits) {
+         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits, int64_t max_head_tiles) {
         return value_errors([&] {
-          return decode_plan_dict(
-              plan_decode_request(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits));
+          return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits,
+                                                      head_tiles, num_splits, max_head_tiles));
         });
       },
-      "The decode plan {head_tiles, num_splits, chunks_per_block} for a shape on num_sms SMs",
+      "The decode plan {head_tiles, num_splits, chunks_per_block} for a shape on num_sms SMs whose shared memory runs "
+      "head tiles up to max_head_tiles",
       pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
       pybind11::arg("num_sms"), pybind11::arg("max_splits"), pybind11::arg("head_tiles") = pybind11::none(),
-      pybind11::arg("num_splits") = pybind11::none());
+      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("max_head_tiles") = cake::kMaxHeadTiles);
   module.def(
       "decode_plan_steps",
       [](int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits, std::optional<int64_t> head_tiles,
          std::optional<int64_t> num_splits, std::optional<std::string> device) -> pybind11::object {
         const int64_t num_sms = value_errors([&] { return device_num_sms(device); });
+        const int64_t max_head_tiles = value_errors([&] { return device_max_head_tiles(device); });
         cake::DecodePlan first{};
         try {
           // Checked once, for no token; the steps then hold for every token count.
-          first = plan_decode_request(0, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits);
+          first = plan_decode_request(0, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits,
+                                      max_head_tiles);
         } catch (const c10::ValueError&) {
           return pybind11::none();  // the op rejects these arguments, naming its tensors
         }
@@ -358,4 +367,9 @@ PYBIND11_MODULE(_C, module) {
   module.def(
       "device_num_sms", [](std::optional<std::string> device) { return value_errors([&] { return device_num_sms(device); }); },
       "The SM count the planners use for a device (intra-op threads on the CPU)", pybind11::arg("device") = pybind11::none());
+  module.def(
+      "device_max_head_tiles",
+      [](std::optional<std::string> device) { return value_errors([&] { return device_max_head_tiles(device); }); },
+      "The largest head tile a device's shared memory runs, in either op (4 on the CPU)",
+      pybind11::arg("device") = pybind11::none());
 }

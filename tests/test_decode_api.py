@@ -144,6 +144,8 @@ DECODE_CASES = {
     "mid_out_tokens": (dict(mid_out=torch.zeros(2, 4, 32, 512)), r"mid_out: expected shape \[S, 3, 32, 512\]"),
     "mid_out_splits": (dict(mid_out=torch.zeros(1, 3, 32, 512)), "mid_out: expected at least 2 splits"),
     "mid_out_contiguous": (dict(mid_out=torch.zeros(2, 3, 512, 32).transpose(2, 3)), "mid_out: expected a contiguous"),
+    "mid_out_aligned": (dict(mid_out=torch.zeros(2 * 3 * 32 * 512 + 1)[1:].view(2, 3, 32, 512)),
+                        r"mid_out: expected a 16-byte aligned data pointer \(storage offset 1\)"),
     "mid_lse_shape": (dict(mid_lse=torch.zeros(2, 3 * 32)), r"mid_lse: expected shape \[S, 3, 32\]"),
     "mid_lse_splits": (dict(mid_lse=torch.zeros(1, 3, 32)), "mid_lse: expected at least 2 splits"),
     "mid_lse_dtype": (dict(mid_lse=torch.zeros(2, 3, 32, dtype=torch.bfloat16)), "mid_lse: expected dtype float32"),

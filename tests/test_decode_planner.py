@@ -28,6 +28,27 @@ def test_head_tile_choices():
         assert head_tiles(bad) == ()
 
 
+def test_head_tiles_capped_by_the_device():
+    """A device whose shared memory runs at most N head tiles (1 on GPUs with about 100 KB per
+    block, as for the prefill) gets the largest choice up to N; a larger explicit one is rejected
+    naming head_tiles. The CPU runs all of them."""
+    assert _C.device_max_head_tiles("cpu") == 4
+
+    def plan(num_heads=64, **kwargs):
+        return _C.plan_decode(1, num_heads, 2048, 0, 132, 16, **kwargs)
+
+    assert plan()["head_tiles"] == 4 and plan(max_head_tiles=4)["head_tiles"] == 4
+    assert plan(max_head_tiles=3)["head_tiles"] == 2 and plan(max_head_tiles=1)["head_tiles"] == 1
+    assert plan(num_heads=24, max_head_tiles=1)["head_tiles"] == 1 and plan(num_heads=24)["head_tiles"] == 2
+    assert plan(head_tiles=2, max_head_tiles=2)["head_tiles"] == 2
+    with pytest.raises(ValueError, match=r"head_tiles: 4 needs more shared memory per block than this device has "
+                                         r"\(it runs at most 2\)"):
+        plan(head_tiles=4, max_head_tiles=2)
+    with pytest.raises(ValueError, match="max_head_tiles: expected >= 1"):
+        plan(max_head_tiles=0)
+    assert plan_decode(num_tokens=1, num_heads=64, topk=2048, device="cpu")["head_tiles"] == 4
+
+
 def test_num_chunks():
     assert num_chunks(1) == 1 and num_chunks(64) == 1 and num_chunks(65) == 2 and num_chunks(1024) == 16
     assert num_chunks(1000, 20) == 17 and num_chunks(960, 64) == 16 and num_chunks(16384) == 256

@@ -97,10 +97,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
         num_sms: the multiprocessor count to fill; None: the device's (the intra-op thread count
             on the CPU).
         device: where the call runs (a torch.device or a string); None: the current CUDA device
-            when there is one, else the CPU.
+            when there is one, else the CPU. Its shared memory caps the head tile (1 on GPUs with
+            about 100 KB per block, as for the prefill).
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
-            planner's, the largest choice.
+            planner's, the largest choice the device runs.
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
             planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits``).
 
@@ -108,7 +109,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
     """
     if num_sms is None:
         num_sms = _C.device_num_sms(_device_name(device))
-    return _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits)
+    return _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits,
+                          max_head_tiles=_C.device_max_head_tiles(_device_name(device)))
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0,

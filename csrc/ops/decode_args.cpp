@@ -2,12 +2,14 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
 #include <string>
 
 namespace cake {
 namespace {
 
-// mid_out [S, T, H, 512] or mid_lse [S, T, H]: fp32, contiguous, on q's device, S >= num_splits.
+// mid_out [S, T, H, 512] or mid_lse [S, T, H]: fp32, contiguous, on q's device, S >= num_splits;
+// mid_out 16-byte aligned (the CUDA merge reads it in 16-byte vectors).
 void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name) {
   check_same_device(scratch, args.q, name);
   TORCH_CHECK_VALUE(scratch.scalar_type() == at::kFloat, name, ": expected dtype float32, got ", scratch.scalar_type());
@@ -19,11 +21,13 @@ void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
   TORCH_CHECK_VALUE(scratch.size(0) >= args.plan.num_splits, name, ": expected at least ", args.plan.num_splits,
                     " splits in dim 0 (the plan's num_splits), got ", scratch.size(0));
   TORCH_CHECK_VALUE(scratch.is_contiguous(), name, ": expected a contiguous tensor");
+  TORCH_CHECK_VALUE(!rows || reinterpret_cast<uintptr_t>(scratch.data_ptr()) % 16 == 0, name,
+                    ": expected a 16-byte aligned data pointer (storage offset ", scratch.storage_offset(), ")");
 }
 
 }  // namespace
 
-void validate_decode_args(DecodeArgs& args, int64_t num_sms) {
+void validate_decode_args(DecodeArgs& args, int64_t num_sms, int64_t max_head_tiles) {
   TORCH_CHECK_VALUE(args.max_splits >= 1, "max_splits: expected >= 1, got ", args.max_splits);
   const int64_t max_chunks = kMaxChunksPerSplit * args.max_splits;
   const std::string max_chunks_text = "16 * max_splits = " + std::to_string(max_chunks);
@@ -31,7 +35,7 @@ void validate_decode_args(DecodeArgs& args, int64_t num_sms) {
                                max_chunks_text.c_str()};
   validate_attention_inputs(args, limits);
 
-  const int64_t head_tiles = plan_decode_head_tiles(args.num_heads, args.head_tiles);
+  const int64_t head_tiles = plan_decode_head_tiles(args.num_heads, args.head_tiles, max_head_tiles);
   args.plan = plan_decode(args.num_tokens, args.num_heads, args.num_chunks(), num_sms, args.max_splits, head_tiles,
                           args.num_splits);
 

@@ -37,12 +37,20 @@ void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, i
   if (num_sms.has_value()) TORCH_CHECK_VALUE(*num_sms >= 1, "num_sms: expected >= 1, got ", *num_sms);
 }
 
-int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles) {
+int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles, int64_t max_head_tiles) {
   const std::vector<int64_t> choices = decode_head_tile_choices(num_heads);
   TORCH_CHECK_VALUE(!choices.empty(), "num_heads: expected 8, 16, ..., 128 (a multiple of 8), got ", num_heads);
-  if (!head_tiles.has_value()) return choices.back();
+  if (!head_tiles.has_value()) {
+    int64_t largest = choices.front();  // 1
+    for (const int64_t choice : choices) {
+      if (choice <= max_head_tiles) largest = choice;
+    }
+    return largest;
+  }
   TORCH_CHECK_VALUE(std::find(choices.begin(), choices.end(), *head_tiles) != choices.end(), "head_tiles: expected one "
                     "of ", c10::IntArrayRef(choices), " for H = ", num_heads, " in the decode, got ", *head_tiles);
+  TORCH_CHECK_VALUE(*head_tiles <= max_head_tiles, "head_tiles: ", *head_tiles, " needs more shared memory per block "
+                    "than this device has (it runs at most ", max_head_tiles, ")");
   return *head_tiles;
 }
 

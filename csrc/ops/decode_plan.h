@@ -23,7 +23,7 @@ constexpr int64_t kDefaultMaxSplits = 16;
 // PROVISIONAL, not measured: the crossover between the ops. The decode serves a shape when the
 // prefill's largest possible launch (one work item per token and sixteen heads, head_tiles 1)
 // has fewer work items than this percentage of the SM count, i.e. when the prefill cannot fill
-// the GPU. To be replaced by the crossover measured on the H200 once the CUDA decode exists.
+// the GPU. To be replaced by the crossover measured on the H200 (benchmarks/bench_decode.py --grid).
 constexpr int64_t kDecodeCrossoverItemsPercent = 100;
 
 inline bool is_decode_head_count(int64_t num_heads) {
@@ -65,10 +65,12 @@ void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits);
 void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits,
                           std::optional<int64_t> num_sms);
 
-// The head tile: the explicit one, checked (ValueError naming head_tiles), or the largest choice.
-// PROVISIONAL, not measured: a decode CTA is bound by reading the cache, and a larger block
-// dequantizes each row for more heads; splits, not head blocks, fill the SMs.
-int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles);
+// The head tile: the explicit one, checked (ValueError naming head_tiles: it must be a choice for
+// H, and at most `max_head_tiles`, the largest the device's shared memory runs), or the largest
+// choice up to `max_head_tiles` (1 is always one). PROVISIONAL, not measured: a decode CTA is
+// bound by reading the cache, and a larger block dequantizes each row for more heads; splits, not
+// head blocks, fill the SMs.
+int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles, int64_t max_head_tiles);
 
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
 // it must give every split at least one chunk and at most 16, and not exceed max_splits);
