@@ -1,13 +1,14 @@
 """The decode as a PyTorch operator and its entry points (docs/contract.md sections 1, 10, 12):
-the schema, opcheck, torch.compile(fullgraph=True) with no copies, the errors, no backward,
-sparse_mla_attention's choice, and the CUDA behaviour until a CUDA decode kernel exists."""
+the schema, opcheck (CPU and CUDA), torch.compile(fullgraph=True) with no copies, the errors, no
+backward, sparse_mla_attention's choice. The CUDA kernels' results: test_decode.py and
+test_decode_cuda.py."""
 import pytest
 import torch
 import torch._dynamo
 from torch._inductor.utils import run_and_get_code
 
 import torch_ops
-from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
+from helpers import DEVICES, CacheSpec, assert_matches_reference, make_problem
 from test_validation import CASES as PREFILL_CASES
 from test_validation import base_args as prefill_base_args
 
@@ -20,26 +21,29 @@ def test_schema_marks_outputs_and_scratch_mutated():
     assert mutated == ["output", "out_lse", "mid_out", "mid_lse"]
     assert len(schema.returns) == 0
     assert torch._C._dispatch_has_kernel_for_dispatch_key("cake::sparse_mla_decode", "CPU")
+    if torch.cuda.is_available():
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("cake::sparse_mla_decode", "CUDA")
     assert torch._C._dispatch_has_kernel_for_dispatch_key("cake::sparse_mla_decode", "Autograd")
     assert torch_ops.sparse_mla_decode is torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode
 
 
-def decode_args(num_splits, extra=True, num_tokens=4, num_heads=24):
+def decode_args(num_splits, extra=True, num_tokens=4, num_heads=24, device="cpu"):
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=300, main=CacheSpec(3, 48, "NHD", 16),
-                           device="cpu", seed=3, extra=CacheSpec(9, 2) if extra else None, extra_topk=70 if extra else 0,
+                           device=device, seed=3, extra=CacheSpec(9, 2) if extra else None, extra_topk=70 if extra else 0,
                            lengths="random", sink=1.0, lse_scale=0.5)
-    output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16)
-    out_lse = torch.full((num_tokens, num_heads), float("nan"))
+    output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device=device)
+    out_lse = torch.full((num_tokens, num_heads), float("nan"), device=device)
     kwargs = dict(problem.kwargs, num_splits=num_splits, head_tiles=2)
     if num_splits > 1:
-        kwargs["mid_out"], kwargs["mid_lse"] = allocate(num_tokens, num_heads, 300, 70 if extra else 0)
+        kwargs["mid_out"], kwargs["mid_lse"] = allocate(num_tokens, num_heads, 300, 70 if extra else 0, device=device)
     return (problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale), kwargs
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_splits", [1, 4])
 @pytest.mark.parametrize("extra", [False, True])
-def test_opcheck_decode(num_splits, extra):
-    args, kwargs = decode_args(num_splits, extra)
+def test_opcheck_decode(device, num_splits, extra):
+    args, kwargs = decode_args(num_splits, extra, device=device)
     torch.library.opcheck(torch.ops.cake.sparse_mla_decode.default, args, kwargs,
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 
@@ -208,33 +212,3 @@ def test_inputs_requiring_grad_raise_clearly():
     with torch.no_grad():
         torch_ops.sparse_mla_decode(q, *positional[1:], **args)
     assert not torch.isnan(positional[3].float()).any()
-
-
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
-def test_cuda_decode_is_not_built_yet():
-    args = base_args()
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
-    positional = [x.cuda() if isinstance(x, torch.Tensor) else x for x in positional]
-    args = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
-    with pytest.raises(NotImplementedError, match="the CUDA decode kernel is not built yet; use the prefill op or CPU"):
-        torch_ops.sparse_mla_decode(*positional, **args)
-    # 8 heads: the prefill cannot run them either.
-    q8 = positional[0][:, :8].contiguous()
-    output8, out_lse8 = positional[3][:, :8].contiguous(), positional[4][:, :8].contiguous()
-    with pytest.raises(NotImplementedError, match="the CUDA decode kernel is not built yet"):
-        torch_ops.sparse_mla_attention(q8, positional[1], positional[2], output8, out_lse8, 0.1)
-    assert torch.isnan(output8.float()).all()
-
-
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
-def test_cuda_attention_falls_back_to_the_prefill():
-    """Until the CUDA decode exists, sparse_mla_attention runs the prefill for every shape the
-    prefill runs, also where the decode would be chosen (one token)."""
-    problem = make_problem(num_tokens=1, num_heads=64, topk=700, main=CacheSpec(20, 64), device="cuda", seed=6,
-                           lengths="random", sink=1.0)
-    output = torch.full((1, 64, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
-    out_lse = torch.full((1, 64), float("nan"), device="cuda")
-    result = torch_ops.sparse_mla_attention(problem.q, problem.kv_cache, problem.indices, output, out_lse,
-                                            problem.sm_scale, **problem.kwargs)
-    assert result["op"] == "prefill"
-    assert_matches_reference(output, out_lse, *problem.reference())

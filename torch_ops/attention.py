@@ -7,7 +7,7 @@ from typing import Dict, Optional, Union
 import torch
 
 from .decode import _width, cake_sparse_mla_sm120_dsv4_nvfp4_decode
-from .decode_planner import decode_kernel_registered, decode_token_limit, prefill_serves
+from .decode_planner import decode_token_limit
 from .no_backward import check_no_grad
 from .prefill import cake_sparse_mla_sm120_dsv4_nvfp4_prefill
 
@@ -18,9 +18,6 @@ def _choose_op(q: torch.Tensor, indices: torch.Tensor, extra_indices: Optional[t
     if q.dim() != 3 or topk is None or extra_topk is None:
         return "prefill"  # malformed: the prefill names the argument
     num_heads = operator.index(q.shape[1])
-    if q.is_cuda and not decode_kernel_registered(q.device.type):
-        # No decode kernel on this device yet: the prefill serves every shape it can run.
-        return "prefill" if prefill_serves(num_heads, topk, extra_topk) else "decode"
     limit = decode_token_limit(q.device.type, q.device.index, num_heads, topk, extra_topk)
     if limit is None:
         return "decode"  # neither op serves the shape; the decode's checks are the wider ones
@@ -55,8 +52,6 @@ def sparse_mla_attention(
     ..., more than 1024 candidates) or would launch fewer work items than SMs; the prefill
     otherwise, which ignores the scratch. The decode needs ``mid_out`` / ``mid_lse`` when its plan
     splits (``cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch`` covers every plan).
-    On a CUDA device, until the CUDA decode kernel exists, the prefill serves every shape it can
-    run and the others raise ``NotImplementedError``.
 
     Returns:
         ``{"op": "decode" | "prefill", "plan": the plan the chosen op returned}``.

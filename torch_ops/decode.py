@@ -4,12 +4,9 @@ from typing import Dict, Optional
 
 import torch
 
-from .decode_planner import (DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode, decode_kernel_registered,
-                             decode_plan_for_call)
+from .decode_planner import DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode, decode_plan_for_call
 from .no_backward import check_no_grad
 from .prefill import _contiguous
-
-CUDA_NOT_BUILT = "the CUDA decode kernel is not built yet; use the prefill op or CPU"
 
 
 def _width(indices: Optional[torch.Tensor]) -> Optional[int]:
@@ -79,13 +76,15 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
         max_splits: the most splits the planner may use (>= 1); the lists may hold at most
             ``16 * max_splits`` chunks of 64 (16384 candidates at the default).
         head_tiles: sixteen-head tiles per head block, one of
-            ``cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(H)``; None: the largest.
+            ``cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(H)`` that the device runs; None:
+            the largest of them.
 
     Invalid arguments raise ``ValueError`` naming the argument before anything is written;
     ``T == 0`` runs nothing. No allocation: the call captures in CUDA graphs. Results are bitwise
     repeatable for a fixed plan; different plans round differently, each within the precision
     contract. There is no backward (an input that requires grad while grad mode is on raises
-    ``NotImplementedError``), and no CUDA kernel yet: CUDA tensors raise ``NotImplementedError``.
+    ``NotImplementedError``). On CUDA (sm_80 and up) a split kernel writes the partials and a
+    merge kernel folds them; one split is one launch.
 
     Returns:
         The plan the op ran: ``{"head_tiles": ht, "num_splits": n, "chunks_per_block": c}`` (the
@@ -94,8 +93,6 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
     check_no_grad("cake_sparse_mla_sm120_dsv4_nvfp4_decode", q=q, kv_cache=kv_cache, indices=indices, output=output,
                   out_lse=out_lse, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
                   extra_indices=extra_indices, extra_topk_length=extra_topk_length, mid_out=mid_out, mid_lse=mid_lse)
-    if q.is_cuda and not decode_kernel_registered(q.device.type):
-        raise NotImplementedError(f"cake_sparse_mla_sm120_dsv4_nvfp4_decode: {CUDA_NOT_BUILT} (q is on {q.device})")
     plan = None
     topk, extra_topk = _width(indices), _width(extra_indices)
     if q.dim() == 3 and topk is not None and extra_topk is not None:

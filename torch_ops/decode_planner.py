@@ -216,15 +216,3 @@ def decode_token_limit(device_type: str, device_index: Optional[int], num_heads:
     neither op serves the shape). A constant while tracing."""
     device = device_type if device_index is None else f"{device_type}:{device_index}"
     return _C.decode_token_limit(num_heads, topk, extra_topk, device=device)
-
-
-@torch.compiler.assume_constant_result
-def decode_kernel_registered(device_type: str) -> bool:
-    """Whether ``torch.ops.cake.sparse_mla_decode`` has a kernel for the device type."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key("cake::sparse_mla_decode", device_type.upper())
-
-
-@torch.compiler.assume_constant_result
-def prefill_serves(num_heads: int, topk: int, extra_topk: int) -> bool:
-    """Whether the prefill runs this shape (a constant while tracing)."""
-    return _C.prefill_serves(num_heads, topk, extra_topk)

@@ -1,5 +1,5 @@
 // How the decode splits a token's candidates among CTAs, and the split-K softmax pieces, shared
-// by the CPU kernel and (later) the CUDA kernels: host and device.
+// by the CPU kernel and the CUDA kernels: host and device.
 //
 // A token's candidates form one list of chunks of 64 positions: the main list's
 // ceil(topk / 64) chunks, then the extra list's ceil(extra_topk / 64) (each list rounded up on

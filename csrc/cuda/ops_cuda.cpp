@@ -1,6 +1,7 @@
 // CUDA implementations of the cake ops: validation and planning (shared with the CPU), device
-// guard, params packing and the launch on the current stream. No host synchronisation and no
-// allocation in the prefill; lengths stay on the device and are clamped in the kernel.
+// guard, params packing and the launches on the current stream. No host synchronisation and no
+// allocation in the prefill or the decode; lengths stay on the device and are clamped in the
+// kernels.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -9,12 +10,15 @@
 #include <cmath>
 
 #include "../ops/cache_writer_args.h"
+#include "../ops/decode_args.h"
 #include "../ops/prefill_args.h"
 #include "../ops/prefill_kernel_override.h"
 #include "../ops/prefill_target.h"
 #include "cache_writer_cuda.h"
+#include "decode_merge_cuda.h"
 #include "hopper/prefill_hopper.h"
 #include "prefill_kernel_choice.h"
+#include "portable/decode_launch.h"
 #include "portable/prefill_launch.h"
 
 namespace cake {
@@ -33,13 +37,35 @@ cuda::CandidateListParams list_params(const CandidateList& list) {
   return params;
 }
 
+// The kernel parameters both ops share, from validated inputs.
+cuda::PrefillParams attention_params(const AttentionInputs& args, int64_t num_head_blocks) {
+  cuda::PrefillParams params{};
+  params.q = reinterpret_cast<const __nv_bfloat16*>(args.q.data_ptr());
+  params.output = reinterpret_cast<__nv_bfloat16*>(args.output.data_ptr());
+  params.out_lse = args.out_lse.data_ptr<float>();
+  params.sink = args.sink.defined() ? args.sink.data_ptr<float>() : nullptr;
+  params.lists[0] = list_params(args.main);
+  params.lists[1] = list_params(args.extra);
+  params.num_tokens = int(args.num_tokens);
+  params.num_heads = int(args.num_heads);
+  params.num_head_blocks = int(num_head_blocks);
+  params.score_scale_log2 = float(args.sm_scale * M_LOG2E);
+  params.lse_scale = float(args.lse_scale);
+  return params;
+}
+
+const cudaDeviceProp* checked_device_properties(const at::Tensor& q, const char* op) {
+  const cudaDeviceProp* props = at::cuda::getDeviceProperties(q.device().index());
+  TORCH_CHECK_NOT_IMPLEMENTED(props->major >= 8, op, " needs compute capability 8.0 or newer, got ", props->major, ".",
+                              props->minor, " (", props->name, ")");
+  return props;
+}
+
 void run_prefill_cuda(PrefillArgs& args) {
   const at::Tensor& q = args.q;
   TORCH_CHECK_VALUE(q.is_cuda(), "q: expected a CUDA tensor (another argument is on CUDA), got ", q.device());
   const c10::cuda::CUDAGuard device_guard(q.device());
-  const cudaDeviceProp* props = at::cuda::getDeviceProperties(q.device().index());
-  TORCH_CHECK_NOT_IMPLEMENTED(props->major >= 8, "cake::sparse_mla_prefill needs compute capability 8.0 or newer, "
-                              "got ", props->major, ".", props->minor, " (", props->name, ")");
+  const cudaDeviceProp* props = checked_device_properties(q, "cake::sparse_mla_prefill");
   // Read once: the plan's kernel and the portable instance below come from the same override.
   const PrefillKernelOverride knobs = prefill_kernel_override();
   validate_prefill_args(args, cuda_prefill_target(q.device().index(), knobs));
@@ -53,18 +79,7 @@ void run_prefill_cuda(PrefillArgs& args) {
   TORCH_CHECK_VALUE(plan.num_ctas < (int64_t(1) << 31), "q: too many tokens for one launch (", args.num_tokens, ")");
   if (args.num_tokens == 0) return;
 
-  cuda::PrefillParams params{};
-  params.q = reinterpret_cast<const __nv_bfloat16*>(args.q.data_ptr());
-  params.output = reinterpret_cast<__nv_bfloat16*>(args.output.data_ptr());
-  params.out_lse = args.out_lse.data_ptr<float>();
-  params.sink = args.sink.defined() ? args.sink.data_ptr<float>() : nullptr;
-  params.lists[0] = list_params(args.main);
-  params.lists[1] = list_params(args.extra);
-  params.num_tokens = int(args.num_tokens);
-  params.num_heads = int(args.num_heads);
-  params.num_head_blocks = int(prefill_items_per_token(args.num_heads, plan.head_tiles));
-  params.score_scale_log2 = float(args.sm_scale * M_LOG2E);
-  params.lse_scale = float(args.lse_scale);
+  const cuda::PrefillParams params = attention_params(args, prefill_items_per_token(args.num_heads, plan.head_tiles));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (use_hopper) {
     // The plan's persistent grid (min(items, SMs)) is the launcher's CTA bound.
@@ -73,6 +88,41 @@ void run_prefill_cuda(PrefillArgs& args) {
   }
   TORCH_CHECK_VALUE(cuda::launch_sparse_mla_prefill(variant, params, stream), "head_tiles: no kernel instance for ",
                     plan.head_tiles, " with ", variant.stages, " stages and ", variant.k_tiles, " K tiles");
+}
+
+// The decode: the split kernel over (split, token, head block) CTAs (the portable kernel body;
+// with one split it writes output and out_lse itself), then, with several splits, the merge.
+void run_decode_cuda(DecodeArgs& args) {
+  const at::Tensor& q = args.q;
+  TORCH_CHECK_VALUE(q.is_cuda(), "q: expected a CUDA tensor (another argument is on CUDA), got ", q.device());
+  const c10::cuda::CUDAGuard device_guard(q.device());
+  const cudaDeviceProp* props = checked_device_properties(q, "cake::sparse_mla_decode");
+  // The decode's instances fit wherever the prefill's of the same head tile do
+  // (portable/prefill_variants.h), so the prefill's cap is the decode's too.
+  validate_decode_args(args, props->multiProcessorCount, cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin));
+  const DecodePlan& plan = args.plan;
+  const cuda::PrefillVariant variant = cuda::decode_variant_for(int(plan.head_tiles), props->sharedMemPerBlockOptin);
+  TORCH_CHECK_VALUE(variant.head_tiles > 0, "head_tiles: ", plan.head_tiles, " has no decode kernel instance that fits "
+                    "this device's ", props->sharedMemPerBlockOptin, " bytes of shared memory per block");
+  const int64_t head_blocks = decode_head_blocks(args.num_heads, plan.head_tiles);
+  // The grid: (token, head block) in x (below 2^31), the split in y (at most 65535); the merge
+  // indexes rows (token, head) in 32 bits.
+  TORCH_CHECK_VALUE(args.num_tokens * args.num_heads < (int64_t(1) << 30), "q: too many tokens for one launch (",
+                    args.num_tokens, ")");
+  TORCH_CHECK_VALUE(plan.num_splits <= 65535, "num_splits: expected at most 65535 on CUDA, got ", plan.num_splits);
+  if (args.num_tokens == 0) return;
+
+  cuda::DecodeParams params{};
+  static_cast<cuda::PrefillParams&>(params) = attention_params(args, head_blocks);
+  params.num_splits = int(plan.num_splits);
+  if (plan.num_splits > 1) {
+    params.mid_out = args.mid_out.data_ptr<float>();
+    params.mid_lse = args.mid_lse.data_ptr<float>();
+  }
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  TORCH_CHECK_VALUE(cuda::launch_sparse_mla_decode_split(variant, params, stream), "head_tiles: no decode kernel "
+                    "instance for ", plan.head_tiles);
+  if (plan.num_splits > 1) cuda::launch_sparse_mla_decode_merge(params, stream);
 }
 
 void nvfp4_pack_cache_cuda_op(const at::Tensor& latent_kv, const at::Tensor& cache) {
@@ -109,6 +159,7 @@ PrefillTarget cuda_prefill_target(c10::DeviceIndex index, const PrefillKernelOve
 
 TORCH_LIBRARY_IMPL(cake, CUDA, m) {
   m.impl("sparse_mla_prefill", &sparse_mla_prefill_op<run_prefill_cuda>);
+  m.impl("sparse_mla_decode", &sparse_mla_decode_op<run_decode_cuda>);
   m.impl("nvfp4_pack_cache", &nvfp4_pack_cache_cuda_op);
   m.impl("nvfp4_append_cache", &nvfp4_append_cache_cuda_op);
 }

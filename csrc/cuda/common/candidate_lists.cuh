@@ -1,6 +1,6 @@
-// Per-token candidate-list helpers shared by the CUDA prefill kernels: the clamped length of a
-// list and the slot of one candidate (-1 when masked: past the length, negative, or beyond the
-// cache). Masked candidates are never read.
+// Per-token candidate-list helpers shared by the CUDA attention kernels: the clamped length of a
+// list, the positions of it a CTA walks, and the slot of one candidate (-1 when masked: past the
+// length or the CTA's range, negative, or beyond the cache). Masked candidates are never read.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +17,31 @@ __device__ __forceinline__ int list_length(const CandidateListParams& list, int 
   return length < 0 ? 0 : (length > list.width ? list.width : length);
 }
 
-// Slot of candidate `position` of a list, or -1 when it is past the length or out of range.
-__device__ __forceinline__ int64_t candidate_slot(const CandidateListParams& list, int token, int length,
+// The positions [begin, limit) of a list that one CTA walks, in `subtiles` steps of `step`
+// positions from `begin`: the prefill takes [0, width), a decode split its range [begin, end)
+// (chunk-aligned, csrc/common/decode_splits.h); limit = min(end, the token's clamped length), so
+// nothing at or past it is read (the last step's positions from `limit` on are masked).
+struct ListWalk {
+  int begin;
+  int limit;
+  int subtiles;
+};
+
+__device__ __forceinline__ ListWalk list_walk(const CandidateListParams& list, int token, int begin, int end, int step) {
+  const int length = list_length(list, token);
+  const int limit = end < length ? end : length;
+  const int count = limit > begin ? limit - begin : 0;
+  return {begin, limit, (count + step - 1) / step};
+}
+
+// The whole list, [0, length) for the token's clamped `length` (list_length).
+__device__ __forceinline__ ListWalk whole_list_walk(int length, int step) { return {0, length, (length + step - 1) / step}; }
+
+// Slot of candidate `position` of a list, or -1 when it is at or past `limit` (the token's
+// length, or a walk's limit) or out of range.
+__device__ __forceinline__ int64_t candidate_slot(const CandidateListParams& list, int token, int limit,
                                                   int position) {
-  if (position >= length) return -1;
+  if (position >= limit) return -1;
   const int64_t slot = __ldg(list.indices + int64_t(token) * list.width + position);
   return (slot >= 0 && slot < list.num_slots) ? slot : -1;
 }

@@ -69,4 +69,31 @@ inline int prefill_max_head_tiles(long long smem_per_block) {
   return best;
 }
 
+// The decode split kernel's instances (the same kernel body, attention_kernel.cuh), one per head
+// tile: each head tile's smallest prefill pipeline, so that few instances are compiled and a
+// device runs a head tile in the decode exactly when it runs it in the prefill (the planners'
+// cap, prefill_max_head_tiles, holds for both ops; checked below).
+constexpr PrefillVariant kDecodeVariants[] = {{1, 2, 1}, {2, 2, 1}, {4, 2, 1}};
+
+// The decode instance for `head_tiles` if it fits `smem_per_block` bytes; head_tiles 0 if not.
+inline PrefillVariant decode_variant_for(int head_tiles, long long smem_per_block) {
+  for (const PrefillVariant& variant : kDecodeVariants) {
+    if (variant.head_tiles == head_tiles && variant.smem_bytes() <= smem_per_block) return variant;
+  }
+  return {0, 0, 0};
+}
+
+constexpr bool decode_variants_fit_where_prefill_fits() {
+  for (const PrefillVariant& prefill : kPrefillVariants) {
+    bool smallest = false;
+    for (const PrefillVariant& decode : kDecodeVariants) {
+      if (decode.head_tiles == prefill.head_tiles) smallest = decode.smem_bytes() <= prefill.smem_bytes();
+    }
+    if (!smallest) return false;
+  }
+  return true;
+}
+static_assert(decode_variants_fit_where_prefill_fits(),
+              "every prefill head tile needs a decode instance no larger than its smallest prefill instance");
+
 }  // namespace cake::cuda

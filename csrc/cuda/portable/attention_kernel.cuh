@@ -1,7 +1,14 @@
-// Portable sparse-MLA prefill kernel (sm_80+: cp.async, ldmatrix, mma.sync).
+// Portable sparse-MLA attention kernels (sm_80+: cp.async, ldmatrix, mma.sync): the prefill, and
+// the decode's split kernel, one body.
 //
-// One CTA per (token, block of 16 * kHeadTiles heads). It walks the token's candidates in
-// subtiles of 32 rows, main list first, then the extra list, and keeps an online softmax.
+// Prefill: one CTA per (token, block of 16 * kHeadTiles heads). It walks the token's candidates
+// in subtiles of 32 rows, main list first, then the extra list, and keeps an online softmax.
+// Decode split (kSplitK): one CTA per (token, head block, split). It walks only the positions of
+// its split (csrc/common/decode_splits.h: a range of the main list, then of the extra list), and
+// with several splits writes the split's partial (fp32, normalised over the split, base-2 LSE
+// without the sink) to the scratch for the merge kernel; with one split it ends like the prefill.
+// A decode head block may end in a half tile (H % 16 == 8): its padding rows read zeros for q and
+// are never written.
 //
 // Warps: 4 per sixteen-head tile. Warp (tile, quarter) owns the head tile's 16 rows and the
 // quarter's 128 of the 512 dims:
@@ -24,11 +31,13 @@
 #include "../../format/nvfp4_format.h"
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
+#include "../common/decode_params.h"
 #include "../common/nvfp4_dequant.cuh"
 #include "../common/online_softmax.cuh"
 #include "../common/prefill_epilogue.cuh"
 #include "../common/prefill_params.h"
 #include "../common/ptx_primitives.cuh"
+#include "../common/split_epilogue.cuh"
 #include "prefill_variants.h"
 #include "sm80_primitives.cuh"
 
@@ -53,9 +62,9 @@ __device__ __forceinline__ void head_tile_barrier(int tile) {
   }
 }
 
-template <int kHeadTiles, int kStages, int kKTiles>
-__global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile, kHeadTiles == 4 ? 1 : 2)
-    sparse_mla_prefill_kernel(const __grid_constant__ PrefillParams params) {
+// The body of both kernels below. `Params` is PrefillParams, or DecodeParams with kSplitK.
+template <int kHeadTiles, int kStages, int kKTiles, bool kSplitK, typename Params>
+__device__ __forceinline__ void portable_attention(const Params& params) {
   using Tile = PrefillTile;
   constexpr int kThreads = kHeadTiles * Tile::kThreadsPerHeadTile;
   constexpr int kRows = 16 * kHeadTiles;
@@ -81,39 +90,56 @@ __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile,
   const int lane = tid % 32;
   const int head_tile = warp / 4;  // which 16 heads of the block
   const int quarter = warp % 4;    // which 128 of the 512 dims
+  // blockIdx.x = token * num_head_blocks + head block, so the head blocks of one token, which read
+  // the same rows, run side by side; blockIdx.y = the decode's split (the prefill: 0).
   const int token = blockIdx.x / params.num_head_blocks;
   const int head0 = (blockIdx.x % params.num_head_blocks) * kRows;
   __nv_bfloat16* p_tile = p_tiles + head_tile * 16 * Tile::kPStride;
   float* tile_stats = row_stats + head_tile * Tile::kRowStatsPerTile;  // [max | sum | exact sum][quarter][row]
 
   const float score_scale = score_scale_or_nan(params.score_scale_log2);  // NaN: sm_scale not finite
-  const int length0 = list_length(params.lists[0], token);
-  const int length1 = list_length(params.lists[1], token);
-  const int subtiles0 = (length0 + kSub - 1) / kSub;
-  const int num_subtiles = subtiles0 + (length1 + kSub - 1) / kSub;
+  // The positions of each list this CTA walks: all of them, or its split's range.
+  ListWalk walk0, walk1;
+  if constexpr (kSplitK) {
+    const auto chunks = [](int width) { return (width + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize; };
+    const DecodeSplitPositions range = decode_split_positions(blockIdx.y, params.num_splits,
+                                                              chunks(params.lists[0].width), chunks(params.lists[1].width));
+    walk0 = list_walk(params.lists[0], token, int(range.main_begin), int(range.main_end), kSub);
+    walk1 = list_walk(params.lists[1], token, int(range.extra_begin), int(range.extra_end), kSub);
+  } else {
+    const int length0 = list_length(params.lists[0], token);
+    const int length1 = list_length(params.lists[1], token);
+    walk0 = whole_list_walk(length0, kSub);
+    walk1 = whole_list_walk(length1, kSub);
+  }
+  const int subtiles0 = walk0.subtiles;
+  const int num_subtiles = subtiles0 + walk1.subtiles;
 
-  // Q rows of this block -> shared memory (joins the first copy group).
+  // Q rows of this block -> shared memory (joins the first copy group). A decode's padding rows
+  // (heads >= num_heads) are zero-filled, not read.
   const __nv_bfloat16* q_block = params.q + (int64_t(token) * params.num_heads + head0) * nvfp4::kHeadDim;
   for (int unit = tid; unit < kRows * (nvfp4::kHeadDim / 8); unit += kThreads) {
     const int row = unit / (nvfp4::kHeadDim / 8);
     const int chunk = unit % (nvfp4::kHeadDim / 8);
-    cp_async_16(smem_address(q_tile + row * kStride + chunk * 8), q_block + row * nvfp4::kHeadDim + chunk * 8, true);
+    const bool real_row = !kSplitK || head0 + row < params.num_heads;
+    cp_async_16(smem_address(q_tile + row * kStride + chunk * 8),
+                real_row ? q_block + row * nvfp4::kHeadDim + chunk * 8 : params.q, real_row);
   }
 
   // Issue the copies of subtile `s` into raw stage s % kStages and publish its validity mask.
   auto issue_gather = [&](int s) {
     const bool in_main = s < subtiles0;
     const CandidateListParams& list = in_main ? params.lists[0] : params.lists[1];
-    const int length = in_main ? length0 : length1;
-    const int first = (in_main ? s : s - subtiles0) * kSub;
+    const int limit = in_main ? walk0.limit : walk1.limit;
+    const int first = in_main ? walk0.begin + s * kSub : walk1.begin + (s - subtiles0) * kSub;
     uint8_t* stage = raw + (s % kStages) * Tile::kRawStageBytes;
     const int row = tid / kThreadsPerRow;
-    const CandidateRows rows = candidate_rows(list, candidate_slot(list, token, length, first + row));
+    const CandidateRows rows = candidate_rows(list, candidate_slot(list, token, limit, first + row));
     for (int chunk = tid % kThreadsPerRow; chunk < kGatherChunks; chunk += kThreadsPerRow) {
       gather_chunk(stage + row * nvfp4::kTokenBytes, list, rows, chunk);
     }
     if (warp == 0) {
-      const bool lane_valid = candidate_slot(list, token, length, first + lane) >= 0;
+      const bool lane_valid = candidate_slot(list, token, limit, first + lane) >= 0;
       const uint32_t mask = __ballot_sync(0xffffffffu, lane_valid);
       if (lane == 0) valid_masks[s % (2 * kStages)] = mask;
     }
@@ -277,7 +303,8 @@ __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile,
   }
   cp_async_wait<0>();  // nothing may be in flight at exit (also covers a token with no subtile)
 
-  // Epilogue: normalise (with the sink as a zero-valued candidate), write O and the base-2 LSE.
+  // Epilogue: normalise (with the sink as a zero-valued candidate), write O and the base-2 LSE;
+  // or, for a decode split of several, the split's partial into the scratch.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float total = quad_sum(row_sum[r]);
@@ -294,6 +321,20 @@ __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile,
     total = (sums[row] + sums[16 + row]) + (sums[32 + row] + sums[48 + row]);
     total_exact = (exact_sums[row] + exact_sums[16 + row]) + (exact_sums[32 + row] + exact_sums[48 + row]);
     const int head = head0 + head_tile * 16 + lane / 4 + 8 * r;
+    if constexpr (kSplitK) {
+      if (head >= params.num_heads) continue;  // a padding row: nothing to write
+      if (params.num_splits > 1) {
+        const SoftmaxFinal partial = finalize_split_row(row_max[r], {total, total_exact});
+        float* split_row = split_output_row(params, blockIdx.y, token, head) + (2 * (lane % 4) + quarter * 128);
+#pragma unroll
+        for (int n = 0; n < 16; ++n) {
+          *reinterpret_cast<float2*>(split_row + n * 8) =
+              make_float2(o_acc[n][2 * r] * partial.out_scale, o_acc[n][2 * r + 1] * partial.out_scale);
+        }
+        if (quarter == 0 && lane % 4 == 0) store_split_lse(params, blockIdx.y, token, head, partial.lse2);
+        continue;
+      }
+    }
     const SoftmaxFinal final_row = finalize_row(params, head, row_max[r], {total, total_exact});
     __nv_bfloat16* out_row = output_row(params, token, head) + (2 * (lane % 4) + quarter * 128);
 #pragma unroll
@@ -303,6 +344,18 @@ __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile,
     }
     if (quarter == 0 && lane % 4 == 0) store_lse(params, token, head, final_row.lse2);
   }
+}
+
+template <int kHeadTiles, int kStages, int kKTiles>
+__global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile, kHeadTiles == 4 ? 1 : 2)
+    sparse_mla_prefill_kernel(const __grid_constant__ PrefillParams params) {
+  portable_attention<kHeadTiles, kStages, kKTiles, /*kSplitK=*/false>(params);
+}
+
+template <int kHeadTiles, int kStages, int kKTiles>
+__global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile, kHeadTiles == 4 ? 1 : 2)
+    sparse_mla_decode_split_kernel(const __grid_constant__ DecodeParams params) {
+  portable_attention<kHeadTiles, kStages, kKTiles, /*kSplitK=*/true>(params);
 }
 
 }  // namespace cake::cuda

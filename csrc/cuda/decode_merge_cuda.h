@@ -1,0 +1,13 @@
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "common/decode_params.h"
+
+namespace cake::cuda {
+
+// The decode's second kernel: folds the num_splits partials of every (token, head) row, and the
+// sink, into output and out_lse (csrc/common/decode_splits.h), on `stream`.
+void launch_sparse_mla_decode_merge(const DecodeParams& params, cudaStream_t stream);
+
+}  // namespace cake::cuda
