@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over a small but complete shape
-# set of the CUDA prefill and writers (tests/sanitizer_workload.py). Exits non-zero on any error.
+# set of the CUDA prefill, decode and writers (tests/sanitizer_workload.py). Exits non-zero on any error.
 #   bash benchmarks/run_sanitizer.sh [log-dir]
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,12 +1,15 @@
 """The workload that benchmarks/run_sanitizer.sh runs under compute-sanitizer: every head tile,
 partial chunks, both caches with page sizes 1 and 2, padded strides, every view, lengths,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
-valid page; plus both writers. On Hopper the 4-tile calls run on both kernels. Small shapes, so
-the sanitizer finishes in minutes."""
+valid page; plus both writers. On Hopper the 4-tile calls run on both kernels. Then the decode
+(split kernel and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head
+tile, one split and several, splits past a token's length or holding only masked slots, more
+than 1024 candidates over both caches. Small shapes, so the sanitizer finishes in minutes."""
 import torch
 
 import torch_ops
 from helpers import CacheSpec, assert_matches_reference, make_problem
+from test_decode import check_decode
 
 
 def main():
@@ -39,6 +42,25 @@ def main():
                 torch.cuda.synchronize()
                 assert plan["kernel"] == "portable"
                 assert_matches_reference(output, out_lse, *problem.reference())
+    decode_cases = [
+        # (problem, [(num_splits, head_tiles, max_splits), ...])
+        (dict(num_tokens=3, num_heads=8, topk=1100, main=CacheSpec(20, 64, "NHD", 16), extra=CacheSpec(9, 1),
+              extra_topk=70, lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),
+         [(None, None, 16), (2, 1, 16), (19, 1, 19)]),
+        (dict(num_tokens=2, num_heads=24, topk=300, main=CacheSpec(3, 64), extra=CacheSpec(4, 2, "3d", 48),
+              extra_topk=33, sink=20.0, invalid_fraction=0.5),
+         [(1, 2, 16), (3, 2, 16), (6, 1, 16)]),
+        (dict(num_tokens=2, num_heads=128, topk=200, main=CacheSpec(5, 64), lengths="random", sink=1.0),
+         [(1, 4, 16), (4, 4, 16), (2, 2, 16)]),
+        (dict(num_tokens=1, num_heads=56, topk=64, main=CacheSpec(1, 64), invalid_fraction=1.0), [(1, 4, 16)]),
+    ]
+    for i, (case, plans) in enumerate(decode_cases):
+        problem = make_problem(device="cuda", seed=100 + i, **case)
+        if "topk_length" in problem.kwargs:
+            problem.kwargs["topk_length"][0] = 0  # every split of token 0 is empty
+        for num_splits, head_tiles, max_splits in plans:
+            check_decode(problem, num_splits, max_splits, head_tiles)
+            torch.cuda.synchronize()
     # Writers: pack into an exact-size cache, append with invalid and repeated slots.
     latent = torch.randn(3, 5, 512, device="cuda").to(torch.bfloat16)
     cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent)

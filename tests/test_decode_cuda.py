@@ -1,0 +1,230 @@
+"""The CUDA decode (docs/contract.md section 12): the split kernel and the merge against the float64
+reference for every head-count kind (8, 16, 24, 64, 128), each head tile, forced splits (1, 2, 5,
+the most) and planned ones, more than 1024 candidates (2048, 4100) over both caches; one split
+against the portable prefill (the same kernel body: the same bits); bitwise repeatability, CUDA
+graph capture, no allocation, torch.compile of sparse_mla_attention. test_decode.py runs its
+reference, mask, length and non-finite cases on CUDA too."""
+import pytest
+import torch
+import torch._dynamo
+from torch._inductor.utils import run_and_get_code
+
+import torch_ops
+from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
+from test_decode import check_decode
+from torch_ops.reference import sparse_mla_prefill_reference
+
+pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+
+allocate = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch
+head_tile_choices = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles
+num_chunks = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks
+
+# (topk, extra_topk, forced split counts, max_splits): 16 chunks (11 + 5) fit one split; 2048
+# candidates (32 chunks) need 2 at least; 4100 + 96 (65 + 2 chunks) need 5.
+LIST_SHAPES = {
+    "700+300": (700, 300, [1, 2, 5, 16], 16),
+    "2048": (2048, 0, [2, 5, 32], 32),
+    "4100+96": (4100, 96, [5, 67], 67),
+}
+
+
+def runnable_head_tiles(num_heads):
+    """The decode's head tiles for H that this GPU's shared memory runs (all of them on A100/H100/H200)."""
+    return tuple(t for t in head_tile_choices(num_heads) if t <= torch_ops._C.device_max_head_tiles("cuda"))
+
+
+def list_problem(shape, num_heads, seed, num_tokens=3):
+    topk, extra_topk, _, _ = LIST_SHAPES[shape]
+    return make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(80, 64, "NHD", 32),
+                        device="cuda", seed=seed, extra=CacheSpec(300, 2, "3d", 16) if extra_topk else None,
+                        extra_topk=extra_topk, lengths="random", extra_lengths="random", sink=1.0, lse_scale=0.5,
+                        invalid_fraction=0.1)
+
+
+@pytest.mark.parametrize("shape", sorted(LIST_SHAPES))
+@pytest.mark.parametrize("num_heads", [8, 16, 24, 64, 128])
+def test_forced_and_planned_splits(shape, num_heads):
+    """Every forced split count, then the planner's, each head tile the head count allows: the
+    output, every used split of the NaN-filled scratch, and nothing beyond it."""
+    _, _, forced, max_splits = LIST_SHAPES[shape]
+    problem = list_problem(shape, num_heads, seed=num_heads)
+    # Token 0 keeps its whole lists, so that every split of it holds candidates.
+    problem.kwargs["topk_length"][0] = problem.indices.shape[-1]
+    if "extra_topk_length" in problem.kwargs:
+        problem.kwargs["extra_topk_length"][0] = problem.kwargs["extra_indices"].shape[-1]
+    tiles = runnable_head_tiles(num_heads)
+    for i, num_splits in enumerate(forced + [None]):
+        head_tiles = tiles[i % len(tiles)]
+        _, _, plan, _, _ = check_decode(problem, num_splits, max_splits, head_tiles)
+        assert plan["head_tiles"] == head_tiles
+    _, _, plan, _, _ = check_decode(problem, None, max_splits, None)
+    assert plan["head_tiles"] == max(tiles)
+
+
+@pytest.mark.parametrize("num_heads,head_tiles", [(16, 1), (64, 1), (64, 2), (64, 4), (128, 4), (96, 2)])
+def test_one_split_is_the_portable_prefill(num_heads, head_tiles):
+    """One split runs the prefill's kernel body over the whole lists and ends like it: the same
+    bits as the portable prefill with the same head tile."""
+    if head_tiles not in runnable_head_tiles(num_heads):
+        pytest.skip("this GPU's shared memory does not run the head tile")
+    problem = make_problem(num_tokens=5, num_heads=num_heads, topk=700, main=CacheSpec(20, 64, "HND", 16),
+                           device="cuda", seed=14, extra=CacheSpec(40, 2), extra_topk=300, lengths="random",
+                           extra_lengths="random", sink=1.0, lse_scale=0.5)
+    output, out_lse, plan, _, _ = problem.run_decode(num_splits=1, head_tiles=head_tiles, scratch_splits=0)
+    assert plan == {"head_tiles": head_tiles, "num_splits": 1, "chunks_per_block": 16}
+    with torch_ops.prefill_kernel_override(kernel="portable"):
+        prefill_out, prefill_lse, prefill_plan = problem.run(head_tiles)
+    assert prefill_plan["kernel"] == "portable"
+    assert torch.equal(output.view(torch.int16), prefill_out.view(torch.int16)) and torch.equal(out_lse, prefill_lse)
+    assert_matches_reference(output, out_lse, *problem.reference())
+
+
+def test_bitwise_repeatable_and_plans_agree():
+    """The same plan gives the same bits on every call; other plans (splits, head tiles) meet the
+    contract too (checked by check_decode)."""
+    problem = list_problem("4100+96", 24, seed=3, num_tokens=4)
+    head_tiles = max(runnable_head_tiles(24))
+    runs = [problem.run_decode(num_splits=7, head_tiles=head_tiles) for _ in range(3)]
+    for output, out_lse, _, mid_out, mid_lse in runs[1:]:
+        assert torch.equal(output.view(torch.int16), runs[0][0].view(torch.int16))
+        assert torch.equal(out_lse, runs[0][1])
+        assert torch.equal(mid_out[:7].view(torch.int32), runs[0][3][:7].view(torch.int32))
+        assert torch.equal(mid_lse[:7].view(torch.int32), runs[0][4][:7].view(torch.int32))
+    check_decode(problem, 7, head_tiles=1)
+
+
+def graph_problem(seed):
+    """15 chunks (13 + 2): one split can hold them all."""
+    return make_problem(num_tokens=3, num_heads=64, topk=800, main=CacheSpec(60, 64, "HND", 32), device="cuda",
+                        seed=seed, extra=CacheSpec(30, 2), extra_topk=100, lengths="random", extra_lengths="random",
+                        sink=1.0, lse_scale=0.5)
+
+
+@pytest.mark.parametrize("num_splits", [1, 6])
+def test_graph_capture_replay_with_inplace_changes(num_splits):
+    """The split kernel and the merge captured in a CUDA graph: replays follow in-place changes of
+    q, the lists, the lengths and the caches, and repeat bit for bit."""
+    problem = graph_problem(1)
+    output = torch.full((3, 64, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out_lse = torch.full((3, 64), float("nan"), device="cuda")
+    mid_out, mid_lse = allocate(3, 64, 800, 100, device="cuda")
+
+    def call():
+        torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale,
+                                    mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits, **problem.kwargs)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()  # warm-up (module load, planner) outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for seed in (2, 3):
+        new = graph_problem(seed)
+        problem.q.copy_(new.q)
+        problem.indices.copy_(new.indices)
+        problem.kv_cache.copy_(new.kv_cache)
+        for key in ("topk_length", "extra_indices", "extra_topk_length", "extra_kv_cache"):
+            problem.kwargs[key].copy_(new.kwargs[key])
+        output.fill_(float("nan"))
+        out_lse.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_reference(output, out_lse, *problem.reference())
+        first = (output.clone(), out_lse.clone())
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(output.view(torch.int16), first[0].view(torch.int16)) and torch.equal(out_lse, first[1])
+
+
+def test_no_device_allocation_during_call():
+    problem = graph_problem(4)
+    output = torch.empty(3, 64, 512, dtype=torch.bfloat16, device="cuda")
+    out_lse = torch.empty(3, 64, device="cuda")
+    mid_out, mid_lse = allocate(3, 64, 800, 100, device="cuda")
+
+    def call():
+        return torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse,
+                                           problem.sm_scale, mid_out=mid_out, mid_lse=mid_lse, **problem.kwargs)
+
+    assert call()["num_splits"] > 1  # warm-up; the split kernel and the merge both run
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_stats()
+    call()
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_stats()
+    assert after["allocation.all.allocated"] == before["allocation.all.allocated"]
+    assert after["allocated_bytes.all.peak"] == before["allocated_bytes.all.current"]
+
+
+def attention(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
+    torch_ops.sparse_mla_attention(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
+                                   attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse, lse_scale=0.5)
+    return output, out_lse
+
+
+def attention_inputs(num_tokens, num_heads, topk, seed):
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(40, 64),
+                           device="cuda", seed=seed, lengths="random", sink=1.0)
+    mid_out, mid_lse = allocate(num_tokens, num_heads, topk, device="cuda")
+    output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out_lse = torch.full((num_tokens, num_heads), float("nan"), device="cuda")
+    return (problem.q, problem.kv_cache, problem.indices, output, out_lse, mid_out, mid_lse,
+            problem.kwargs["topk_length"], problem.kwargs["attn_sink"])
+
+
+def expected_op(num_tokens, num_heads, topk):
+    return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+        num_tokens=num_tokens, num_heads=num_heads, topk=topk,
+        num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compile_fullgraph_sparse_mla_attention(dynamic):
+    """torch.compile(fullgraph=True) of sparse_mla_attention on CUDA: the decode for few tokens
+    (and for 8 heads, which the prefill cannot run), the prefill for many; the same bits as eager,
+    on the caller's buffers, no copies, no graph break."""
+    torch._dynamo.reset()
+    compiled = torch.compile(attention, fullgraph=True, dynamic=dynamic)
+    cases = [(1, 64, 2048), (2, 64, 700), (3, 8, 500), (1024, 16, 300)]
+    assert [expected_op(*case) for case in cases] == ["decode", "decode", "decode", "prefill"]
+    for seed, (num_tokens, num_heads, topk) in enumerate(cases):
+        inputs = attention_inputs(num_tokens, num_heads, topk, seed)
+        eager_inputs = tuple(x.clone() for x in inputs)
+        (out, lse), codes = run_and_get_code(compiled, *inputs)
+        eager_out, eager_lse = attention(*eager_inputs)
+        assert out.data_ptr() == inputs[3].data_ptr() and lse.data_ptr() == inputs[4].data_ptr()
+        assert torch.equal(out.view(torch.int16), eager_out.view(torch.int16)) and torch.equal(lse, eager_lse)
+        code = "\n".join(codes)
+        op = "cake.sparse_mla_decode" if expected_op(num_tokens, num_heads, topk) == "decode" else "cake.sparse_mla_prefill"
+        assert op in code
+        assert "copy_" not in code, code
+    assert torch._dynamo.explain(attention)(*attention_inputs(2, 16, 300, 9)).graph_break_count == 0
+
+
+@pytest.mark.parametrize("num_tokens,num_heads,topk", [(1, 64, 700), (2, 8, 3000), (5, 24, 1100), (1024, 32, 200)])
+def test_attention_runs_the_selected_op(num_tokens, num_heads, topk):
+    inputs = attention_inputs(num_tokens, num_heads, topk, seed=num_tokens)
+    problem_args = inputs[:3]
+    result = torch_ops.sparse_mla_attention(*problem_args, inputs[3], inputs[4], 0.05, topk_length=inputs[7],
+                                            attn_sink=inputs[8], mid_out=inputs[5], mid_lse=inputs[6])
+    assert result["op"] == expected_op(num_tokens, num_heads, topk)
+    reference = sparse_mla_prefill_reference(*problem_args, 0.05, topk_length=inputs[7], attn_sink=inputs[8])
+    assert_matches_reference(inputs[3], inputs[4], *reference)
+
+
+def test_misaligned_scratch_is_rejected():
+    problem = make_problem(num_tokens=2, num_heads=16, topk=300, main=CacheSpec(8, 64), device="cuda", seed=5)
+    storage = torch.zeros(5 * 2 * 16 * 512 + 1, device="cuda")
+    mid_out = storage[1:].view(5, 2, 16, 512)
+    mid_lse = torch.zeros(5, 2, 16, device="cuda")
+    output = torch.empty(2, 16, 512, dtype=torch.bfloat16, device="cuda")
+    out_lse = torch.empty(2, 16, device="cuda")
+    with pytest.raises(ValueError, match="mid_out: expected a 16-byte aligned data pointer"):
+        torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale,
+                                    mid_out=mid_out, mid_lse=mid_lse, num_splits=5)
