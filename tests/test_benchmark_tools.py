@@ -1,4 +1,5 @@
-"""The benchmark's plotting path, on the recorded H200 run (no GPU needed)."""
+"""The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
+decode benchmark's command line."""
 import json
 import pathlib
 import subprocess
@@ -16,3 +17,10 @@ def test_plot_from_recorded_json(tmp_path):
                     "--plot", str(out)], check=True)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 10_000
+
+
+def test_decode_benchmark_command_line():
+    """The decode benchmark imports (it reuses bench_prefill's helpers) and lists its rows."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_decode.py"), "--help"], check=True,
+                            capture_output=True, text=True, cwd=ROOT / "benchmarks")
+    assert "--grid" in result.stdout and "128x128x2048" in result.stdout and "64x8x4096" in result.stdout

@@ -1,0 +1,130 @@
+"""Time cake::sparse_mla_decode on the GPU, and cake::sparse_mla_prefill on the same shapes where it
+runs them, against the bf16 matmul measured in the same run.
+
+    python benchmarks/bench_decode.py [--rows 128x128x2048 1x64x2048 ...] [--json results.json]
+    python benchmarks/bench_decode.py --grid [--json grid.json]   # both ops and the choice
+
+Method and inputs as in bench_prefill.py (its helpers): CUDA events around each call, warm-up
+first, median of --repeats calls, the L2 flushed (a 512 MB memset) before every timed call; a
+pool of 65536 tokens in pages of 64 (HND), unique random indices per token (all valid), a sink
+on, random bf16 q. A row is (T, H, candidates). FLOPs are 4 * T * H * candidates * 512; each
+time is also given as a fraction of the bf16 matmul (8192^3 torch.matmul) of the same run. The
+decode runs its planner's plan (head tiles, splits; --max-splits) with scratch from
+allocate_decode_scratch; the prefill its planner's head tiles, and only where it accepts the shape
+(H a multiple of 16, at most 1024 candidates). Where both run, their outputs are compared.
+--grid times T in {1, 2, ..., 128} x H in {16, 64, 128} x candidates in {512, 1024} with both ops
+and prints which one select_kernel picks and which was faster.
+"""
+import argparse
+import json
+import math
+
+import torch
+
+import torch_ops
+from bench_prefill import POOL_TOKENS, PAGE_SIZE, git_commit, matmul_ceiling, timed_median
+
+DEFAULT_ROWS = ["128x128x2048", "64x128x2048", "128x64x1024", "1x64x2048", "8x64x1024", "4x128x1024", "8x16x1024",
+                "64x8x4096"]
+GRID_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128]
+GRID_HEADS = [16, 64, 128]
+GRID_CANDIDATES = [512, 1024]
+
+
+def parse_row(text):
+    num_tokens, num_heads, candidates = (int(x) for x in text.split("x"))
+    return num_tokens, num_heads, candidates
+
+
+def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args):
+    """Times the decode and, where it runs the shape, the prefill; returns the row's dict."""
+    sm_scale = 1 / math.sqrt(512)
+    q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
+    indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(candidates, dim=1).indices.to(torch.int32)
+    sink = torch.randn(num_heads, device="cuda")
+    output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
+    out_lse = torch.empty(num_tokens, num_heads, device="cuda")
+    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
+        num_tokens, num_heads, candidates, max_splits=args.max_splits, device="cuda")
+    flops = 4 * num_tokens * num_heads * candidates * 512
+    decode_plan = {}
+
+    def decode():
+        decode_plan.update(torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
+                                                       mid_out=mid_out, mid_lse=mid_lse, max_splits=args.max_splits))
+
+    seconds = timed_median(decode, args.repeats, args.warmup, flush)
+    row = dict(T=num_tokens, H=num_heads, candidates=candidates, head_tiles=decode_plan["head_tiles"],
+               num_splits=decode_plan["num_splits"], us=seconds * 1e6, tflops=flops / seconds / 1e12,
+               of_matmul=flops / seconds / ceiling, gathered_gbs=num_tokens * candidates * 384 / seconds / 1e9,
+               select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+                   num_tokens=num_tokens, num_heads=num_heads, topk=candidates,
+                   num_sms=torch.cuda.get_device_properties(0).multi_processor_count))
+    if torch_ops._C.prefill_serves(num_heads, candidates, 0):
+        decode_out = output.clone()
+        prefill_plan = {}
+
+        def prefill():
+            prefill_plan.update(torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, sm_scale,
+                                                             attn_sink=sink))
+
+        prefill_seconds = timed_median(prefill, args.repeats, args.warmup, flush)
+        rel = ((decode_out.float() - output.float()).norm() / output.float().norm()).item()
+        assert rel < 1e-2, f"decode and prefill disagree: relative difference {rel}"
+        row.update(prefill_us=prefill_seconds * 1e6, prefill_tflops=flops / prefill_seconds / 1e12,
+                   prefill_of_matmul=flops / prefill_seconds / ceiling, prefill_kernel=prefill_plan["kernel"],
+                   prefill_head_tiles=prefill_plan["head_tiles"], faster="decode" if seconds < prefill_seconds
+                   else "prefill")
+    del mid_out, mid_lse
+    torch.cuda.empty_cache()
+    return row
+
+
+def print_row(row):
+    fmt = lambda key, f: (f % row[key]) if key in row else "-"  # noqa: E731
+    prefill = f"ht={row['prefill_head_tiles']} {row['prefill_kernel']}" if "prefill_kernel" in row else "-"
+    print(f"| {row['T']} | {row['H']} | {row['candidates']} | ht={row['head_tiles']} s={row['num_splits']} | "
+          f"{row['us']:.1f} | {row['tflops']:.1f} | {row['of_matmul']:.3f} | {row['gathered_gbs']:.0f} | {prefill} | "
+          f"{fmt('prefill_us', '%.1f')} | {fmt('prefill_of_matmul', '%.3f')} | {row['select']} | "
+          f"{row.get('faster', '-')} |", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", nargs="+", default=DEFAULT_ROWS, metavar="TxHxCANDIDATES",
+                        help=f"the shapes to time (default: {' '.join(DEFAULT_ROWS)})")
+    parser.add_argument("--grid", action="store_true", help="T x H x candidates grid, both ops and the choice")
+    parser.add_argument("--max-splits", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+    ceiling = matmul_ceiling(flush)
+    device_name = torch.cuda.get_device_name()
+    latent = torch.randn(POOL_TOKENS // PAGE_SIZE, PAGE_SIZE, 512, device="cuda").to(torch.bfloat16)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent, kv_layout="HND")
+    shapes = ([(t, h, c) for h in GRID_HEADS for c in GRID_CANDIDATES for t in GRID_TOKENS] if args.grid
+              else [parse_row(text) for text in args.rows])
+
+    print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s")
+    print("| T | H | candidates | decode plan | decode us | TFLOP/s | x matmul | gathered GB/s | prefill plan | "
+          "prefill us | prefill x matmul | select_kernel | faster |")
+    print("|" + "---|" * 13)
+    rows = []
+    for num_tokens, num_heads, candidates in shapes:
+        row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args)
+        print_row(row)
+        rows.append(row)
+    meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
+                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats,
+                kernel_override=torch_ops.get_prefill_kernel_override())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
