@@ -40,6 +40,9 @@ CASES = {
     "q_dim": (dict(q=torch.zeros(T, H, 256, dtype=torch.bfloat16)), r"q: expected shape \[T, H, 512\]"),
     "q_dtype": (dict(q=torch.zeros(T, H, 512)), "q: expected dtype bfloat16"),
     "q_contiguous": (dict(q=torch.zeros(H, T, 512, dtype=torch.bfloat16).transpose(0, 1)), "q: expected a contiguous"),
+    # Contiguous views one element past an aligned allocation.
+    "q_misaligned": (dict(q=torch.zeros(T * H * 512 + 8, dtype=torch.bfloat16)[1:1 + T * H * 512].view(T, H, 512)),
+                     r"q: expected a 16-byte aligned data pointer \(storage offset 1\)"),
     "heads_8": (dict(q=torch.zeros(T, 8, 512, dtype=torch.bfloat16)), "q: expected a head count"),
     "heads_24": (dict(q=torch.zeros(T, 24, 512, dtype=torch.bfloat16)), "q: expected a head count"),
     "heads_144": (dict(q=torch.zeros(T, 144, 512, dtype=torch.bfloat16)), "q: expected a head count"),
@@ -47,6 +50,8 @@ CASES = {
     "output_dtype": (dict(output=torch.zeros(T, H, 512)), "output: expected dtype bfloat16"),
     "output_contiguous": (dict(output=torch.zeros(T, 512, H, dtype=torch.bfloat16).transpose(1, 2)),
                           "output: expected a contiguous"),
+    "output_misaligned": (dict(output=torch.full((T * H * 512 + 2,), float("nan"), dtype=torch.bfloat16)[1:1 + T * H * 512]
+                               .view(T, H, 512)), r"output: expected a 4-byte aligned data pointer \(storage offset 1\)"),
     "lse_shape": (dict(out_lse=torch.zeros(T, H + 1)), r"out_lse: expected shape \[3, 32\]"),
     "lse_dtype": (dict(out_lse=torch.zeros(T, H, dtype=torch.float64)), "out_lse: expected dtype float32"),
     "lse_contiguous": (dict(out_lse=torch.zeros(H, T).t()), "out_lse: expected a contiguous"),
@@ -130,6 +135,18 @@ def test_value_errors_cuda(name):
     overrides = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in overrides.items()}
     with pytest.raises(ValueError, match=message):
         raw_op(device="cuda", **overrides)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_misaligned_q_and_output_cuda():
+    # Built on the device, as below: the kernels would fault on these views.
+    q = torch.randn(T * H * 512 + 8, device="cuda").to(torch.bfloat16)[1:1 + T * H * 512].view(T, H, 512)
+    with pytest.raises(ValueError, match="q: expected a 16-byte aligned data pointer"):
+        raw_op(device="cuda", q=q)
+    output = torch.full((T * H * 512 + 2,), float("nan"), dtype=torch.bfloat16, device="cuda")[1:1 + T * H * 512]
+    with pytest.raises(ValueError, match="output: expected a 4-byte aligned data pointer"):
+        raw_op(device="cuda", output=output.view(T, H, 512))
+    assert torch.isnan(output.float()).all(), "nothing may be written before validation passes"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
