@@ -2,9 +2,8 @@
 
 #include <c10/util/Exception.h>
 
-#include <cstdint>
-
 #include "cache_view.h"
+#include "tensor_alignment.h"
 
 namespace cake {
 namespace {
@@ -56,10 +55,8 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
   TORCH_CHECK_VALUE(q.dim() == 3 && q.size(2) == nvfp4::kHeadDim, "q: expected shape [T, H, 512], got ", q.sizes());
   TORCH_CHECK_VALUE(q.scalar_type() == at::kBFloat16, "q: expected dtype bfloat16, got ", q.scalar_type());
   TORCH_CHECK_VALUE(q.is_contiguous(), "q: expected a contiguous tensor");
-  // The CUDA kernels copy q in 16-byte pieces and store output as bf16 pairs; a view with an odd
-  // storage offset would fault there, so every device rejects it.
-  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(q.data_ptr()) % 16 == 0,
-                    "q: expected a 16-byte aligned data pointer (storage offset ", q.storage_offset(), ")");
+  // The CUDA kernels copy q in 16-byte pieces and store output as bf16 pairs.
+  check_data_alignment(q, 16, "q");
   inputs.num_tokens = q.size(0);
   inputs.num_heads = q.size(1);
   TORCH_CHECK_VALUE(limits.head_count_ok(inputs.num_heads), "q: expected a head count in ", limits.head_counts,
@@ -70,9 +67,7 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
   TORCH_CHECK_VALUE(inputs.output.scalar_type() == at::kBFloat16, "output: expected dtype bfloat16, got ",
                     inputs.output.scalar_type());
   TORCH_CHECK_VALUE(inputs.output.is_contiguous(), "output: expected a contiguous tensor");
-  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(inputs.output.data_ptr()) % 4 == 0,
-                    "output: expected a 4-byte aligned data pointer (storage offset ", inputs.output.storage_offset(),
-                    ")");
+  check_data_alignment(inputs.output, 4, "output");
   check_same_device(inputs.out_lse, q, "out_lse");
   TORCH_CHECK_VALUE(inputs.out_lse.dim() == 2 && inputs.out_lse.size(0) == inputs.num_tokens &&
                     inputs.out_lse.size(1) == inputs.num_heads,

@@ -1,4 +1,5 @@
 #include "cache_view.h"
+#include "tensor_alignment.h"
 
 #include <c10/util/Exception.h>
 
@@ -35,8 +36,7 @@ nvfp4::CacheGeometry check_cache_view(const at::Tensor& cache, const char* name)
                     geometry.page_stride);
   TORCH_CHECK_VALUE(geometry.page_stride >= page_payload, name, ": expected a page stride >= page_size * 384 = ",
                     page_payload, ", got ", geometry.page_stride);
-  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(cache.data_ptr()) % 16 == 0, name,
-                    ": expected a 16-byte aligned data pointer (storage offset ", cache.storage_offset(), ")");
+  check_data_alignment(cache, 16, name);
   return geometry;
 }
 

@@ -1,4 +1,5 @@
 #include "decode_args.h"
+#include "tensor_alignment.h"
 
 #include <c10/util/Exception.h>
 
@@ -21,8 +22,7 @@ void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
   TORCH_CHECK_VALUE(scratch.size(0) >= args.plan.num_splits, name, ": expected at least ", args.plan.num_splits,
                     " splits in dim 0 (the plan's num_splits), got ", scratch.size(0));
   TORCH_CHECK_VALUE(scratch.is_contiguous(), name, ": expected a contiguous tensor");
-  TORCH_CHECK_VALUE(!rows || reinterpret_cast<uintptr_t>(scratch.data_ptr()) % 16 == 0, name,
-                    ": expected a 16-byte aligned data pointer (storage offset ", scratch.storage_offset(), ")");
+  if (rows) check_data_alignment(scratch, 16, name);
 }
 
 }  // namespace
