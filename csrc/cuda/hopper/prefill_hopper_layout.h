@@ -46,7 +46,6 @@ constexpr int kPTileBytes = kHeads * kBlockRows * 2;
 // 2 (j % 2) + 1 (its two halves), so the dequant writes block j + 1 while the consumers read
 // block j: a full block of slack on each side.
 constexpr int kSlots = 4;
-constexpr int kQuarters = 4;                         // PV: each consumer reads two 128-dim quarters
 constexpr int kQkSteps = nvfp4::kHeadDim / 16;       // 32 k-steps of 16 dims
 constexpr int kPvStepsPerSlot = kSlotRows / 16;      // 2
 
@@ -55,7 +54,6 @@ constexpr int kPvStepsPerSlot = kSlotRows / 16;      // 2
 // RoPE chunks 2 p, 2 p + 1 of the row's 8 (bf16 already) with cp.async.
 constexpr int kPartsPerRow = 4;
 constexpr int kCodeUnits = nvfp4::kNopeBytes / 16;                              // 14
-constexpr int kMaxUnitsPerPart = (kCodeUnits + kPartsPerRow - 1) / kPartsPerRow;  // 4
 constexpr int kRopeChunks = nvfp4::kRopeBytes / 16;                             // 8
 constexpr int kRopeChunksPerPart = kRopeChunks / kPartsPerRow;                  // 2
 constexpr int kRopeFirstChunk = nvfp4::kNopeBytes / 4;  // tile chunk (8 dims) of RoPE dim 0: 56
