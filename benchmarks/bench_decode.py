@@ -22,7 +22,7 @@ import math
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, PAGE_SIZE, git_commit, matmul_ceiling, timed_median
+from bench_prefill import POOL_TOKENS, git_commit, prepare_run, timed_median
 
 DEFAULT_ROWS = ["128x128x2048", "64x128x2048", "128x64x1024", "1x64x2048", "8x64x1024", "4x128x1024", "8x16x1024",
                 "64x8x4096"]
@@ -100,12 +100,7 @@ def main():
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
-    torch.manual_seed(0)
-    flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
-    ceiling = matmul_ceiling(flush)
-    device_name = torch.cuda.get_device_name()
-    latent = torch.randn(POOL_TOKENS // PAGE_SIZE, PAGE_SIZE, 512, device="cuda").to(torch.bfloat16)
-    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent, kv_layout="HND")
+    flush, ceiling, device_name, _, cache = prepare_run()
     shapes = ([(t, h, c) for h in GRID_HEADS for c in GRID_CANDIDATES for t in GRID_TOKENS] if args.grid
               else [parse_row(text) for text in args.rows])
 

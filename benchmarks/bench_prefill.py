@@ -173,13 +173,21 @@ def main():
         run_benchmark(args)
 
 
-def run_benchmark(args):
+def prepare_run():
+    """What every GPU benchmark run starts from: a fixed seed, the 512 MB L2-flush buffer, the bf16
+    matmul ceiling measured now, the device's name, and the pool (POOL_TOKENS random rows in HND
+    pages of PAGE_SIZE) as bf16 latents and as the NVFP4 cache."""
     torch.manual_seed(0)
     flush = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     ceiling = matmul_ceiling(flush)
     device_name = torch.cuda.get_device_name()
     latent = torch.randn(POOL_TOKENS // PAGE_SIZE, PAGE_SIZE, 512, device="cuda").to(torch.bfloat16)
     cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent, kv_layout="HND")
+    return flush, ceiling, device_name, latent, cache
+
+
+def run_benchmark(args):
+    flush, ceiling, device_name, latent, cache = prepare_run()
     compile_shapes = {tuple(int(x) for x in s.split("x")) for s in args.compile_shapes.split(",") if s}
     compiled_composition = torch.compile(composition, dynamic=True) if args.baseline == "all" else None
     sm_scale = 1 / math.sqrt(512)
