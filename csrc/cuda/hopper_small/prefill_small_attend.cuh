@@ -1,0 +1,219 @@
+// The attend warpgroup of the small-heads Hopper prefill. For each chunk it adds the converters' two
+// halves of S^T, masks and scales it, moves each head's softmax reference only when the chunk's max
+// exceeds it by more than 2^8 (as the 64-head kernel does: weights stay <= 256 and the O rescale is
+// rare), writes the bf16 weights as P^T and accumulates O^T[512 dims x heads] += V^T P^T with wgmma
+// (V^T = the chunk's K tile read MN-major, one m-tile of 64 dims per column block). At the end of a
+// unit it folds in the sink and the NaN rules and stores the output and the LSE.
+//
+// Two thread layouts: the softmax takes 8 threads a head, 8 candidates each (thread t: heads
+// t / 8 + 16 k, candidates 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3), so a head's max and sums
+// reduce within 8 lanes; the O^T accumulators follow the wgmma D fragment (thread (warp w,
+// lane): dims rows 16 w + lane / 4 (+ 8) of each m-tile, heads 8 n + 2 (lane % 4) (+ 1)). Per-head
+// factors cross from one to the other through shared memory.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "../common/online_softmax.cuh"
+#include "../common/prefill_epilogue.cuh"
+#include "../common/ptx_primitives.cuh"
+#include "../hopper/sm90_primitives.cuh"
+#include "prefill_small_layout.h"
+#include "prefill_small_work.cuh"
+#include "sm90_small_primitives.cuh"
+
+namespace cake::cuda::hopper_small {
+
+// A head's softmax reference moves only when a chunk's max exceeds it by more than this (log2).
+constexpr float kLazyRescaleLog2 = 8.0f;
+
+template <int kGroupHeads>
+class AttendRole {
+  using G = Geometry<kGroupHeads>;
+
+ public:
+  __device__ AttendRole(const PrefillParams& params, SharedStorage<kGroupHeads>& smem, int thread)
+      : params_(params), smem_(smem), warp_(thread / 32), lane_(thread % 32), head_group_(thread / 8),
+        part_(thread % 8), score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
+
+  __device__ void run() {
+    using namespace sm90;
+    const int num_units = params_.num_tokens * params_.num_head_blocks;
+    int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
+    for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
+      const Unit u = unit_at<kGroupHeads>(params_, unit);
+      reset();
+      for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
+        const int parity = gchunk & 1;
+        mbarrier_wait(smem_address(&smem_.k_full[parity]), (gchunk >> 1) & 1);
+        // The converters wrote the K tile with ordinary stores; this thread saw them complete
+        // through the mbarrier, and its wgmma reads the tile through the async proxy.
+        fence_proxy_async();
+        bool moved = softmax(parity);
+        mbarrier_arrive(smem_address(&smem_.s_empty));
+        fence_proxy_async();  // P is read by wgmma
+        moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
+        if (moved) rescale_output(parity);  // rare: a branch, not predication
+        wgmma_fence();
+        accumulate(parity);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int t = 0; t < kPvMTiles; ++t) pin_registers(o_acc_[t]);
+        mbarrier_arrive(smem_address(&smem_.k_empty[parity]));
+      }
+      finish_unit(u);
+    }
+  }
+
+ private:
+  const PrefillParams& params_;
+  SharedStorage<kGroupHeads>& smem_;
+  const int warp_;
+  const int lane_;
+  const int head_group_;  // softmax: heads head_group + 16 k
+  const int part_;        // softmax: which 8 candidates of each chunk
+  const float score_scale_;  // sm_scale * log2(e), NaN when sm_scale is not finite
+
+  float o_acc_[kPvMTiles][G::kSAccumulators];  // O^T: m-tile t holds dims of K-tile column block t
+  float row_max_[G::kSoftmaxHeads];            // each softmax head's reference
+  WeightSums sums_[G::kSoftmaxHeads];          // this thread's share of its heads' sums
+
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int t = 0; t < kPvMTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < G::kSAccumulators; ++i) o_acc_[t][i] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < G::kSoftmaxHeads; ++k) {
+      row_max_[k] = -INFINITY;
+      sums_[k] = WeightSums{0.0f, 0.0f};
+    }
+  }
+
+  // One head at a time (registers: O^T takes most of them): S = half 0 + half 1 (in this order),
+  // masked and scaled; the chunk's max over the head's 8 threads; the reference, the weights
+  // (rounded to bf16 once, in pairs) into P^T, the sums. Returns whether a reference moved, and
+  // leaves each head's O rescale factor in smem_.rescale[parity].
+  __device__ __forceinline__ bool softmax(int parity) {
+    using namespace sm90;
+    const uint32_t valid_low = *reinterpret_cast<const uint32_t*>(&smem_.valid[parity][4 * part_]);
+    const uint32_t valid_high = *reinterpret_cast<const uint32_t*>(&smem_.valid[parity][32 + 4 * part_]);
+    const uint32_t p_tile = smem_address(smem_.p[parity]);
+    bool moved = false;
+#pragma unroll
+    for (int k = 0; k < G::kSoftmaxHeads; ++k) {
+      const int head = head_group_ + 16 * k;
+      float logits[8];
+#pragma unroll
+      for (int side = 0; side < 2; ++side) {  // candidates 4 part .. and 32 + 4 part ..
+        const int column = 32 * side + 4 * part_;
+        const float4 half0 = *reinterpret_cast<const float4*>(&smem_.s_partial[0][head][column]);
+        const float4 half1 = *reinterpret_cast<const float4*>(&smem_.s_partial[1][head][column]);
+        const uint32_t valid = side == 0 ? valid_low : valid_high;
+        const float sums[4] = {half0.x + half1.x, half0.y + half1.y, half0.z + half1.z, half0.w + half1.w};
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+          logits[4 * side + n] = masked_logit2(sums[n], ((valid >> (8 * n)) & 0xFFu) != 0, score_scale_);
+        }
+      }
+      float chunk_max = logits[0];
+#pragma unroll
+      for (int n = 1; n < 8; ++n) chunk_max = fmaxf(chunk_max, logits[n]);
+#pragma unroll
+      for (int mask = 1; mask < 8; mask *= 2) chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, mask));
+      // The head's 8 threads see the same max, so they take the same decisions.
+      const bool move = chunk_max > row_max_[k] + kLazyRescaleLog2;  // false while chunk_max == -inf
+      const float new_max = move ? chunk_max : row_max_[k];
+      const float reference = softmax_reference(new_max);
+      const float rescale = move ? fast_exp2(row_max_[k] - new_max) : 1.0f;
+      row_max_[k] = new_max;
+      WeightSums chunk = {0.0f, 0.0f};
+      uint32_t weights[4];
+#pragma unroll
+      for (int n = 0; n < 4; ++n) weights[n] = add_weight_pair(chunk, logits[2 * n], logits[2 * n + 1], reference);
+      rescale_add(sums_[k].rounded, sums_[k].exact, rescale, chunk);
+      st_shared_8(p_tile + row_tile_offset(head, 4 * part_), weights[0], weights[1]);
+      st_shared_8(p_tile + row_tile_offset(head, 32 + 4 * part_), weights[2], weights[3]);
+      if (part_ == 0) smem_.rescale[parity][head] = rescale;
+      moved = moved || move;
+    }
+    return moved;
+  }
+
+  // Multiplies O^T by each head's factor (columns 8 n + 2 (lane % 4) + e of every m-tile).
+  __device__ __forceinline__ void rescale_output(int parity) {
+#pragma unroll
+    for (int n = 0; n < G::kHeadBlocks; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float factor = smem_.rescale[parity][8 * n + 2 * (lane_ % 4) + e];
+#pragma unroll
+        for (int t = 0; t < kPvMTiles; ++t) {
+          o_acc_[t][4 * n + e] *= factor;
+          o_acc_[t][4 * n + 2 + e] *= factor;
+        }
+      }
+    }
+  }
+
+  // O^T[64 dims of m-tile t x heads] += V^T[those dims x 64 candidates] P^T[64 candidates x heads]:
+  // A = K tile column block t, MN-major (dims contiguous), k-step s = candidate rows 16 s ..; B = P^T,
+  // K-major. The k-step loop is outside, so consecutive wgmmas write different accumulators.
+  __device__ __forceinline__ void accumulate(int parity) {
+    using namespace sm90;
+    const uint32_t k_tile = smem_address(smem_.k[parity]);
+    const uint64_t p_desc = smem_descriptor(smem_address(smem_.p[parity]), 16, 1024);
+#pragma unroll
+    for (int s = 0; s < kPvKSteps; ++s) {
+#pragma unroll
+      for (int t = 0; t < kPvMTiles; ++t) {
+        const uint64_t v_desc =
+            smem_descriptor(k_tile + t * kKColumnBlockBytes + s * 16 * kTileRowBytes, kKColumnBlockBytes, 1024);
+        wgmma_ss_ta<kGroupHeads>(o_acc_[t], v_desc, p_desc + ((s * 32) >> 4));
+      }
+    }
+  }
+
+  // Epilogue of a unit: each head's sums over its 8 threads (a fixed order), the sink and the NaN
+  // rules (finalize_row), the LSE; then O^T normalised and stored. The dims of m-tile t, row
+  // 16 w + lane / 4 + 8 h are column lane / 4 of K-tile chunk 8 t + 2 w + h (k_tile_dim).
+  __device__ void finish_unit(const Unit& u) {
+#pragma unroll
+    for (int k = 0; k < G::kSoftmaxHeads; ++k) {
+      const int head = head_group_ + 16 * k;
+      float rounded = sums_[k].rounded, exact = sums_[k].exact;
+#pragma unroll
+      for (int mask = 1; mask < 8; mask *= 2) {
+        rounded += __shfl_xor_sync(0xffffffffu, rounded, mask);
+        exact += __shfl_xor_sync(0xffffffffu, exact, mask);
+      }
+      if (part_ == 0) {
+        const SoftmaxFinal final = finalize_row(params_, u.head0 + head, row_max_[k], WeightSums{rounded, exact});
+        store_lse(params_, u.token, u.head0 + head, final.lse2);
+        smem_.out_scale[head] = final.out_scale;
+      }
+    }
+    named_barrier<kScalesReady, kWarpgroupThreads>();
+#pragma unroll
+    for (int n = 0; n < G::kHeadBlocks; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int head = 8 * n + 2 * (lane_ % 4) + e;
+        const float scale = smem_.out_scale[head];
+        __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
+#pragma unroll
+        for (int t = 0; t < kPvMTiles; ++t) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            out[k_tile_dim(8 * t + 2 * warp_ + h, lane_ / 4)] = __float2bfloat16_rn(o_acc_[t][4 * n + 2 * h + e] * scale);
+          }
+        }
+      }
+    }
+    named_barrier<kScalesReady, kWarpgroupThreads>();  // all read the scales before the next unit rewrites them
+  }
+};
+
+}  // namespace cake::cuda::hopper_small

@@ -1,0 +1,333 @@
+// The converter warpgroups of the small-heads Hopper prefill. Converter h (0 or 1) owns dims half h
+// of every candidate row (prefill_small_work.cuh: which 16-value groups, in which order): for each
+// chunk of 64 candidates it converts its half of the rows (NVFP4 -> bf16, two rows a thread, four
+// threads a row) straight into the register A fragments of its 16 QK^T k-steps, stores the same
+// values into the chunk's K tile (PV reads it), and hands its half of S^T = K Q^T (64 candidates x
+// the unit's heads, fp32) to the attend warpgroup. The code bytes of the next chunk are loaded
+// while this one is converted, group by group, into the registers just converted; the candidate
+// indices two chunks ahead. Each converter also loads its half of each unit's Q.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "../common/candidate_gather.cuh"
+#include "../common/candidate_lists.cuh"
+#include "../common/nvfp4_dequant.cuh"
+#include "../common/ptx_primitives.cuh"
+#include "../hopper/sm90_primitives.cuh"
+#include "nvfp4_pair_decode.cuh"
+#include "prefill_small_layout.h"
+#include "prefill_small_work.cuh"
+#include "sm90_small_primitives.cuh"
+
+namespace cake::cuda::hopper_small {
+
+template <int kGroupHeads, int kHalf>
+class ConvertRole {
+  using G = Geometry<kGroupHeads>;
+  static constexpr int kSlots = kGroupSlots[kHalf];  // 16-value groups of a row this thread converts
+  static constexpr int kFirst = kFirstGroup[kHalf];   // the half's first group
+  static constexpr bool kHasRope = kHalf == 1;
+  // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
+  static constexpr int kQWordsPerHead = 32;
+  static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
+  static constexpr int kQBatch = 4;
+  static_assert(kQLoads % kQBatch == 0, "whole batches");
+
+ public:
+  __device__ ConvertRole(const PrefillParams& params, SharedStorage<kGroupHeads>& smem, int thread)
+      : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
+        row0_((thread / 32) * 16 + (thread % 32) / 4), num_units_(params.num_tokens * params.num_head_blocks) {}
+
+  // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread loads
+  // the indices of chunk j + 2, waits until PV is done with chunk j - 2 (same K tile), converts
+  // chunk j (whose codes were loaded during chunk j - 1) while loading chunk j + 1's, and hands
+  // over its S half once the attend warpgroup has read the previous one.
+  __device__ void run() {
+    using namespace sm90;
+    Cursor current;
+    seek_unit(current, blockIdx.x);
+    if (current.unit >= num_units_) return;
+    {
+      const int2 index = cursor_indices(current);
+      const RowSource first[2] = {row_source(current, index.x), row_source(current, index.y)};
+      load_rows(first);
+    }
+    Cursor next = current;
+    advance(next);
+    int2 next_index = cursor_indices(next);
+    for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
+      const int parity = gchunk & 1;
+      if (current.chunk == 0) load_q(current);
+      const bool has_next = next.unit < num_units_;
+      const RowSource next_rows[2] = {row_source(next, has_next ? next_index.x : -1),
+                                      row_source(next, has_next ? next_index.y : -1)};
+      Cursor after = next;
+      if (has_next) advance(after);
+      const int2 after_index = cursor_indices(after);
+
+      if (gchunk >= 2) mbarrier_wait(smem_address(&smem_.k_empty[parity]), ((gchunk >> 1) - 1) & 1);
+      float s_acc[G::kSAccumulators];
+      convert(parity, s_acc, next_rows);
+      if (kHalf == 0 && quad_ == 0) {
+        smem_.valid[parity][row0_] = valid_[0];
+        smem_.valid[parity][row0_ + 8] = valid_[1];
+      }
+      if (gchunk >= 1) mbarrier_wait(smem_address(&smem_.s_empty), (gchunk - 1) & 1);
+      store_s_half(s_acc);
+      // No proxy fence here: the attend warpgroup fences after it observes k_full, before its
+      // wgmma (the async proxy) reads the K tile.
+      mbarrier_arrive(smem_address(&smem_.k_full[parity]));
+      if (!has_next) break;
+      current = next;
+      next = after;
+      next_index = after_index;
+      valid_[0] = next_rows[0].valid;
+      valid_[1] = next_rows[1].valid;
+    }
+  }
+
+ private:
+  // The CTA's chunks in order, over its units with candidates.
+  struct Cursor {
+    int unit;  // >= the unit count: past the end
+    int chunk;
+    Unit u;
+  };
+  // Where one of this thread's candidate rows of a chunk comes from.
+  struct RowSource {
+    const uint8_t* data_row;  // the list's cache base when masked (nothing is read)
+    const uint8_t* scale_row;
+    bool valid;
+  };
+  // A row's bytes for this thread, in registers: its code groups, the scale bytes of this half
+  // (16 bytes: word i holds in byte `quad` the scale of group slot i) and, converter 1, its two RoPE
+  // chunks.
+  struct RowBytes {
+    uint2 groups[kSlots];
+    uint4 scales;
+    uint4 rope[2];
+  };
+
+  const PrefillParams& params_;
+  SharedStorage<kGroupHeads>& smem_;
+  const int thread_;  // 0..127 in the warpgroup
+  const int quad_;    // lane % 4: which groups of its rows it converts
+  const int row0_;    // its candidate rows in a chunk: row0 and row0 + 8
+  const int num_units_;
+  RowBytes rows_[2];  // the chunk being converted (loaded during the previous one)
+  bool valid_[2];
+
+  __device__ __forceinline__ void seek_unit(Cursor& cursor, int unit) const {
+    for (; unit < num_units_; unit += gridDim.x) {
+      cursor.u = unit_at<kGroupHeads>(params_, unit);
+      if (cursor.u.num_chunks > 0) break;
+    }
+    cursor.unit = unit;
+    cursor.chunk = 0;
+  }
+  __device__ __forceinline__ void advance(Cursor& cursor) const {
+    if (++cursor.chunk == cursor.u.num_chunks) seek_unit(cursor, cursor.unit + gridDim.x);
+  }
+
+  // The raw indices of this thread's two rows of the cursor's chunk (-1 past the list's length or
+  // the CTA's chunks). Range-checked in row_source, so the loads' latency hides behind a chunk.
+  __device__ __forceinline__ int2 cursor_indices(const Cursor& cursor) const {
+    if (cursor.unit >= num_units_) return make_int2(-1, -1);
+    const Unit& u = cursor.u;
+    const bool in_main = cursor.chunk < u.chunks0;
+    const CandidateListParams& list = params_.lists[in_main ? 0 : 1];
+    const int length = in_main ? u.length0 : u.length1;
+    const int position = (in_main ? cursor.chunk : cursor.chunk - u.chunks0) * kChunkRows + row0_;
+    const int32_t* indices = list.indices + int64_t(u.token) * list.width;
+    return make_int2(position < length ? __ldg(indices + position) : -1,
+                     position + 8 < length ? __ldg(indices + position + 8) : -1);
+  }
+
+  __device__ __forceinline__ RowSource row_source(const Cursor& cursor, int32_t index) const {
+    const CandidateListParams& list = params_.lists[cursor.unit < num_units_ && cursor.chunk >= cursor.u.chunks0 ? 1 : 0];
+    const int64_t slot = index >= 0 && index < list.num_slots ? index : -1;
+    const CandidateRows rows = candidate_rows(list, slot);
+    return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
+  }
+
+  // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
+  __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
+    const int group = kFirst + quad_ + 4 * slot;
+    row.groups[slot] = source.valid ? sm90::ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
+  }
+  __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
+    row.scales = source.valid ? sm90::ld_global_nc_16(source.scale_row + kFirst) : make_uint4(0, 0, 0, 0);
+  }
+  __device__ __forceinline__ void load_rope(RowBytes& row, const RowSource& source) {
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {
+      const int chunk = 2 * quad_ + v;
+      row.rope[v] = source.valid ? sm90::ld_global_nc_16(source.data_row + nvfp4::kNopeBytes + 16 * chunk)
+                                 : make_uint4(0, 0, 0, 0);
+    }
+  }
+  __device__ __forceinline__ void load_rows(const RowSource (&sources)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int slot = 0; slot < kSlots; ++slot) load_group(rows_[r], sources[r], slot);
+      load_scales(rows_[r], sources[r]);
+      if (kHasRope) load_rope(rows_[r], sources[r]);
+      valid_[r] = sources[r].valid;
+    }
+  }
+
+  // The unit's Q, this half's dims of its kGroupHeads heads, into the Q half in the order the A
+  // fragments hold the dims (prefill_small_work.cuh). Waits until every warp of this warpgroup is
+  // done with the previous unit's Q, and again until all of the new one is stored. Also asks L2 for
+  // the CTA's next unit's Q. In batches of four loads a thread, the batch loop not unrolled: the
+  // store offsets are then computed per batch (unrolled, the compiler keeps all of them live across
+  // the whole kernel and spills).
+  __device__ void load_q(const Cursor& cursor) {
+    using namespace sm90;
+    named_barrier<kQBarrierFirst + kHalf, kWarpgroupThreads>();
+    const __nv_bfloat16* q_unit =
+        params_.q + (int64_t(cursor.u.token) * params_.num_heads + cursor.u.head0) * nvfp4::kHeadDim;
+    const uint32_t q_half = smem_address(smem_.q[kHalf]);
+    const int word = kQWordsPerHead * kHalf + thread_ % kQWordsPerHead;  // the same in every batch
+#pragma unroll 1
+    for (int batch = 0; batch < kQLoads / kQBatch; ++batch) {
+      uint4 words[kQBatch];
+#pragma unroll
+      for (int k = 0; k < kQBatch; ++k) {
+        const int head = (thread_ + kWarpgroupThreads * (kQBatch * batch + k)) / kQWordsPerHead;
+        words[k] = ld_global_nc_16(q_unit + head * nvfp4::kHeadDim + 8 * word);
+      }
+#pragma unroll
+      for (int k = 0; k < kQBatch; ++k) {
+        store_q_word(q_half, (thread_ + kWarpgroupThreads * (kQBatch * batch + k)) / kQWordsPerHead, word, words[k]);
+      }
+    }
+    fence_proxy_async();  // Q is read by wgmma
+    named_barrier<kQBarrierFirst + kHalf, kWarpgroupThreads>();
+    if (kHalf == 0 && thread_ == 0) {
+      const int later = cursor.unit + gridDim.x;
+      if (later < num_units_) {
+        const int token = later / params_.num_head_blocks;
+        const int head0 = (later % params_.num_head_blocks) * kGroupHeads;
+        prefetch_l2(params_.q + (int64_t(token) * params_.num_heads + head0) * nvfp4::kHeadDim,
+                    kGroupHeads * nvfp4::kHeadDim * 2);
+      }
+    }
+  }
+
+  // Q's 8 dims of word `word` (dims 8 word ..) of row `head` at the positions the converted K
+  // values of that word hold (prefill_small_work.cuh).
+  __device__ __forceinline__ void store_q_word(uint32_t q_half, int head, int word, uint4 dims) {
+    using namespace sm90;
+    if (word < kRopeFirstChunk) {
+      // Code word 2 g + b, g = first group + q + 4 i: k-step 4 i + 2 b + t holds (dim 2t, 2t + 4)
+      // at position 2 q and (2t + 1, 2t + 5) at 2 q + 8.
+      const int local_group = word / 2 - kFirst;
+      const int q = local_group % 4;
+      const int kstep = 4 * (local_group / 4) + 2 * (word % 2);
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q), byte_perm(dims.x, dims.z, 0x5410u));
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q + 8), byte_perm(dims.x, dims.z, 0x7632u));
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep + 1, 2 * q), byte_perm(dims.y, dims.w, 0x5410u));
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep + 1, 2 * q + 8), byte_perm(dims.y, dims.w, 0x7632u));
+    } else {
+      // RoPE chunk c = 2 q + v: k-step 12 + 2 v + t holds dims 4t, 4t + 1 at 2 q and 4t + 2, 4t + 3
+      // at 2 q + 8.
+      const int chunk = word - kRopeFirstChunk;
+      const int q = chunk / 2;
+      const int kstep = kRopeKStep + 2 * (chunk % 2);
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q), dims.x);
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q + 8), dims.y);
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep + 1, 2 * q), dims.z);
+      st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep + 1, 2 * q + 8), dims.w);
+    }
+  }
+
+  // Two k-steps of QK^T from the pairs of this thread's two rows (k-step `kstep` takes pairs 0, 1;
+  // the next one pairs 2, 3), one commit group; then waits for the group before it, whose
+  // registers the next conversion reuses. The wgmma fence orders the new registers before it.
+  __device__ __forceinline__ void multiply_two_ksteps(float (&s_acc)[G::kSAccumulators], uint64_t q_desc, int kstep,
+                                                      const uint32_t (&row0)[4], const uint32_t (&row1)[4],
+                                                      bool first) {
+    using namespace sm90;
+    wgmma_fence();
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int step = kstep + t;
+      const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
+      const uint32_t a[4] = {row0[2 * t], row1[2 * t], row0[2 * t + 1], row1[2 * t + 1]};
+      wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), !(first && t == 0));
+    }
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+
+  // Converts this thread's part of the chunk's two rows into K tile `parity` and its 16 k-steps of
+  // QK^T (S half into s_acc), reloading each group slot (and the scales, and the RoPE chunks) with
+  // the next chunk's rows as soon as it is converted.
+  __device__ void convert(int parity, float (&s_acc)[G::kSAccumulators], const RowSource (&next_rows)[2]) {
+    using namespace sm90;
+    const uint32_t k_tile = smem_address(smem_.k[parity]);
+    const uint64_t q_desc = smem_descriptor(smem_address(smem_.q[kHalf]), 16, 1024);
+    const int row1 = row0_ + 8;
+    uint32_t scales[2][kSlots];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
+#pragma unroll
+      for (int slot = 0; slot < kSlots; ++slot) scales[r][slot] = e4m3_to_bf16x2(uint8_t(words[slot] >> (8 * quad_)));
+      load_scales(rows_[r], next_rows[r]);
+    }
+    if constexpr (kHasRope) {
+      // RoPE chunks first: their registers are the A operands themselves, and they can be reloaded
+      // once these groups have retired (after the first group slot below).
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        const int chunk = kRopeFirstChunk + 2 * quad_ + v;
+        const uint32_t pairs0[4] = {rows_[0].rope[v].x, rows_[0].rope[v].y, rows_[0].rope[v].z, rows_[0].rope[v].w};
+        const uint32_t pairs1[4] = {rows_[1].rope[v].x, rows_[1].rope[v].y, rows_[1].rope[v].z, rows_[1].rope[v].w};
+        st_shared_16(k_tile + k_chunk_offset(row0_, chunk), pairs0[0], pairs0[1], pairs0[2], pairs0[3]);
+        st_shared_16(k_tile + k_chunk_offset(row1, chunk), pairs1[0], pairs1[1], pairs1[2], pairs1[3]);
+        multiply_two_ksteps(s_acc, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, v == 0);
+      }
+    }
+#pragma unroll
+    for (int slot = 0; slot < kSlots; ++slot) {
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int word = 2 * (kFirst + quad_ + 4 * slot) + b;
+        uint32_t pairs0[4], pairs1[4];
+        e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0);
+        e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1);
+        st_shared_16(k_tile + k_chunk_offset(row0_, word), pairs0[0], pairs0[1], pairs0[2], pairs0[3]);
+        st_shared_16(k_tile + k_chunk_offset(row1, word), pairs1[0], pairs1[1], pairs1[2], pairs1[3]);
+        multiply_two_ksteps(s_acc, q_desc, 4 * slot + 2 * b, pairs0, pairs1, !kHasRope && slot == 0 && b == 0);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) load_group(rows_[r], next_rows[r], slot);
+      if (kHasRope && slot == 0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);
+      }
+    }
+    wgmma_wait<0>();
+    pin_registers(s_acc);
+  }
+
+  // This converter's S^T half: s_acc[4 n + 2 h + e] is candidate row0 + 8 h, head 8 n + 2 q + e.
+  __device__ __forceinline__ void store_s_half(const float (&s_acc)[G::kSAccumulators]) {
+#pragma unroll
+    for (int n = 0; n < G::kHeadBlocks; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          smem_.s_partial[kHalf][8 * n + 2 * quad_ + e][row0_ + 8 * h] = s_acc[4 * n + 2 * h + e];
+        }
+      }
+    }
+  }
+};
+
+}  // namespace cake::cuda::hopper_small

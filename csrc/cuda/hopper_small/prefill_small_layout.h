@@ -1,0 +1,132 @@
+// Geometry, thread roles, register budgets, shared-memory plan and barrier ids of the small-heads
+// Hopper (sm_90a) prefill kernel (docs/hopper_small_kernel.md). Plain C++: the host checks the fit
+// and the kernel choice asks which head counts it serves (HopperSmallPrefillLayout at the end).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../../format/nvfp4_format.h"
+
+namespace cake::cuda::hopper_small {
+
+// A work unit is one token and a group of kGroupHeads consecutive heads (16, 32 or 48): every
+// candidate row is gathered and converted once per unit, so the conversion is shared by all the
+// unit's heads. A chunk is 64 candidates (one list chunk): the M of the QK^T wgmma.
+constexpr int kChunkRows = nvfp4::kChunkSize;
+constexpr int kWarpgroupThreads = 128;
+
+// The heads of a unit for a call with `num_heads` heads: the largest of 48, 32, 16 that divides it
+// (H = 64 and 128 give 32, H = 80 and 112 give 16; the CTA walks H / group units per token).
+constexpr int group_heads_for(long long num_heads) {
+  return num_heads % 48 == 0 ? 48 : (num_heads % 32 == 0 ? 32 : 16);
+}
+constexpr int kMaxGroupHeads = 48;
+
+// Warpgroup 0 attends (softmax, PV, the unit's epilogue); warpgroups 1 and 2 convert: converter h
+// gathers and converts dims half h of every candidate row of a chunk (h = 0: NoPE dims 0..255;
+// h = 1: NoPE dims 256..447 and the 64 RoPE dims), writes them to the chunk's K tile and runs its
+// half of QK^T with the converted values as the register A operand.
+constexpr int kConverters = 2;
+constexpr int kThreads = (1 + kConverters) * kWarpgroupThreads;  // 384
+constexpr int kConverterThreads = kConverters * kWarpgroupThreads;
+// __launch_bounds__(384, 1) gives every thread 168 registers at launch (64,512 for the CTA);
+// setmaxnreg then moves them between the roles (attend + 2 x convert <= 3 x 168).
+constexpr int kLaunchRegisters = 168;
+
+// Tiles are [column blocks][rows][128 bytes], 128-byte swizzled (16-byte chunk c of row r at
+// chunk c ^ (r % 8)), the wgmma canonical layout, each starting on a 1024-byte boundary.
+constexpr int kTileRowBytes = 128;
+// The K tile of a chunk: 64 candidate rows x 512 dims (bf16), 8 column blocks of 64 dims. It is
+// V as well: PV reads it MN-major as the A operand of O^T = V^T P^T.
+constexpr int kKColumnBlockBytes = kChunkRows * kTileRowBytes;  // 8 KB
+constexpr int kKTileBytes = 8 * kKColumnBlockBytes;              // 64 KB
+constexpr int kKTiles = 2;  // chunk j in tile j % 2: the converters fill j + 1 while PV reads j
+// QK^T: 32 k-steps of 16 dims, 16 per converter; PV: 4 k-steps of 16 candidates per chunk, 8
+// m-tiles of 64 dims (one per column block of the K tile).
+constexpr int kKStepsPerConverter = nvfp4::kHeadDim / 16 / kConverters;  // 16
+constexpr int kPvKSteps = kChunkRows / 16;                               // 4
+constexpr int kPvMTiles = nvfp4::kHeadDim / 64;                          // 8
+// S partials are stored [head][candidate] with 4 floats of padding a head: the converters' stores
+// (8 heads x 4 lane pairs a warp instruction) then hit 32 different banks.
+constexpr int kSPartialStride = kChunkRows + 4;
+// The NoPE chunks of the K tile (16 bytes, 8 dims each) hold their dims in the order the
+// conversion produces them (see the kernel's doc); the RoPE chunks from kRopeFirstChunk on hold
+// them in order.
+constexpr int kRopeFirstChunk = nvfp4::kNopeDim / 8;  // 56
+
+template <int kGroupHeads>
+struct Geometry {
+  static_assert(kGroupHeads == 16 || kGroupHeads == 32 || kGroupHeads == 48, "16, 32 or 48 heads a unit");
+  static constexpr int kHeads = kGroupHeads;
+  // Each converter's Q half: kHeads rows x 256 dims (in the order its A fragments hold them), 4
+  // column blocks of 64.
+  static constexpr int kQColumnBlockBytes = kHeads * kTileRowBytes;
+  static constexpr int kQHalfBytes = 4 * kQColumnBlockBytes;
+  // P^T, the B operand of PV: kHeads rows x 64 candidates (K-major), one column block.
+  static constexpr int kPTileBytes = kHeads * kTileRowBytes;
+  // n-blocks of 8 heads in the wgmma accumulators: S^T holds 4 * kHeadBlocks floats a thread, each
+  // of the 8 O^T m-tiles as many.
+  static constexpr int kHeadBlocks = kHeads / 8;
+  static constexpr int kSAccumulators = 4 * kHeadBlocks;
+  static constexpr int kOAccumulators = kPvMTiles * kSAccumulators;  // 4 * kHeads
+  // The softmax runs 8 threads per head (8 candidates each); thread t takes heads
+  // t / 8 + 16 k, k < kSoftmaxHeads.
+  static constexpr int kSoftmaxHeads = kHeads / 16;
+  // setmaxnreg budgets: the attend warpgroup holds O^T and one head's softmax at a time; the
+  // converters get the rest (capped at 200: they need about 120).
+  static constexpr int kAttendRegisters = kOAccumulators + (kGroupHeads == 32 ? 48 : 40);
+  static constexpr int kConvertRegistersLeft = (3 * kLaunchRegisters - kAttendRegisters) / kConverters / 8 * 8;
+  static constexpr int kConvertRegisters = kConvertRegistersLeft < 200 ? kConvertRegistersLeft : 200;
+  static_assert(kAttendRegisters % 8 == 0 && kAttendRegisters <= 256, "setmaxnreg takes multiples of 8 up to 256");
+  static_assert(kAttendRegisters + kConverters * kConvertRegisters <= 3 * kLaunchRegisters,
+                "the roles' registers fit what the CTA was launched with");
+};
+
+template <int kGroupHeads>
+struct alignas(1024) SharedStorage {
+  using G = Geometry<kGroupHeads>;
+  uint8_t k[kKTiles][kKTileBytes];                   // K (= V) of two chunks, bf16, swizzled
+  uint8_t q[kConverters][G::kQHalfBytes];            // the unit's Q, one half per converter
+  // bf16 weights of the chunk, [head][candidate], per chunk parity: a warp's wgmma_wait covers
+  // its own share of PV only, so P is rewritten for chunk j + 2 after the kPReady barrier of chunk
+  // j + 1, which every warp reaches after its PV of chunk j.
+  uint8_t p[2][G::kPTileBytes];
+  float s_partial[kConverters][kGroupHeads][kSPartialStride];  // each converter's half of S
+  float rescale[2][kGroupHeads];                     // per chunk parity: each head's O rescale factor
+  float out_scale[kGroupHeads];                      // unit epilogue: each head's output scale
+  uint8_t valid[kKTiles][kChunkRows];                // candidate flags of the chunk in each K tile
+  // mbarriers
+  uint64_t k_full[kKTiles];   // both converters wrote the tile, their S halves and the flags
+  uint64_t k_empty[kKTiles];  // PV of the tile's chunk retired
+  uint64_t s_empty;           // the attend warpgroup has read the S halves of the last chunk
+};
+
+template <int kGroupHeads>
+constexpr int smem_bytes() {
+  return int(sizeof(SharedStorage<kGroupHeads>));
+}
+static_assert(smem_bytes<48>() <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
+static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 && offsetof(SharedStorage<16>, p) % 1024 == 0 &&
+                  offsetof(SharedStorage<48>, p) % 1024 == 0,
+              "swizzled tiles start on 1024-byte boundaries");
+
+// Named barriers (id 0 is __syncthreads): among the attend warpgroup's 128 threads, and within
+// each converter warpgroup.
+enum NamedBarrier : int {
+  kPReady = 1,          // P, the rescale factors and the "some head moved" flag are written
+  kScalesReady = 2,     // unit epilogue: the output scales are written / read
+  kQBarrierFirst = 3,   // + converter: its warps are done with the previous Q / stored the new one
+};
+
+}  // namespace cake::cuda::hopper_small
+
+namespace cake::cuda {
+
+// What the host needs: which head counts the kernel serves, its threads and its shared memory.
+struct HopperSmallPrefillLayout {
+  static constexpr int kThreads = hopper_small::kThreads;
+  static constexpr int kMaxSmemBytes = hopper_small::smem_bytes<hopper_small::kMaxGroupHeads>();
+};
+
+}  // namespace cake::cuda
