@@ -112,8 +112,8 @@ bool is_python_int(const pybind11::handle& value) {
 cake::PrefillKernelOverride override_from_python(const pybind11::object& kernel, const pybind11::object& variant) {
   std::optional<std::string> kernel_name;
   if (!kernel.is_none()) {
-    TORCH_CHECK_VALUE(pybind11::isinstance<pybind11::str>(kernel), "kernel: expected None, 'hopper' or 'portable', got ",
-                      std::string(pybind11::repr(kernel)));
+    TORCH_CHECK_VALUE(pybind11::isinstance<pybind11::str>(kernel), "kernel: expected None, 'hopper', 'portable' or "
+                      "'hopper_small', got ", std::string(pybind11::repr(kernel)));
     kernel_name = kernel.cast<std::string>();
   }
   std::optional<cake::PrefillPipeline> pipeline;
@@ -141,7 +141,8 @@ PYBIND11_MODULE(_C, module) {
       [](const std::string& kernel) {
         return value_errors([&] {
           const std::optional<cake::PrefillKernel> family = cake::prefill_kernel_from_name(kernel);
-          TORCH_CHECK_VALUE(family.has_value(), "kernel: expected 'hopper', 'portable' or 'cpu', got '", kernel, "'");
+          TORCH_CHECK_VALUE(family.has_value(), "kernel: expected 'hopper', 'portable', 'cpu' or 'hopper_small', got '",
+                            kernel, "'");
           std::vector<std::pair<int64_t, int64_t>> table;
           for (const auto& row : cake::prefill_plan_table(*family)) table.emplace_back(row.head_tiles, row.min_items_percent);
           return table;
@@ -160,7 +161,7 @@ PYBIND11_MODULE(_C, module) {
               cc_major, smem_per_block, num_heads, head_tiles, cake::prefill_kernel_override()));
         });
       },
-      "Which CUDA prefill kernel serves a call ('hopper' or 'portable') under the kernel override",
+      "Which CUDA prefill kernel serves a call ('hopper', 'hopper_small' or 'portable') under the kernel override",
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
       pybind11::arg("head_tiles"));
   module.def(

@@ -25,6 +25,7 @@ def restore_override():
     ("", "", NONE),
     ("portable", None, {"kernel": "portable", "variant": None}),
     ("hopper", "", {"kernel": "hopper", "variant": None}),
+    ("hopper_small", None, {"kernel": "hopper_small", "variant": None}),
     (None, "2,1", {"kernel": None, "variant": (2, 1)}),
     ("portable", "3,2", {"kernel": "portable", "variant": (3, 2)}),
 ])
@@ -33,7 +34,8 @@ def test_environment_values_parse(kernel_text, variant_text, expected):
 
 
 @pytest.mark.parametrize("kernel_text,variant_text,message", [
-    ("sm100", None, "CAKE_PREFILL_KERNEL: expected 'hopper' or 'portable', got 'sm100'"),
+    ("sm100", None, "CAKE_PREFILL_KERNEL: expected 'hopper', 'portable' or 'hopper_small', got 'sm100'"),
+    ("hopper-small", None, "CAKE_PREFILL_KERNEL: expected 'hopper', 'portable' or 'hopper_small'"),
     ("Portable", None, "CAKE_PREFILL_KERNEL"),
     ("cpu", None, "CAKE_PREFILL_KERNEL"),
     (None, "2", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles'"),
@@ -43,6 +45,8 @@ def test_environment_values_parse(kernel_text, variant_text, expected):
     (None, "9,1", r"CAKE_PREFILL_VARIANT: expected \(stages, k_tiles\) of a compiled portable instance"),
     (None, "-2,1", "CAKE_PREFILL_VARIANT"),
     ("hopper", "2,1", "CAKE_PREFILL_VARIANT: picks a portable kernel instance"),
+    ("hopper_small", "2,1", "CAKE_PREFILL_VARIANT: picks a portable kernel instance, which contradicts "
+                            "CAKE_PREFILL_KERNEL = 'hopper_small'"),
 ])
 def test_bad_environment_values_raise_naming_the_variable(kernel_text, variant_text, message):
     with pytest.raises(ValueError, match=message):
@@ -50,7 +54,8 @@ def test_bad_environment_values_raise_naming_the_variable(kernel_text, variant_t
 
 
 @pytest.mark.parametrize("kwargs", [
-    {}, dict(kernel="portable"), dict(kernel="hopper"), dict(variant=(2, 1)), dict(variant=[3, 2]),
+    {}, dict(kernel="portable"), dict(kernel="hopper"), dict(kernel="hopper_small"), dict(variant=(2, 1)),
+    dict(variant=[3, 2]),
     dict(kernel="portable", variant=(3, 2)),
 ])
 def test_set_and_get_round_trip(kwargs):
@@ -63,9 +68,9 @@ def test_set_and_get_round_trip(kwargs):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(kernel="sm100"), "kernel: expected 'hopper' or 'portable'"),
-    (dict(kernel="cpu"), "kernel: expected 'hopper' or 'portable'"),
-    (dict(kernel=1), "kernel: expected None, 'hopper' or 'portable'"),
+    (dict(kernel="sm100"), "kernel: expected 'hopper', 'portable' or 'hopper_small'"),
+    (dict(kernel="cpu"), "kernel: expected 'hopper', 'portable' or 'hopper_small'"),
+    (dict(kernel=1), "kernel: expected None, 'hopper', 'portable' or 'hopper_small'"),
     (dict(variant="2,1"), r"variant: expected None or \(stages, k_tiles\)"),
     (dict(variant=(2,)), r"variant: expected None or \(stages, k_tiles\)"),
     (dict(variant=(2, 1, 1)), r"variant: expected None or \(stages, k_tiles\)"),
@@ -74,6 +79,7 @@ def test_set_and_get_round_trip(kwargs):
     (dict(variant=(9, 1)), r"variant: expected \(stages, k_tiles\) of a compiled portable instance"),
     (dict(variant=(0, 0)), "variant"),
     (dict(kernel="hopper", variant=(2, 1)), "variant: picks a portable kernel instance"),
+    (dict(kernel="hopper_small", variant=(3, 2)), "variant: picks a portable kernel instance"),
 ])
 def test_bad_values_raise_and_leave_the_override(kwargs, message):
     torch_ops.set_prefill_kernel_override(kernel="portable")
@@ -129,4 +135,13 @@ def test_hopper_override_requires_a_device_that_runs_it():
             assert problem.run(head_tiles=2)[2]["kernel"] == "portable"  # a shape it does not serve
         else:
             with pytest.raises(ValueError, match="kernel override: 'hopper' is set"):
+                problem.run()
+    # The small-heads kernel: planned here (tests/test_hopper_small.py runs it).
+    details = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details
+    with torch_ops.prefill_kernel_override(kernel="hopper_small"):
+        if runs_hopper:
+            assert details(num_tokens=70, num_heads=48, topk=90, device="cuda")["kernel"] == "hopper_small"
+            assert details(num_tokens=70, num_heads=128, topk=90, device="cuda")["kernel"] == "hopper"
+        else:
+            with pytest.raises(ValueError, match="kernel override: 'hopper_small' is set"):
                 problem.run()

@@ -71,7 +71,36 @@ def test_plan_details_kernel_and_grid():
     assert explicit == {"head_tiles": 2, "num_ctas": 4000, "grid_size": 4000, "kernel": "portable"}
 
 
-@pytest.mark.parametrize("kernel", ["portable", "hopper", "cpu"])
+def test_plan_details_hopper_small():
+    """kernel="hopper_small" (the kernel override's small-heads kernel) plans the Hopper family:
+    the calls the 64-head kernel serves still run it; every other call runs the small-heads kernel
+    on a persistent grid over its own units (a token and G = 48, 32 or 16 heads, the largest that
+    divides H), whatever head_tiles says; the table is the Hopper one."""
+    small = dict(topk=512, num_sms=132, kernel="hopper_small")
+    for num_tokens, num_heads, head_tiles, grid in (
+            (1000, 16, 1, 132), (100, 16, 1, 100), (1000, 32, 2, 132), (50, 32, 1, 50), (100, 48, 1, 100),
+            (200, 48, 1, 132), (40, 96, 2, 80), (40, 80, 1, 132), (30, 112, 1, 132), (8, 112, 1, 56), (0, 48, 1, 0),
+            (1, 16, 1, 1)):
+        assert details(num_tokens=num_tokens, num_heads=num_heads, **small) == \
+            {"head_tiles": head_tiles, "num_ctas": num_tokens * num_heads // (16 * head_tiles), "grid_size": grid,
+             "kernel": "hopper_small"}, (num_tokens, num_heads)
+    # Head tiles do not change its units (T = 50, H = 32: 50 units of 32 heads either way).
+    for head_tiles in (1, 2):
+        assert details(num_tokens=50, num_heads=32, head_tiles=head_tiles, **small) == \
+            {"head_tiles": head_tiles, "num_ctas": 100 // head_tiles, "grid_size": 50, "kernel": "hopper_small"}
+    assert details(num_tokens=3, num_heads=64, head_tiles=2, **small) == \
+        {"head_tiles": 2, "num_ctas": 6, "grid_size": 6, "kernel": "hopper_small"}
+    # What the 64-head kernel serves stays there.
+    for num_heads in (64, 128):
+        assert details(num_tokens=1000, num_heads=num_heads, **small) == \
+            details(num_tokens=1000, num_heads=num_heads, topk=512, num_sms=132, kernel="hopper")
+    assert _C.prefill_plan_table("hopper_small") == _C.prefill_plan_table("hopper")
+    # The planner's step cache keeps the two apart.
+    assert _C.prefill_plan_steps(48, None, num_sms=132, kernel="hopper")[-1][1:] == (1, "portable", 3, 3, 0)
+    assert _C.prefill_plan_steps(48, None, num_sms=132, kernel="hopper_small")[-1][1:] == (1, "hopper_small", 3, 0, 132)
+
+
+@pytest.mark.parametrize("kernel", ["portable", "hopper", "cpu", "hopper_small"])
 def test_steps_reproduce_the_plan_at_every_token_count(kernel):
     """The API reads its plan off the planner's steps (so that it traces with a symbolic token
     count); at every T they give what the planner gives for that T."""
@@ -138,7 +167,7 @@ def test_device_and_kernel_keywords(num_threads):
 
 
 def test_num_sms_required_without_a_device():
-    for kernel in ("portable", "hopper"):
+    for kernel in ("portable", "hopper", "hopper_small"):
         with pytest.raises(ValueError, match="num_sms: required"):
             plan(num_tokens=1, num_heads=64, topk=64, kernel=kernel)
 
@@ -150,6 +179,7 @@ def test_num_sms_required_without_a_device():
     (dict(device=3), "device: expected"),
     (dict(device="meta"), "device: expected"),
     (dict(device="cpu", kernel="hopper"), "kernel: 'hopper' does not run on cpu"),
+    (dict(device="cpu", kernel="hopper_small"), "kernel: 'hopper_small' does not run on cpu"),
     (dict(device="cpu", kernel="portable"), "kernel: 'portable' does not run on cpu"),
     (dict(device="cuda:64"), "device"),
     (dict(num_tokens=1, num_heads=8, topk=1, num_sms=1), "num_heads"),

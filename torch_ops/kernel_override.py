@@ -2,13 +2,15 @@
 
 The override lives in C++ (csrc/ops/prefill_kernel_override.h) and is validated there. It starts
 from the environment, parsed once when torch_ops is imported: ``CAKE_PREFILL_KERNEL`` =
-``hopper`` | ``portable`` and ``CAKE_PREFILL_VARIANT`` = ``stages,k_tiles`` (a bad value raises
-ValueError naming the variable). After that, only these functions change it.
+``hopper`` | ``portable`` | ``hopper_small`` and ``CAKE_PREFILL_VARIANT`` = ``stages,k_tiles`` (a
+bad value raises ValueError naming the variable). After that, only these functions change it.
 
 - ``kernel="portable"`` keeps Hopper GPUs on the portable kernel; ``kernel="hopper"`` requires
   the Hopper kernel (calls on a CUDA device that cannot run it raise ValueError); calls the
   Hopper kernel does not serve (head counts not a multiple of 64, head_tiles 1 or 2) still run
-  the portable kernel.
+  the portable kernel. ``kernel="hopper_small"`` does the same, but runs those calls on the
+  small-heads Hopper kernel (plan kernel ``"hopper_small"``; docs/hopper_small_kernel.md): opt-in
+  until it is measured.
 - ``variant=(stages, k_tiles)`` runs every CUDA call on the portable instance with that
   pipeline for the call's head tile (and so on the portable kernel).
 
@@ -27,21 +29,23 @@ _generation = 0
 
 
 def get_prefill_kernel_override() -> dict:
-    """The override in force: ``{"kernel": None | "hopper" | "portable", "variant": None | (stages, k_tiles)}``."""
+    """The override in force: ``{"kernel": None | "hopper" | "portable" | "hopper_small", "variant": None |
+    (stages, k_tiles)}``."""
     return _C.get_prefill_kernel_override()
 
 
 def set_prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[Tuple[int, int]] = None) -> None:
     """Replaces the override (``None`` for both: every device's own choice).
 
-    ``kernel``: None, ``"hopper"`` (require the Hopper kernel where it serves the call) or
+    ``kernel``: None, ``"hopper"`` (require the Hopper kernel where it serves the call),
+    ``"hopper_small"`` (the same, and the small-heads Hopper kernel for the other calls) or
     ``"portable"`` (keep Hopper GPUs on the portable kernel). ``variant``: None or
     ``(stages, k_tiles)``, the pipeline of a compiled portable instance that every CUDA call then
     runs.
 
     Raises ValueError naming ``kernel`` or ``variant`` for a value the library cannot run (a
-    kernel other than "hopper" / "portable", a pipeline no portable instance has, a variant
-    with ``kernel="hopper"``); the override is then left as it was.
+    kernel other than "hopper" / "portable" / "hopper_small", a pipeline no portable instance
+    has, a variant with a Hopper kernel); the override is then left as it was.
     """
     global _generation
     _C.set_prefill_kernel_override(kernel, variant)

@@ -17,6 +17,7 @@
 #include "cache_writer_cuda.h"
 #include "decode_merge_cuda.h"
 #include "hopper/prefill_hopper.h"
+#include "hopper_small/prefill_small.h"
 #include "prefill_kernel_choice.h"
 #include "portable/decode_launch.h"
 #include "portable/prefill_launch.h"
@@ -70,7 +71,7 @@ void run_prefill_cuda(PrefillArgs& args) {
   const PrefillKernelOverride knobs = prefill_kernel_override();
   validate_prefill_args(args, cuda_prefill_target(q.device().index(), knobs));
   const PrefillPlan& plan = args.plan;
-  const bool use_hopper = plan.kernel == PrefillKernel::kHopper;
+  const bool use_hopper = plan.kernel == PrefillKernel::kHopper || plan.kernel == PrefillKernel::kHopperSmall;
   cuda::PrefillVariant variant = cuda::prefill_variant_for(int(plan.head_tiles), props->sharedMemPerBlockOptin);
   if (knobs.variant.has_value()) variant = {int(plan.head_tiles), knobs.variant->stages, knobs.variant->k_tiles};
   TORCH_CHECK_VALUE(use_hopper || (variant.head_tiles > 0 && size_t(variant.smem_bytes()) <= props->sharedMemPerBlockOptin),
@@ -81,6 +82,12 @@ void run_prefill_cuda(PrefillArgs& args) {
 
   const cuda::PrefillParams params = attention_params(args, prefill_items_per_token(args.num_heads, plan.head_tiles));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (plan.kernel == PrefillKernel::kHopperSmall) {
+    // Its own units (a token and 16, 32 or 48 heads): the launcher sets num_head_blocks; the plan's
+    // persistent grid is the CTA bound.
+    cuda::launch_sparse_mla_prefill_hopper_small(params, int(plan.grid_size), stream);
+    return;
+  }
   if (use_hopper) {
     // The plan's persistent grid (min(items, SMs)) is the launcher's CTA bound.
     cuda::launch_sparse_mla_prefill_hopper(params, int(plan.grid_size), stream);
@@ -149,12 +156,13 @@ PrefillTarget cuda_prefill_target(c10::DeviceIndex index, const PrefillKernelOve
                     int(index));
   const cudaDeviceProp* props = at::cuda::getDeviceProperties(index);
   const bool hopper = cuda::device_runs_hopper_prefill(props->major, props->sharedMemPerBlockOptin, knobs);
-  TORCH_CHECK_VALUE(hopper || knobs.kernel != PrefillKernel::kHopper, "kernel override: 'hopper' is set "
+  TORCH_CHECK_VALUE(hopper || !knobs.requires_hopper(), "kernel override: '",
+                    prefill_kernel_name(knobs.kernel.value_or(PrefillKernel::kHopper)), "' is set "
                     "(torch_ops.set_prefill_kernel_override or CAKE_PREFILL_KERNEL), but cuda:", int(index), " (",
                     props->name, ", compute capability ", props->major, ".", props->minor, ") cannot run the Hopper "
                     "kernel", cuda::hopper_prefill_compiled() ? "" : " (this build has no sm_90a code)");
   return {hopper ? PrefillKernel::kHopper : PrefillKernel::kPortable, int64_t(props->multiProcessorCount),
-          int64_t(cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin))};
+          int64_t(cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin)), hopper && knobs.asks_small_heads()};
 }
 
 TORCH_LIBRARY_IMPL(cake, CUDA, m) {

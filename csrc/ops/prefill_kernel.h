@@ -1,4 +1,5 @@
-// The prefill kernels a call can run, and their names in Python ("cpu", "portable", "hopper").
+// The prefill kernels a call can run, and their names in Python ("cpu", "portable", "hopper",
+// "hopper_small").
 // Plain C++: the planner, the kernel override and both op implementations share it.
 #pragma once
 
@@ -11,6 +12,11 @@ enum class PrefillKernel {
   kCpu,       // the CPU kernel (one task per token)
   kPortable,  // the mma.sync CUDA kernel (sm_80 and up): one CTA per work item
   kHopper,    // the wgmma CUDA kernel (sm_90a): 64 heads per work item, a persistent grid
+  // The small-heads wgmma kernel (sm_90a): units of 16, 32 or 48 heads, a persistent grid. Runs
+  // only under the kernel override "hopper_small", for the calls the 64-head kernel does not
+  // serve, until it is measured (docs/hopper_small_kernel.md). For planning it is the Hopper
+  // family (its table), with its own grid.
+  kHopperSmall,
 };
 
 inline const char* prefill_kernel_name(PrefillKernel kernel) {
@@ -21,12 +27,15 @@ inline const char* prefill_kernel_name(PrefillKernel kernel) {
       return "portable";
     case PrefillKernel::kHopper:
       return "hopper";
+    case PrefillKernel::kHopperSmall:
+      return "hopper_small";
   }
   return "?";
 }
 
 inline std::optional<PrefillKernel> prefill_kernel_from_name(std::string_view name) {
-  for (PrefillKernel kernel : {PrefillKernel::kCpu, PrefillKernel::kPortable, PrefillKernel::kHopper}) {
+  for (PrefillKernel kernel :
+       {PrefillKernel::kCpu, PrefillKernel::kPortable, PrefillKernel::kHopper, PrefillKernel::kHopperSmall}) {
     if (name == prefill_kernel_name(kernel)) return kernel;
   }
   return std::nullopt;

@@ -59,16 +59,17 @@ PrefillKernelOverride make_prefill_kernel_override(const std::optional<std::stri
   PrefillKernelOverride knobs;
   if (kernel.has_value()) {
     const std::optional<PrefillKernel> parsed = prefill_kernel_from_name(*kernel);
-    TORCH_CHECK_VALUE(parsed == PrefillKernel::kHopper || parsed == PrefillKernel::kPortable, kernel_source,
-                      ": expected 'hopper' or 'portable', got '", *kernel, "'");
+    TORCH_CHECK_VALUE(parsed == PrefillKernel::kHopper || parsed == PrefillKernel::kPortable ||
+                          parsed == PrefillKernel::kHopperSmall,
+                      kernel_source, ": expected 'hopper', 'portable' or 'hopper_small', got '", *kernel, "'");
     knobs.kernel = parsed;
   }
   if (variant.has_value()) {
     TORCH_CHECK_VALUE(cuda::prefill_pipeline_compiled(variant->stages, variant->k_tiles), variant_source,
                       ": expected (stages, k_tiles) of a compiled portable instance, one of ", compiled_pipelines(),
                       ", got (", variant->stages, ", ", variant->k_tiles, ")");
-    TORCH_CHECK_VALUE(knobs.kernel != PrefillKernel::kHopper, variant_source, ": picks a portable kernel instance, "
-                      "which contradicts ", kernel_source, " = 'hopper'");
+    TORCH_CHECK_VALUE(!knobs.requires_hopper(), variant_source, ": picks a portable kernel instance, which "
+                      "contradicts ", kernel_source, " = '", prefill_kernel_name(*knobs.kernel), "'");
     knobs.variant = variant;
   }
   return knobs;

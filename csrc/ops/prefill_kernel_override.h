@@ -19,25 +19,30 @@ struct PrefillPipeline {
 
 struct PrefillKernelOverride {
   // kPortable keeps Hopper GPUs on the portable kernel; kHopper requires the Hopper kernel
-  // (a CUDA device that cannot run it raises); nullopt: the device's own choice.
+  // (a CUDA device that cannot run it raises); kHopperSmall likewise, and runs the calls the
+  // 64-head Hopper kernel does not serve on the small-heads Hopper kernel (not yet measured);
+  // nullopt: the device's own choice.
   std::optional<PrefillKernel> kernel;
   // A compiled portable instance's pipeline for every CUDA call (which then runs the portable
   // kernel); nullopt: the preferred instance for the head tile and the device.
   std::optional<PrefillPipeline> variant;
 
   bool forces_portable() const { return kernel == PrefillKernel::kPortable || variant.has_value(); }
+  bool requires_hopper() const { return kernel == PrefillKernel::kHopper || kernel == PrefillKernel::kHopperSmall; }
+  bool asks_small_heads() const { return kernel == PrefillKernel::kHopperSmall; }
 };
 
-// Validates an override given as values. `kernel` is "hopper", "portable" or nullopt; `variant`
-// must be the pipeline of a compiled portable instance and excludes kernel "hopper". Errors name
-// `kernel_source` / `variant_source` (the Python argument or the environment variable).
+// Validates an override given as values. `kernel` is "hopper", "portable", "hopper_small" or
+// nullopt; `variant` must be the pipeline of a compiled portable instance and excludes the Hopper
+// kernels. Errors name `kernel_source` / `variant_source` (the Python argument or the environment
+// variable).
 PrefillKernelOverride make_prefill_kernel_override(const std::optional<std::string>& kernel,
                                                    const std::optional<PrefillPipeline>& variant,
                                                    const char* kernel_source = "kernel",
                                                    const char* variant_source = "variant");
 
-// The environment's text form: CAKE_PREFILL_KERNEL = "hopper" | "portable", CAKE_PREFILL_VARIANT
-// = "stages,k_tiles"; nullptr or "" means unset.
+// The environment's text form: CAKE_PREFILL_KERNEL = "hopper" | "portable" | "hopper_small",
+// CAKE_PREFILL_VARIANT = "stages,k_tiles"; nullptr or "" means unset.
 PrefillKernelOverride parse_prefill_kernel_override(const char* kernel_text, const char* variant_text);
 
 // The override in force: the environment's, parsed on the first call, until one is set.

@@ -34,7 +34,27 @@ PrefillKernel kernel_for(const PrefillTarget& target, int64_t num_heads, int64_t
   if (target.family == PrefillKernel::kHopper && cuda::hopper_prefill_serves(num_heads, head_tiles)) {
     return PrefillKernel::kHopper;
   }
+  if (target.family == PrefillKernel::kHopper && target.hopper_small &&
+      cuda::hopper_small_prefill_serves(num_heads, head_tiles)) {
+    return PrefillKernel::kHopperSmall;
+  }
   return target.family == PrefillKernel::kCpu ? PrefillKernel::kCpu : PrefillKernel::kPortable;
+}
+
+// What a kernel's grid walks per token: the work items, except the small-heads kernel's units (a
+// token and 16, 32 or 48 heads, whatever head_tiles says).
+int64_t grid_units_per_token(PrefillKernel kernel, int64_t num_heads, int64_t head_tiles) {
+  return kernel == PrefillKernel::kHopperSmall ? num_heads / cuda::hopper_small::group_heads_for(num_heads)
+                                               : prefill_items_per_token(num_heads, head_tiles);
+}
+
+// CTAs launched: one per unit of the grid, except the Hopper kernels' persistent grids of one CTA
+// per SM at most.
+int64_t grid_size_for(PrefillKernel kernel, int64_t num_tokens, int64_t num_heads, int64_t head_tiles,
+                      int64_t num_sms) {
+  const int64_t units = num_tokens * grid_units_per_token(kernel, num_heads, head_tiles);
+  const bool persistent = kernel == PrefillKernel::kHopper || kernel == PrefillKernel::kHopperSmall;
+  return persistent ? std::min(units, num_sms) : units;
 }
 
 }  // namespace
@@ -51,7 +71,7 @@ std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads) {
 const std::vector<HeadTileThreshold>& prefill_plan_table(PrefillKernel family) {
   static const std::vector<HeadTileThreshold> portable{{2, 50}, {4, 90}};
   static const std::vector<HeadTileThreshold> hopper{{2, 50}, {4, 0}};
-  return family == PrefillKernel::kHopper ? hopper : portable;
+  return family == PrefillKernel::kHopper || family == PrefillKernel::kHopperSmall ? hopper : portable;
 }
 
 PrefillPlan plan_prefill(int64_t num_tokens, int64_t num_heads, std::optional<int64_t> head_tiles,
@@ -77,16 +97,17 @@ PrefillPlan plan_prefill(int64_t num_tokens, int64_t num_heads, std::optional<in
   }
   plan.kernel = kernel_for(target, num_heads, plan.head_tiles);
   plan.num_ctas = num_tokens * prefill_items_per_token(num_heads, plan.head_tiles);
-  plan.grid_size = plan.kernel == PrefillKernel::kHopper ? std::min(plan.num_ctas, target.num_sms) : plan.num_ctas;
+  plan.grid_size = grid_size_for(plan.kernel, num_tokens, num_heads, plan.head_tiles, target.num_sms);
   return plan;
 }
 
 std::vector<PrefillPlanStep> prefill_plan_steps(int64_t num_heads, std::optional<int64_t> head_tiles,
                                                 const PrefillTarget& target) {
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t>;
   static std::mutex mutex;
   static std::map<Key, std::vector<PrefillPlanStep>> cache;
-  const Key key{int(target.family), target.num_sms, target.max_head_tiles, num_heads, head_tiles.value_or(0)};
+  const Key key{int(target.family), target.hopper_small, target.num_sms, target.max_head_tiles, num_heads,
+                head_tiles.value_or(0)};
   {
     const std::lock_guard<std::mutex> lock(mutex);
     const auto found = cache.find(key);
@@ -96,16 +117,20 @@ std::vector<PrefillPlanStep> prefill_plan_steps(int64_t num_heads, std::optional
   // and grid regime (one CTA per item, or a persistent grid already at its SM count). Larger T
   // never goes back to an earlier step, so each step's end is found by bisection.
   constexpr int64_t kMaxTokens = int64_t(1) << 40;
+  const auto grid_full = [&](int64_t num_tokens, const PrefillPlan& plan) {
+    return plan.grid_size < num_tokens * grid_units_per_token(plan.kernel, num_heads, plan.head_tiles);
+  };
   const auto regime = [&](int64_t num_tokens) {
     const PrefillPlan plan = plan_prefill(num_tokens, num_heads, head_tiles, target);
-    return std::make_tuple(plan.head_tiles, plan.kernel, plan.grid_size < plan.num_ctas);
+    return std::make_tuple(plan.head_tiles, plan.kernel, grid_full(num_tokens, plan));
   };
   std::vector<PrefillPlanStep> steps;
   for (int64_t start = 0;;) {
     const PrefillPlan plan = plan_prefill(start, num_heads, head_tiles, target);
-    const bool persistent_full = plan.grid_size < plan.num_ctas;
+    const bool persistent_full = grid_full(start, plan);
     const int64_t ctas_per_token = prefill_items_per_token(num_heads, plan.head_tiles);
-    steps.push_back({start, plan.head_tiles, plan.kernel, ctas_per_token, persistent_full ? 0 : ctas_per_token,
+    const int64_t grid_per_token = grid_units_per_token(plan.kernel, num_heads, plan.head_tiles);
+    steps.push_back({start, plan.head_tiles, plan.kernel, ctas_per_token, persistent_full ? 0 : grid_per_token,
                      persistent_full ? plan.grid_size : 0});
     const auto current = regime(start);
     if (regime(kMaxTokens) == current) break;

@@ -51,12 +51,17 @@ struct PrefillTarget {
   // The largest head tile whose kernel instance fits the device's shared memory per block
   // (cuda/portable/prefill_variants.h).
   int64_t max_head_tiles;
+  // Family kHopper only: the calls the 64-head kernel does not serve run the small-heads kernel
+  // (kernel override "hopper_small"; off by default).
+  bool hopper_small = false;
 };
 
 struct PrefillPlan {
   int64_t head_tiles;
   int64_t num_ctas;   // work items: num_tokens * num_heads / (16 * head_tiles)
-  int64_t grid_size;  // CTAs launched: num_ctas, or min(num_ctas, SMs) for the Hopper kernel's persistent grid
+  // CTAs launched: num_ctas, except the Hopper kernels' persistent grids: min(num_ctas, SMs) for
+  // the 64-head kernel, min(T * H / group_heads_for(H), SMs) for the small-heads kernel.
+  int64_t grid_size;
   PrefillKernel kernel;
 };
 

@@ -30,9 +30,10 @@ c10::DeviceIndex current_cuda_device_index();
 PrefillTarget prefill_target(c10::Device device);
 
 // Python's planner keywords: `device` (a device string; nullopt: the current CUDA device when
-// there is one, else the CPU), `kernel` ("hopper", "portable", "cpu"; nullopt: the device's own)
-// and `num_sms` (nullopt: the device's). An explicit kernel without a device describes that
-// kernel family in general and then needs num_sms (except "cpu": the intra-op threads).
+// there is one, else the CPU), `kernel` ("hopper", "portable", "cpu", or "hopper_small": the
+// Hopper family with the small-heads kernel; nullopt: the device's own) and `num_sms` (nullopt:
+// the device's). An explicit kernel without a device describes that kernel family in general and
+// then needs num_sms (except "cpu": the intra-op threads).
 PrefillTarget resolve_prefill_target(const std::optional<std::string>& device, const std::optional<std::string>& kernel,
                                      std::optional<int64_t> num_sms);
 
