@@ -1,0 +1,221 @@
+"""The small-heads Hopper (sm_90a) prefill kernel (docs/hopper_small_kernel.md): which calls it
+serves under the kernel override "hopper_small", and the contract on it.
+
+It runs only under that override until it is measured, so these tests set it; without it the
+same calls run the portable kernel. They cover 16, 32 and 48 heads a unit (and the head counts
+that take several units a token), masks, both caches, sinks, the non-finite rules, empty rows,
+repeatability and a persistent grid that crosses units; everything against the float64 reference."""
+import math
+
+import pytest
+import torch
+
+import torch_ops
+from helpers import (HAS_CUDA, CacheSpec, assert_matches_reference, assert_matches_reference_with_nan,
+                     make_problem)
+
+HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
+
+
+def _device_runs_small_heads() -> bool:
+    if not HAS_CUDA:
+        return False
+    props = torch.cuda.get_device_properties(0)
+    with torch_ops.prefill_kernel_override(kernel="hopper_small"):
+        return torch_ops._C.device_runs_hopper_prefill(props.major, props.shared_memory_per_block_optin)
+
+
+needs_small_heads = pytest.mark.skipif(not _device_runs_small_heads(),
+                                       reason="needs an sm_90 GPU and an sm_90a build")
+
+
+@pytest.fixture(autouse=True)
+def small_heads_override():
+    with torch_ops.prefill_kernel_override(kernel="hopper_small"):
+        yield
+
+
+def test_kernel_choice():
+    """Under the override, compute capability 9.x runs every call the 64-head kernel does not serve
+    on the small-heads kernel; nothing changes without it, or on other GPUs."""
+    choose = torch_ops._C.prefill_kernel_for
+    built = choose(9, HOPPER_SMEM, 16, 1)
+    assert built in ("hopper_small", "portable")  # "portable" only in a build without sm_90a
+    for heads, head_tiles in [(16, 1), (32, 1), (32, 2), (48, 1), (80, 1), (96, 2), (112, 1), (128, 2), (64, 1)]:
+        assert choose(9, HOPPER_SMEM, heads, head_tiles) == built, (heads, head_tiles)
+    assert choose(9, HOPPER_SMEM, 64, 4) == ("hopper" if built == "hopper_small" else "portable")
+    for cc_major, smem in [(8, 166912), (12, 101376), (10, HOPPER_SMEM), (9, 101376)]:
+        assert choose(cc_major, smem, 16, 1) == "portable", (cc_major, smem)
+    with torch_ops.prefill_kernel_override():
+        assert choose(9, HOPPER_SMEM, 16, 1) == "portable" and choose(9, HOPPER_SMEM, 48, 1) == "portable"
+    with torch_ops.prefill_kernel_override(kernel="hopper"):
+        assert choose(9, HOPPER_SMEM, 32, 2) == "portable"
+
+
+# (heads, topk, main cache, extra cache, extra topk, lengths, sink): single-candidate, partial and
+# 16-chunk lists, page sizes 1, 2, 48 and 256, padded page strides, all three views; 80, 96 and 112
+# heads take several units a token.
+SMALL_CASES = [
+    (16, 1, CacheSpec(4, 64), None, 0, None, None),
+    (16, 1024, CacheSpec(20, 64), None, 0, "random", 1.0),
+    (32, 63, CacheSpec(5, 64, "NHD", 16), None, 0, "random", 1.0),
+    (32, 200, CacheSpec(100, 2, "HND", 48), CacheSpec(3, 64, "NHD"), 129, "random", None),
+    (48, 65, CacheSpec(3, 256, "3d"), CacheSpec(40, 1), 7, "random", 1.0),
+    (48, 512, CacheSpec(9, 48, "HND", 4096), CacheSpec(9, 64), 448, None, 1.0),
+    (80, 130, CacheSpec(6, 64), CacheSpec(5, 2), 20, "random", 1.0),
+    (96, 300, CacheSpec(12, 64, "NHD"), None, 0, "random", None),
+    (112, 70, CacheSpec(4, 64), CacheSpec(3, 256), 64, "random", 1.0),
+]
+
+
+@needs_small_heads
+@pytest.mark.parametrize("case", range(len(SMALL_CASES)))
+def test_small_heads_matches_reference(case):
+    heads, topk, main, extra, extra_topk, lengths, sink = SMALL_CASES[case]
+    problem = make_problem(num_tokens=37, num_heads=heads, topk=topk, main=main, device="cuda", seed=900 + case,
+                           extra=extra, extra_topk=extra_topk, lengths=lengths, extra_lengths=lengths, sink=sink,
+                           lse_scale=0.75)
+    output, out_lse, plan = problem.run()
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    group = 48 if heads % 48 == 0 else (32 if heads % 32 == 0 else 16)
+    assert plan["kernel"] == "hopper_small"
+    assert plan["grid_size"] == min(37 * heads // group, num_sms)
+    assert_matches_reference(output, out_lse, *problem.reference())
+
+
+@needs_small_heads
+def test_small_heads_is_opt_in():
+    problem = make_problem(num_tokens=5, num_heads=16, topk=70, main=CacheSpec(3, 64), device="cuda", seed=41)
+    with torch_ops.prefill_kernel_override():
+        assert problem.run()[2]["kernel"] == "portable"
+    assert problem.run()[2]["kernel"] == "hopper_small"
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [16, 48])
+def test_small_heads_empty_rows_and_infinite_sinks(heads):
+    problem = make_problem(num_tokens=6, num_heads=heads, topk=70, main=CacheSpec(3, 64), device="cuda", seed=31,
+                           sink=1.0, extra=CacheSpec(2, 1), extra_topk=5)
+    problem.kwargs["topk_length"] = torch.tensor([0, 70, 5, 0, 64, 1], dtype=torch.int32, device="cuda")
+    problem.kwargs["extra_topk_length"] = torch.tensor([0, 5, 0, 0, 2, 0], dtype=torch.int32, device="cuda")
+    sink = torch.randn(heads)
+    sink[:4] = float("inf")
+    sink[4:8] = float("-inf")
+    problem.kwargs["attn_sink"] = sink.cuda()
+    output, out_lse, plan = problem.run()
+    assert plan["kernel"] == "hopper_small"
+    assert_matches_reference(output, out_lse, *problem.reference())
+    assert output[:, :4].eq(0).all() and torch.isposinf(out_lse[:, :4]).all()
+    assert output[0].eq(0).all() and output[3].eq(0).all()
+    assert torch.isneginf(out_lse[0, 4:8]).all() and torch.isneginf(out_lse[3, 4:8]).all()
+    expected = sink[8:] * (1 / math.log(2))
+    torch.testing.assert_close(out_lse[0, 8:].cpu(), expected, rtol=1e-6, atol=1e-6)
+
+
+def _non_finite_problem(heads, seed, sm_scale=None):
+    """Six tokens over two lists; token 0 has no candidate at all."""
+    problem = make_problem(num_tokens=6, num_heads=heads, topk=100, main=CacheSpec(4, 64, "NHD", 16), device="cuda",
+                           seed=seed, extra=CacheSpec(20, 2), extra_topk=30, sink=1.0, lse_scale=0.5,
+                           invalid_fraction=0.05, sm_scale=sm_scale)
+    problem.kwargs["topk_length"] = torch.tensor([0, 100, 7, 50, 1, 100], dtype=torch.int32, device="cuda")
+    problem.kwargs["extra_topk_length"] = torch.tensor([0, 30, 0, 5, 3, 30], dtype=torch.int32, device="cuda")
+    return problem
+
+
+def _run_with_nan(problem):
+    output, out_lse, plan = problem.run()
+    assert plan["kernel"] == "hopper_small"
+    assert_matches_reference_with_nan(output, out_lse, *problem.reference())
+    return output.cpu().float(), out_lse.cpu()
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [16, 32, 48])
+def test_small_heads_nan_in_q_and_sink(heads):
+    """A NaN in q poisons its row only (not a row without candidates); a NaN sink its head's lse
+    everywhere and its output where there are candidates."""
+    problem = _non_finite_problem(heads, seed=50 + heads)
+    problem.q[1, 5, 17] = float("nan")           # a NoPE dim of converter 0's half
+    problem.q[3, heads - 1, 500] = float("nan")  # a RoPE dim
+    problem.q[4, 2, 300] = float("nan")          # a NoPE dim of converter 1's half
+    problem.q[0, 9, 3] = float("nan")            # token 0 has no candidate: stays empty
+    problem.kwargs["attn_sink"][7] = float("nan")
+    output, out_lse = _run_with_nan(problem)
+    nan_rows = {(1, 5), (3, heads - 1), (4, 2)} | {(t, 7) for t in range(1, 6)}
+    assert {tuple(x) for x in torch.isnan(output).any(-1).nonzero().tolist()} == nan_rows
+    assert torch.isnan(out_lse[:, 7]).all() and output[0].eq(0).all()
+
+
+@needs_small_heads
+@pytest.mark.parametrize("sm_scale", [math.inf, math.nan], ids=["inf", "nan"])
+def test_small_heads_non_finite_sm_scale(sm_scale):
+    problem = _non_finite_problem(32, seed=60, sm_scale=sm_scale)
+    output, out_lse = _run_with_nan(problem)
+    assert torch.isnan(out_lse[1:]).all() and torch.isnan(output[1:]).all()
+    assert output[0].eq(0).all()
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [16, 48])
+def test_small_heads_nan_in_cache(heads):
+    """A NaN group in a selected row poisons every head of the tokens that select it; a masked
+    occurrence (past the length) changes nothing."""
+    problem = _non_finite_problem(heads, seed=70 + heads)
+    bad = torch.randn(1, 512).to(torch.bfloat16)
+    bad[0, 300] = float("nan")  # group 18: converter 1's half
+    poisoned = 77
+    torch_ops.nvfp4_quantize_append_sparse_mla_cache(bad.cuda(), torch.tensor([poisoned], device="cuda"),
+                                                     problem.kv_cache)
+    indices = problem.indices.cpu()
+    indices[indices == poisoned] = poisoned + 1
+    indices[2, 3] = poisoned   # valid (token 2 has 7)
+    indices[3, 60] = poisoned  # past token 3's length of 50
+    problem.indices = indices.cuda()
+    output, out_lse = _run_with_nan(problem)
+    assert torch.isnan(out_lse).any(dim=1).nonzero().flatten().tolist() == [2]
+    assert torch.isnan(output[2]).all()
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [32, 48])
+def test_small_heads_agrees_with_portable_and_is_repeatable(heads):
+    problem = make_problem(num_tokens=300, num_heads=heads, topk=512, main=CacheSpec(64, 64, "NHD", 32), device="cuda",
+                           seed=77, extra=CacheSpec(8, 256), extra_topk=128, lengths="random", sink=1.0)
+    reference = problem.reference()
+    runs = [problem.run()[:2] for _ in range(3)]
+    with torch_ops.prefill_kernel_override(kernel="portable"):
+        *portable, portable_plan = problem.run()
+    assert portable_plan["kernel"] == "portable"
+    for output, out_lse in runs + [portable]:
+        assert_matches_reference(output, out_lse, *reference)
+    for output, out_lse in runs[1:]:
+        assert torch.equal(output.view(torch.int16), runs[0][0].view(torch.int16))
+        assert torch.equal(out_lse, runs[0][1])
+    # Against each other the two kernels differ by rounding only (summation order, the lazy
+    # softmax reference, a weight rounded the other way): within the contract's own bound.
+    small_out, portable_out = runs[0][0].double(), portable[0].double()
+    distance = (small_out - portable_out).norm(dim=-1) / portable_out.norm(dim=-1).clamp(min=1e-30)
+    assert distance.max().item() <= 1e-2
+    torch.testing.assert_close(runs[0][1], portable[1], rtol=1e-5, atol=1e-4)
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [16, 96])
+def test_small_heads_persistent_grid_crosses_units(heads):
+    """More units than SMs, about half of them empty (zero lengths): every persistent CTA walks
+    several units, so gathers, Q loads and the K tiles cross unit boundaries."""
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_tokens = 3 * num_sms + 5
+    problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=100, main=CacheSpec(8, 64), device="cuda",
+                           seed=808, extra=CacheSpec(5, 2), extra_topk=30, sink=1.0)
+    lengths = torch.randint(0, 101, (num_tokens,), generator=torch.Generator().manual_seed(1))
+    lengths[torch.rand(num_tokens, generator=torch.Generator().manual_seed(2)) < 0.5] = 0
+    problem.kwargs["topk_length"] = lengths.to(torch.int32).cuda()
+    extra_lengths = torch.where(lengths > 0, torch.randint(0, 31, (num_tokens,)), torch.zeros_like(lengths))
+    problem.kwargs["extra_topk_length"] = extra_lengths.to(torch.int32).cuda()
+    first = problem.run()
+    assert first[2]["kernel"] == "hopper_small" and first[2]["grid_size"] == num_sms
+    assert_matches_reference(first[0], first[1], *problem.reference())
+    second = problem.run()
+    assert torch.equal(first[0].view(torch.int16), second[0].view(torch.int16))
+    assert torch.equal(first[1], second[1])
