@@ -2,7 +2,8 @@
 composition, all in one run.
 
     python benchmarks/bench_prefill.py [--tokens 128 1024 4096] [--heads 16 64 128] \
-        [--topk 128 512 1024] [--kernel portable] [--variant 3,2] [--json results.json] [--plot results.png]
+        [--topk 128 512 1024] [--kernel portable|hopper|hopper_small] [--variant 3,2] [--json results.json] \
+        [--plot results.png]
     python benchmarks/bench_prefill.py --from-json results.json --plot results.png   # re-plot
 
 Method: CUDA events around each launch, warm-up first, median of --repeats launches, the L2
@@ -145,8 +146,10 @@ def main():
     parser.add_argument("--heads", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--topk", type=int, nargs="+", default=[128, 512, 1024])
     parser.add_argument("--head-tiles", type=int, default=None, help="force a head tile (default: the planner)")
-    parser.add_argument("--kernel", choices=["hopper", "portable"], default=None,
-                        help="kernel override: 'portable' keeps Hopper GPUs on the portable kernel")
+    parser.add_argument("--kernel", choices=["hopper", "portable", "hopper_small"], default=None,
+                        help="kernel override: 'portable' keeps Hopper GPUs on the portable kernel; 'hopper_small' "
+                             "runs the head counts the 64-head Hopper kernel does not serve on the small-heads "
+                             "Hopper kernel")
     parser.add_argument("--variant", type=lambda text: tuple(int(x) for x in text.split(",")), default=None,
                         metavar="STAGES,K_TILES",
                         help="kernel override: run the portable instance with this pipeline")

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [planner-sweep] [bench-decode]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode]
 # BENCH_ARGS reaches the prefill benchmark steps, e.g. BENCH_ARGS="--kernel portable" (the portable
-# kernel on Hopper too) or "--head-tiles 4 --variant 3,2" (one portable instance); both set the
-# kernel override for that run only. DECODE_BENCH_ARGS reaches bench-decode (e.g. "--max-splits 32").
+# kernel on Hopper too), "--kernel hopper_small" (the small-heads Hopper kernel for 16..48 heads) or
+# "--head-tiles 4 --variant 3,2" (one portable instance); each sets the kernel override for that run
+# only. DECODE_BENCH_ARGS reaches bench-decode (e.g. "--max-splits 32").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/cake-device}"
@@ -44,6 +45,14 @@ for step in $steps; do
       # The decode's rows, then the T x H x candidates grid with both ops and the choice between them.
       "$py" benchmarks/bench_decode.py --json "$out/bench_decode.json" ${DECODE_BENCH_ARGS:-} 2>&1 | tee "$out/bench_decode.md" || rc=1
       "$py" benchmarks/bench_decode.py --grid --json "$out/bench_decode_grid.json" ${DECODE_BENCH_ARGS:-} 2>&1 | tee "$out/bench_decode_grid.md" || rc=1
+      ;;
+    bench-small)
+      # The small-heads Hopper kernel against the portable kernel at its goal shapes
+      # (docs/hopper_small_kernel.md), T = 4096.
+      for kernel in hopper_small portable; do
+        "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 32 48 --topk 512 1024 --baseline none \
+          --kernel $kernel --json "$out/bench_small_$kernel.json" 2>&1 | tee "$out/bench_small_$kernel.md" || rc=1
+      done
       ;;
     bench-quick)
       "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1
