@@ -1,8 +1,8 @@
 // NVFP4 -> bf16 for the small-heads Hopper prefill: the bit-placement decode of
 // ../hopper/nvfp4_bit_decode.cuh without its final byte permutes. The converted values feed the
 // QK^T wgmma as its register A operand, whose order along K is free as long as Q is stored in the
-// same order, and the K tile, whose column order the kernel's epilogue undoes: so the pairs can stay
-// in the order the bit placement makes them, four instructions a word (half an instruction a
+// same order, and the K tile, whose column order the kernel's epilogue follows: so the pairs can
+// stay in the order the bit placement makes them, four instructions a word (half an instruction a
 // value) fewer.
 #pragma once
 
@@ -28,9 +28,5 @@ __device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t sc
     pair[k] = bf16x2_mul(bf16x2_mul(placed, hopper::kE2m1BiasBf16x2), scale_bf16x2);
   }
 }
-
-// The element of a NoPE word that column c (0..7) of its 16-byte K-tile chunk holds: the chunk is
-// pair[0..3], so column 2k + h is element k + 4h.
-constexpr int nope_chunk_element(int column) { return column / 2 + 4 * (column % 2); }
 
 }  // namespace cake::cuda::hopper_small

@@ -25,8 +25,8 @@ namespace cake::cuda::hopper_small {
 template <int kGroupHeads, int kHalf>
 class ConvertRole {
   using G = Geometry<kGroupHeads>;
-  static constexpr int kSlots = kGroupSlots[kHalf];  // 16-value groups of a row this thread converts
-  static constexpr int kFirst = kFirstGroup[kHalf];   // the half's first group
+  static constexpr int kSlots = group_slots(kHalf);  // 16-value groups of a row this thread converts
+  static constexpr int kFirst = first_group(kHalf);   // the half's first group
   static constexpr bool kHasRope = kHalf == 1;
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
@@ -37,7 +37,8 @@ class ConvertRole {
  public:
   __device__ ConvertRole(const PrefillParams& params, SharedStorage<kGroupHeads>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
-        row0_((thread / 32) * 16 + (thread % 32) / 4), num_units_(params.num_tokens * params.num_head_blocks) {}
+        row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
+        num_units_(params.num_tokens * params.num_head_blocks) {}
 
   // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread loads
   // the indices of chunk j + 2, waits until PV is done with chunk j - 2 (same K tile), converts
@@ -114,9 +115,21 @@ class ConvertRole {
   const int thread_;  // 0..127 in the warpgroup
   const int quad_;    // lane % 4: which groups of its rows it converts
   const int row0_;    // its candidate rows in a chunk: row0 and row0 + 8
+  const uint32_t st_lane_offset_;  // stmatrix: this lane's row address in a k-step's chunk pair
   const int num_units_;
   RowBytes rows_[2];  // the chunk being converted (loaded during the previous one)
   bool valid_[2];
+
+  // stmatrix.x4 of a k-step's fragment: lanes 8 i .. 8 i + 7 address matrix i = register a_i, whose
+  // rows are the warp's candidates 16 w + 8 (i % 2) .. and whose columns are positions 8 (i / 2) ..,
+  // i.e. chunk 2 (step % 4) + i / 2 of the row in column block step / 4 of the half. The part of
+  // k_chunk_offset that does not depend on the step: row * 128 + ((i / 2) ^ row % 8) * 16 (the
+  // step's 2 (step % 4) enters the swizzle as an XOR of 32 (step % 4)).
+  static __device__ __forceinline__ uint32_t stmatrix_lane_offset(int thread) {
+    const int lane = thread % 32;
+    const int row = (thread / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
+    return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
+  }
 
   __device__ __forceinline__ void seek_unit(Cursor& cursor, int unit) const {
     for (; unit < num_units_; unit += gridDim.x) {
@@ -221,7 +234,7 @@ class ConvertRole {
   // values of that word hold (prefill_small_work.cuh).
   __device__ __forceinline__ void store_q_word(uint32_t q_half, int head, int word, uint4 dims) {
     using namespace sm90;
-    if (word < kRopeFirstChunk) {
+    if (word < kRopeFirstWord) {
       // Code word 2 g + b, g = first group + q + 4 i: k-step 4 i + 2 b + t holds (dim 2t, 2t + 4)
       // at position 2 q and (2t + 1, 2t + 5) at 2 q + 8.
       const int local_group = word / 2 - kFirst;
@@ -234,7 +247,7 @@ class ConvertRole {
     } else {
       // RoPE chunk c = 2 q + v: k-step 12 + 2 v + t holds dims 4t, 4t + 1 at 2 q and 4t + 2, 4t + 3
       // at 2 q + 8.
-      const int chunk = word - kRopeFirstChunk;
+      const int chunk = word - kRopeFirstWord;
       const int q = chunk / 2;
       const int kstep = kRopeKStep + 2 * (chunk % 2);
       st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q), dims.x);
@@ -244,19 +257,23 @@ class ConvertRole {
     }
   }
 
-  // Two k-steps of QK^T from the pairs of this thread's two rows (k-step `kstep` takes pairs 0, 1;
-  // the next one pairs 2, 3), one commit group; then waits for the group before it, whose
+  // Two k-steps from the pairs of this thread's two rows (k-step `kstep` takes pairs 0, 1; the next
+  // one pairs 2, 3): each k-step's A fragment into the K tile (one stmatrix, the fragment registers
+  // as they are) and into QK^T; one commit group, then a wait for the group before it, whose
   // registers the next conversion reuses. The wgmma fence orders the new registers before it.
-  __device__ __forceinline__ void multiply_two_ksteps(float (&s_acc)[G::kSAccumulators], uint64_t q_desc, int kstep,
-                                                      const uint32_t (&row0)[4], const uint32_t (&row1)[4],
-                                                      bool first) {
+  __device__ __forceinline__ void store_and_multiply(float (&s_acc)[G::kSAccumulators], uint32_t k_tile,
+                                                     uint64_t q_desc, int kstep, const uint32_t (&row0)[4],
+                                                     const uint32_t (&row1)[4], bool first) {
     using namespace sm90;
     wgmma_fence();
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       const int step = kstep + t;
-      const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
       const uint32_t a[4] = {row0[2 * t], row1[2 * t], row0[2 * t + 1], row1[2 * t + 1]};
+      // Chunk k_tile_chunk(kHalf, step, hi) of row r: column block 4 kHalf + step / 4, chunk 2 (step % 4)
+      // + hi in it, swizzled with r % 8 (k_chunk_offset; the lane's row and hi are in st_lane_offset_).
+      stmatrix_x4(k_tile + (4 * kHalf + step / 4) * kKColumnBlockBytes + (st_lane_offset_ ^ (32 * (step % 4))), a);
+      const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
       wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), !(first && t == 0));
     }
     wgmma_commit();
@@ -270,7 +287,6 @@ class ConvertRole {
     using namespace sm90;
     const uint32_t k_tile = smem_address(smem_.k[parity]);
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q[kHalf]), 16, 1024);
-    const int row1 = row0_ + 8;
     uint32_t scales[2][kSlots];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -284,25 +300,19 @@ class ConvertRole {
       // once these groups have retired (after the first group slot below).
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        const int chunk = kRopeFirstChunk + 2 * quad_ + v;
         const uint32_t pairs0[4] = {rows_[0].rope[v].x, rows_[0].rope[v].y, rows_[0].rope[v].z, rows_[0].rope[v].w};
         const uint32_t pairs1[4] = {rows_[1].rope[v].x, rows_[1].rope[v].y, rows_[1].rope[v].z, rows_[1].rope[v].w};
-        st_shared_16(k_tile + k_chunk_offset(row0_, chunk), pairs0[0], pairs0[1], pairs0[2], pairs0[3]);
-        st_shared_16(k_tile + k_chunk_offset(row1, chunk), pairs1[0], pairs1[1], pairs1[2], pairs1[3]);
-        multiply_two_ksteps(s_acc, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, v == 0);
+        store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, v == 0);
       }
     }
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
-        const int word = 2 * (kFirst + quad_ + 4 * slot) + b;
         uint32_t pairs0[4], pairs1[4];
         e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0);
         e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1);
-        st_shared_16(k_tile + k_chunk_offset(row0_, word), pairs0[0], pairs0[1], pairs0[2], pairs0[3]);
-        st_shared_16(k_tile + k_chunk_offset(row1, word), pairs1[0], pairs1[1], pairs1[2], pairs1[3]);
-        multiply_two_ksteps(s_acc, q_desc, 4 * slot + 2 * b, pairs0, pairs1, !kHasRope && slot == 0 && b == 0);
+        store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1, !kHasRope && slot == 0 && b == 0);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_group(rows_[r], next_rows[r], slot);

@@ -37,8 +37,9 @@ constexpr int kLaunchRegisters = 168;
 // Tiles are [column blocks][rows][128 bytes], 128-byte swizzled (16-byte chunk c of row r at
 // chunk c ^ (r % 8)), the wgmma canonical layout, each starting on a 1024-byte boundary.
 constexpr int kTileRowBytes = 128;
-// The K tile of a chunk: 64 candidate rows x 512 dims (bf16), 8 column blocks of 64 dims. It is
-// V as well: PV reads it MN-major as the A operand of O^T = V^T P^T.
+// The K tile of a chunk: 64 candidate rows x 512 dims (bf16), 8 column blocks of 64 dims, the
+// dims in the order QK^T takes them (prefill_small_work.cuh). It is V as well: PV reads it MN-major
+// as the A operand of O^T = V^T P^T.
 constexpr int kKColumnBlockBytes = kChunkRows * kTileRowBytes;  // 8 KB
 constexpr int kKTileBytes = 8 * kKColumnBlockBytes;              // 64 KB
 constexpr int kKTiles = 2;  // chunk j in tile j % 2: the converters fill j + 1 while PV reads j
@@ -50,10 +51,8 @@ constexpr int kPvMTiles = nvfp4::kHeadDim / 64;                          // 8
 // S partials are stored [head][candidate] with 4 floats of padding a head: the converters' stores
 // (8 heads x 4 lane pairs a warp instruction) then hit 32 different banks.
 constexpr int kSPartialStride = kChunkRows + 4;
-// The NoPE chunks of the K tile (16 bytes, 8 dims each) hold their dims in the order the
-// conversion produces them (see the kernel's doc); the RoPE chunks from kRopeFirstChunk on hold
-// them in order.
-constexpr int kRopeFirstChunk = nvfp4::kNopeDim / 8;  // 56
+// A row's dims in words of 8 (16 bytes of bf16 Q, 4 bytes of codes): the RoPE dims from word 56 on.
+constexpr int kRopeFirstWord = nvfp4::kNopeDim / 8;  // 56
 
 template <int kGroupHeads>
 struct Geometry {

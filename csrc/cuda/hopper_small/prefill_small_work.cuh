@@ -43,32 +43,37 @@ __device__ __forceinline__ uint32_t row_tile_offset(int row, int column) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The order of the K dimension (dims) in QK^T.
+// The order of the dims.
 //
 // QK^T is S^T = K Q^T: the 64 candidates of a chunk are the M of the wgmma, each converter's 256
-// dims its K (16 k-steps of 16). The A fragment of a k-step gives thread (warp w, lane) the rows
-// 16 w + lane / 4 and + 8, and in each the positions 2 q, 2 q + 1 (register a0 / a1) and
-// 2 q + 8, 2 q + 9 (a2 / a3), q = lane % 4. Which dim sits at which position is free, as long as
-// the Q tile puts Q's dims at the same positions. The conversion fixes it:
+// dims its K (16 k-steps of 16 positions). The A fragment of a k-step gives thread (warp w, lane)
+// the rows 16 w + lane / 4 and + 8, and in each the positions 2 q, 2 q + 1 (registers a0 / a1)
+// and 2 q + 8, 2 q + 9 (a2 / a3), q = lane % 4. Which dim sits at which position is free, as long
+// as the Q tile puts Q's dims at the same positions. The conversion fixes it:
 //
 // - lane q converts, of each of its rows, the 16-value groups first_group + q + 4 i (8 code bytes
-//   each, one E4M3 scale: converter 0 groups 0..15, i < 4; converter 1 groups 16..27, i < 3), word
-//   b (0, 1) of group g being code word 2 g + b (dims 8 (2 g + b) ..). A word's decode gives the
-//   pairs (element k, element k + 4), k < 4; k-step 4 i + 2 b + t takes pair 2 t at position 2 q
-//   and pair 2 t + 1 at position 2 q + 8;
+//   and one E4M3 scale each: converter 0 groups 0..15, i < 4; converter 1 groups 16..27, i < 3), so
+//   that the four lanes of a row read 32 contiguous code bytes per load. Word b (0, 1) of group g
+//   is code word 2 g + b (dims 8 (2 g + b) ..); its decode gives the pairs (element k, element
+//   k + 4), k < 4, and k-step 4 i + 2 b + t takes pair 2 t at position 2 q and pair 2 t + 1 at
+//   position 2 q + 8;
 // - converter 1's lane q also copies RoPE chunks 2 q + v (v = 0, 1; 8 bf16 dims each, in order):
 //   k-step 12 + 2 v + t takes the chunk's dims 4 t, 4 t + 1 at position 2 q and 4 t + 2, 4 t + 3
 //   at position 2 q + 8.
 //
-// Why these groups: at every step the 8 lanes of a quarter warp (two rows, four lanes) store
-// their word to chunks 2 q + b (mod 8) of their rows, which the swizzle (chunk ^ row % 8) spreads
-// over all 8 bank groups; and four lanes read 32 contiguous code bytes of a row per load.
-constexpr int kFirstGroup[kConverters] = {0, 16};
-constexpr int kGroupSlots[kConverters] = {4, 3};
+// The K tile keeps the same order: the fragment registers of a k-step are stored as they are
+// (stmatrix, no register copies), positions 8 hi .. 8 hi + 7 of converter h's k-step s into 16-byte
+// chunk k_tile_chunk(h, s, hi) of the candidate's row. Each of the four matrices of a stmatrix is
+// one chunk of 8 rows, which the swizzle (chunk ^ row % 8) spreads over all 8 bank groups. PV's
+// O^T then holds, in row m of m-tile t, the dim of chunk 8 t + m / 8, column m % 8
+// (k_tile_dim): the epilogue stores it there.
+constexpr int first_group(int half) { return half == 0 ? 0 : 16; }
+constexpr int group_slots(int half) { return half == 0 ? 4 : 3; }
 constexpr int kRopeKStep = 12;  // converter 1's first RoPE k-step
-static_assert(kGroupSlots[0] * 4 == kKStepsPerConverter && kGroupSlots[1] * 4 + 4 == kKStepsPerConverter,
+static_assert(group_slots(0) * 4 == kKStepsPerConverter && group_slots(1) * 4 + 4 == kKStepsPerConverter,
               "each converter feeds 16 k-steps");
-static_assert((kFirstGroup[1] + 4 * kGroupSlots[1]) == nvfp4::kNumGroups, "the converters cover the 28 groups");
+static_assert(first_group(1) == 4 * group_slots(0) && first_group(1) + 4 * group_slots(1) == nvfp4::kNumGroups,
+              "the converters cover the 28 groups");
 
 // Byte offset, in a converter's Q half of a kHeads-row tile, of the bf16 pair at positions
 // `position`, `position` + 1 (position even) of k-step `kstep` in row `head`.
@@ -79,10 +84,26 @@ __device__ __forceinline__ uint32_t q_pair_offset(int head, int kstep, int posit
          ((((byte_in_row / 16) ^ (head % 8)) * 16) | (byte_in_row % 16));
 }
 
-// The output dim that row m of the K tile's column block `block` holds in column chunk slot
-// `chunk` (0..63): NoPE chunks in the decode's order, RoPE chunks in order.
+// The K-tile chunk that holds positions 8 hi .. 8 hi + 7 of converter `half`'s k-step `kstep`.
+constexpr int k_tile_chunk(int half, int kstep, int hi) { return 32 * half + 2 * kstep + hi; }
+
+// The dim at position `position` (0..15) of converter `half`'s k-step `kstep` (see above).
+__device__ __forceinline__ int position_dim(int half, int kstep, int position) {
+  const int q = (position % 8) / 2;
+  const int element = position % 2;  // low or high half of the pair
+  const int hi = position / 8;        // a0 / a1 (0) or a2 / a3 (1)
+  const int t = kstep % 2;
+  if (half == 1 && kstep >= kRopeKStep) {
+    const int chunk = 2 * q + (kstep - kRopeKStep) / 2;
+    return nvfp4::kNopeDim + 8 * chunk + 2 * (2 * t + hi) + element;
+  }
+  const int word = 2 * (first_group(half) + q + 4 * (kstep / 4)) + (kstep % 4) / 2;
+  return 8 * word + (2 * t + hi) + 4 * element;
+}
+
+// The output dim that column `column` (0..7) of K-tile chunk `chunk` (0..63) holds.
 __device__ __forceinline__ int k_tile_dim(int chunk, int column) {
-  return 8 * chunk + (chunk < kRopeFirstChunk ? nope_chunk_element(column) : column);
+  return position_dim(chunk / 32, (chunk % 32) / 2, 8 * (chunk % 2) + column);
 }
 
 }  // namespace cake::cuda::hopper_small
