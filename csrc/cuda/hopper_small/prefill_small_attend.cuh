@@ -160,18 +160,19 @@ class AttendRole {
 
   // O^T[64 dims of m-tile t x heads] += V^T[those dims x 64 candidates] P^T[64 candidates x heads]:
   // A = K tile column block t, MN-major (dims contiguous), k-step s = candidate rows 16 s ..; B = P^T,
-  // K-major. The k-step loop is outside, so consecutive wgmmas write different accumulators.
+  // K-major. The k-step loop is outside, so consecutive wgmmas write different accumulators. The
+  // descriptors are the tiles' plus a constant (the start address is their low bits, in 16-byte
+  // units): one uniform add a wgmma rather than the whole descriptor.
   __device__ __forceinline__ void accumulate(int parity) {
     using namespace sm90;
-    const uint32_t k_tile = smem_address(smem_.k[parity]);
+    const uint64_t v_desc = smem_descriptor(smem_address(smem_.k[parity]), kKColumnBlockBytes, 1024);
     const uint64_t p_desc = smem_descriptor(smem_address(smem_.p[parity]), 16, 1024);
 #pragma unroll
     for (int s = 0; s < kPvKSteps; ++s) {
 #pragma unroll
       for (int t = 0; t < kPvMTiles; ++t) {
-        const uint64_t v_desc =
-            smem_descriptor(k_tile + t * kKColumnBlockBytes + s * 16 * kTileRowBytes, kKColumnBlockBytes, 1024);
-        wgmma_ss_ta<kGroupHeads>(o_acc_[t], v_desc, p_desc + ((s * 32) >> 4));
+        const uint32_t v_offset = t * kKColumnBlockBytes + s * 16 * kTileRowBytes;
+        wgmma_ss_ta<kGroupHeads>(o_acc_[t], v_desc + (v_offset >> 4), p_desc + ((s * 32) >> 4));
       }
     }
   }
