@@ -46,8 +46,8 @@ class AttendRole {
       for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
         const int parity = gchunk & 1;
         mbarrier_wait(smem_address(&smem_.k_full[parity]), (gchunk >> 1) & 1);
-        // The converters wrote the K tile with ordinary stores; this thread saw them complete
-        // through the mbarrier, and its wgmma reads the tile through the async proxy.
+        // The converters wrote the K tile with generic-proxy stores (stmatrix); this thread saw
+        // them complete through the mbarrier, and its wgmma reads the tile through the async proxy.
         fence_proxy_async();
         bool moved = softmax(parity);
         mbarrier_arrive(smem_address(&smem_.s_empty));

@@ -88,9 +88,9 @@ struct alignas(1024) SharedStorage {
   using G = Geometry<kGroupHeads>;
   uint8_t k[kKTiles][kKTileBytes];                   // K (= V) of two chunks, bf16, swizzled
   uint8_t q[kConverters][G::kQHalfBytes];            // the unit's Q, one half per converter
-  // bf16 weights of the chunk, [head][candidate], per chunk parity: a warp's wgmma_wait covers
-  // its own share of PV only, so P is rewritten for chunk j + 2 after the kPReady barrier of chunk
-  // j + 1, which every warp reaches after its PV of chunk j.
+  // bf16 weights of the chunk, [head][candidate], per chunk parity: a warp's wgmma_wait need not
+  // cover the other warps' share of PV, so P is rewritten for chunk j + 2 only after the kPReady
+  // barrier of chunk j + 1, which every warp reaches after its PV of chunk j.
   uint8_t p[2][G::kPTileBytes];
   float s_partial[kConverters][kGroupHeads][kSPartialStride];  // each converter's half of S
   float rescale[2][kGroupHeads];                     // per chunk parity: each head's O rescale factor
