@@ -8,16 +8,16 @@
 
 namespace cake::cuda {
 
-void launch_sparse_mla_prefill_hopper(const PrefillParams& params, int num_sms, cudaStream_t stream) {
+void launch_sparse_mla_attention_hopper(const DecodeParams& params, int num_sms, cudaStream_t stream) {
   constexpr int kSmemBytes = HopperPrefillLayout::kSmemBytes;
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
-  C10_CUDA_CHECK(cudaFuncSetAttribute(hopper::sparse_mla_prefill_hopper_kernel,
+  C10_CUDA_CHECK(cudaFuncSetAttribute(hopper::sparse_mla_attention_hopper_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   // A persistent grid: one CTA per SM (its shared memory takes the SM), each walking its share of
-  // the work items (token, 64 heads).
-  const long long num_items = (long long)params.num_tokens * params.num_head_blocks;
+  // the work items (token, 64 heads, split).
+  const long long num_items = (long long)params.num_tokens * params.num_head_blocks * params.num_splits;
   const unsigned num_ctas = unsigned(num_items < num_sms ? num_items : num_sms);
-  hopper::sparse_mla_prefill_hopper_kernel<<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
+  hopper::sparse_mla_attention_hopper_kernel<<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   hopper::print_trace();
 }

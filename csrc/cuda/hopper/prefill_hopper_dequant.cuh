@@ -50,9 +50,9 @@ static_assert(kFullUnitsPerPart * kPartsPerRow + kPartsPerRow / 2 == kCodeUnits,
 
 class DequantRole {
  public:
-  __device__ DequantRole(const PrefillParams& params, SharedStorage& smem, int warpgroup, int thread)
+  __device__ DequantRole(const DecodeParams& params, SharedStorage& smem, int warpgroup, int thread)
       : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / kPartsPerRow),
-        part_(thread % kPartsPerRow), num_items_(params.num_tokens * params.num_head_blocks) {}
+        part_(thread % kPartsPerRow), num_items_(params.num_tokens * params.num_head_blocks * params.num_splits) {}
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
   // scales, waits until the consumers are done with block j - 2 (same slots), copies its RoPE
@@ -126,7 +126,7 @@ class DequantRole {
     bool valid;
   };
 
-  const PrefillParams& params_;
+  const DecodeParams& params_;
   SharedStorage& smem_;
   const int warpgroup_;  // 0 or 1: the half of each block it converts
   const int thread_;     // 0..127
@@ -153,15 +153,14 @@ class DequantRole {
   __device__ __forceinline__ int32_t cursor_index(const BlockCursor& cursor) const {
     if (cursor.item >= num_items_) return -1;
     const WorkItem& w = cursor.w;
-    const bool in_main = cursor.block < w.blocks0;
-    const CandidateListParams& list = params_.lists[in_main ? 0 : 1];
-    const int position = (in_main ? cursor.block : cursor.block - w.blocks0) * kBlockRows + warpgroup_ * kSlotRows + row_;
-    if (position >= (in_main ? w.length0 : w.length1)) return -1;
+    const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
+    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kSlotRows + row_;
+    if (position >= w.length(cursor.block)) return -1;
     return __ldg(list.indices + int64_t(w.token) * list.width + position);
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem& w, int block, int32_t index) const {
-    const CandidateListParams& list = params_.lists[block < w.blocks0 ? 0 : 1];
+    const CandidateListParams& list = params_.lists[w.in_main(block) ? 0 : 1];
     const int64_t slot = index >= 0 && index < list.num_slots ? index : -1;
     const CandidateRows rows = candidate_rows(list, slot);
     return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};

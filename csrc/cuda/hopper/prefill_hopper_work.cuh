@@ -1,30 +1,64 @@
-// The Hopper prefill's unit of work and tile addressing: a (token, 64 heads) item, its candidate
-// blocks of 64 (list chunks, each held as two 32-row K slots), and byte offsets in the swizzled
-// tiles. Items are walked by a persistent grid: CTA c takes c, c + gridDim.x, ...
+// The Hopper kernel's unit of work and tile addressing: a (token, 64 heads, split) item, its
+// candidate blocks of 64 (list chunks, each held as two 32-row K slots), and byte offsets in the
+// swizzled tiles. The prefill has one split (the whole lists); a decode split takes its chunk
+// range (csrc/common/decode_splits.h). Items are walked by a persistent grid: CTA c takes c,
+// c + gridDim.x, ...
 #pragma once
 
+#include "../../common/decode_splits.h"
 #include "../common/candidate_lists.cuh"
-#include "../common/prefill_params.h"
+#include "../common/decode_params.h"
 #include "prefill_hopper_layout.h"
 
 namespace cake::cuda::hopper {
 
+// An item's blocks: main-list chunks [main_first, main_first + main_blocks), then extra-list
+// chunks [extra_first, extra_first + num_blocks - main_blocks), each cut at the token's length.
 struct WorkItem {
   int token;
   int head0;
+  int split;
   int length0, length1;  // valid prefixes of the main and extra lists
-  int blocks0;           // 64-candidate blocks of the main list
-  int num_blocks;        // main + extra
+  int main_first, main_blocks;
+  int extra_first;
+  int num_blocks;  // main + extra
+
+  // Block k of the item: its list (0 main, 1 extra) and chunk.
+  __device__ __forceinline__ bool in_main(int k) const { return k < main_blocks; }
+  __device__ __forceinline__ int chunk(int k) const { return in_main(k) ? main_first + k : extra_first + k - main_blocks; }
+  __device__ __forceinline__ int length(int k) const { return in_main(k) ? length0 : length1; }
 };
 
-__device__ __forceinline__ WorkItem work_item(const PrefillParams& params, int item) {
+// Chunks [first, end) of a list, cut at its first `valid` chunks: the count (>= 0).
+__device__ __forceinline__ int chunk_count(int64_t first, int64_t end, int valid) {
+  const int64_t last = end < valid ? end : valid;
+  return last > first ? int(last - first) : 0;
+}
+
+// Item = (token * num_head_blocks + head block) * num_splits + split.
+__device__ __forceinline__ WorkItem work_item(const DecodeParams& params, int item) {
   WorkItem w;
-  w.token = item / params.num_head_blocks;
-  w.head0 = (item % params.num_head_blocks) * kHeads;
+  const int row_item = item / params.num_splits;
+  w.split = item % params.num_splits;
+  w.token = row_item / params.num_head_blocks;
+  w.head0 = (row_item % params.num_head_blocks) * kHeads;
   w.length0 = list_length(params.lists[0], w.token);
   w.length1 = list_length(params.lists[1], w.token);
-  w.blocks0 = (w.length0 + kBlockRows - 1) / kBlockRows;
-  w.num_blocks = w.blocks0 + (w.length1 + kBlockRows - 1) / kBlockRows;
+  const int valid0 = (w.length0 + kBlockRows - 1) / kBlockRows;
+  const int valid1 = (w.length1 + kBlockRows - 1) / kBlockRows;
+  if (params.num_splits == 1) {  // the whole lists (the prefill): no 64-bit split arithmetic
+    w.main_first = w.extra_first = 0;
+    w.main_blocks = valid0;
+    w.num_blocks = valid0 + valid1;
+    return w;
+  }
+  const int chunks0 = (params.lists[0].width + kBlockRows - 1) / kBlockRows;
+  const int chunks1 = (params.lists[1].width + kBlockRows - 1) / kBlockRows;
+  const DecodeSplitPositions range = decode_split_positions(w.split, params.num_splits, chunks0, chunks1);
+  w.main_first = int(range.main_begin / kBlockRows);
+  w.main_blocks = chunk_count(w.main_first, range.main_end / kBlockRows, valid0);
+  w.extra_first = int(range.extra_begin / kBlockRows);
+  w.num_blocks = w.main_blocks + chunk_count(w.extra_first, range.extra_end / kBlockRows, valid1);
   return w;
 }
 
