@@ -27,6 +27,7 @@ __device__ __forceinline__ void consumer_barrier() {
   named_barrier<kId, kConsumerThreads>();
 }
 
+template <bool kSplitItems>
 class ConsumerRole {
  public:
   __device__ ConsumerRole(const DecodeParams& params, SharedStorage& smem, int consumer, int thread)
@@ -36,11 +37,11 @@ class ConsumerRole {
 
   __device__ void run() {
     using namespace sm90;
-    const int num_items = params_.num_tokens * params_.num_head_blocks * params_.num_splits;
+    const int num_items = num_work_items<kSplitItems>(params_);
     int gblock = 0;   // blocks so far over this CTA's items: the phase of the block barriers
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-      const WorkItem w = work_item(params_, item);
+      const WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
       reset();
       if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
         finish_item(w);
@@ -201,12 +202,12 @@ class ConsumerRole {
     wgmma_commit();
   }
 
-  // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. With one
-  // split (the prefill, or a decode that does not split): the sink, normalise, store O (bf16
-  // pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE. With several:
+  // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
+  // lists (the prefill, or a decode that does not split): the sink, normalise, store O (bf16
+  // pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE. Split items:
   // the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the scratch
   // (the merge kernel adds the sink).
-  __device__ void finish_item(const WorkItem& w) {
+  __device__ void finish_item(const WorkItem<kSplitItems>& w) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float rounded = quad_sum(sums_[r].rounded);
@@ -217,14 +218,13 @@ class ConsumerRole {
       }
     }
     consumer_barrier<kSumsExchanged>();
-    const bool partial = params_.num_splits > 1;  // the same for every thread: a uniform branch
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;
       const WeightSums totals = {smem_.sum_exchange[0][row] + smem_.sum_exchange[1][row],
                                  smem_.exact_exchange[0][row] + smem_.exact_exchange[1][row]};
       const int head = w.head0 + row;
-      if (partial) {
+      if constexpr (kSplitItems) {
         const SoftmaxFinal final = finalize_split_row(row_max_[r], totals);
         float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll

@@ -20,6 +20,9 @@
 
 namespace cake::cuda::hopper {
 
+// kSplitItems: the decode's split items (partials into the scratch) when true; the whole lists
+// (output and LSE written directly) when false, which is the prefill's instance.
+template <bool kSplitItems>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_mla_attention_hopper_kernel(const __grid_constant__ DecodeParams params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -41,10 +44,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (warpgroup >= kConsumers) {
     release_registers<kDequantRegisters>();
-    DequantRole(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
+    DequantRole<kSplitItems>(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
   } else {
     claim_registers<kConsumerRegisters>();
-    ConsumerRole(params, smem, warpgroup, threadIdx.x % kWarpgroupThreads).run();
+    ConsumerRole<kSplitItems>(params, smem, warpgroup, threadIdx.x % kWarpgroupThreads).run();
   }
 #endif
 }
