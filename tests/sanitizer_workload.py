@@ -3,9 +3,10 @@ partial chunks, both caches with page sizes 1 and 2, padded strides, every view,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
 valid page; plus both writers. On Hopper the 4-tile calls run on both kernels, and the small-heads
 kernel (kernel override "hopper_small") runs 16, 32, 48 and 96 heads. Then the decode (split kernel
-and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head tile, one split
-and several, splits past a token's length or holding only masked slots, more than 1024 candidates
-over both caches. Small shapes, so the sanitizer finishes in minutes."""
+and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head tile (64 heads
+per item: the Hopper kernel's splits on Hopper), one split and several, splits past a token's
+length or holding only masked slots, more than 1024 candidates over both caches. Small shapes, so
+the sanitizer finishes in minutes."""
 import torch
 
 import torch_ops
@@ -75,6 +76,10 @@ def main():
         (dict(num_tokens=2, num_heads=128, topk=200, main=CacheSpec(5, 64), lengths="random", sink=1.0),
          [(1, 4, 16), (4, 4, 16), (2, 2, 16)]),
         (dict(num_tokens=1, num_heads=56, topk=64, main=CacheSpec(1, 64), invalid_fraction=1.0), [(1, 4, 16)]),
+        # 64 heads per item: the Hopper kernel's splits on Hopper (13 chunks: up to one a split).
+        (dict(num_tokens=3, num_heads=64, topk=700, main=CacheSpec(12, 64, "NHD", 16), extra=CacheSpec(5, 2),
+              extra_topk=100, lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.2),
+         [(1, 4, 16), (5, 4, 16), (13, 4, 16)]),
     ]
     for i, (case, plans) in enumerate(decode_cases):
         problem = make_problem(device="cuda", seed=100 + i, **case)

@@ -89,16 +89,21 @@ void run_prefill_cuda(PrefillArgs& args) {
     return;
   }
   if (use_hopper) {
-    // The plan's persistent grid (min(items, SMs)) is the launcher's CTA bound.
-    cuda::launch_sparse_mla_prefill_hopper(params, int(plan.grid_size), stream);
+    // One split: the whole lists, output and out_lse written directly. The plan's persistent
+    // grid (min(items, SMs)) is the launcher's CTA bound.
+    cuda::DecodeParams whole{};
+    static_cast<cuda::PrefillParams&>(whole) = params;
+    whole.num_splits = 1;
+    cuda::launch_sparse_mla_attention_hopper(whole, int(plan.grid_size), stream);
     return;
   }
   TORCH_CHECK_VALUE(cuda::launch_sparse_mla_prefill(variant, params, stream), "head_tiles: no kernel instance for ",
                     plan.head_tiles, " with ", variant.stages, " stages and ", variant.k_tiles, " K tiles");
 }
 
-// The decode: the split kernel over (split, token, head block) CTAs (the portable kernel body;
-// with one split it writes output and out_lse itself), then, with several splits, the merge.
+// The decode: the split kernel over (split, token, head block) items (the Hopper kernel where it
+// serves the call, else the portable kernel's body; with one split it writes output and out_lse
+// itself), then, with several splits, the merge.
 void run_decode_cuda(DecodeArgs& args) {
   const at::Tensor& q = args.q;
   TORCH_CHECK_VALUE(q.is_cuda(), "q: expected a CUDA tensor (another argument is on CUDA), got ", q.device());
@@ -127,8 +132,18 @@ void run_decode_cuda(DecodeArgs& args) {
     params.mid_lse = args.mid_lse.data_ptr<float>();
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  TORCH_CHECK_VALUE(cuda::launch_sparse_mla_decode_split(variant, params, stream), "head_tiles: no decode kernel "
-                    "instance for ", plan.head_tiles);
+  // The split kernel: the Hopper kernel where it serves the head count and tile (as for the
+  // prefill, and unless the kernel override keeps the GPU on the portable kernel), a persistent
+  // grid over (token, head block, split) items; the portable kernel's body otherwise.
+  const bool use_hopper = cuda::select_prefill_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
+                                                      plan.head_tiles, prefill_kernel_override()) ==
+                          PrefillKernel::kHopper;
+  if (use_hopper) {
+    cuda::launch_sparse_mla_attention_hopper(params, props->multiProcessorCount, stream);
+  } else {
+    TORCH_CHECK_VALUE(cuda::launch_sparse_mla_decode_split(variant, params, stream), "head_tiles: no decode kernel "
+                      "instance for ", plan.head_tiles);
+  }
   if (plan.num_splits > 1) cuda::launch_sparse_mla_decode_merge(params, stream);
 }
 

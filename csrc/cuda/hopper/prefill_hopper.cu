@@ -8,17 +8,32 @@
 
 namespace cake::cuda {
 
-void launch_sparse_mla_prefill_hopper(const PrefillParams& params, int num_sms, cudaStream_t stream) {
+namespace {
+
+template <bool kSplitItems>
+void launch_instance(const DecodeParams& params, unsigned num_ctas, cudaStream_t stream) {
   constexpr int kSmemBytes = HopperPrefillLayout::kSmemBytes;
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
-  C10_CUDA_CHECK(cudaFuncSetAttribute(hopper::sparse_mla_prefill_hopper_kernel,
+  C10_CUDA_CHECK(cudaFuncSetAttribute(hopper::sparse_mla_attention_hopper_kernel<kSplitItems>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  // A persistent grid: one CTA per SM (its shared memory takes the SM), each walking its share of
-  // the work items (token, 64 heads).
-  const long long num_items = (long long)params.num_tokens * params.num_head_blocks;
-  const unsigned num_ctas = unsigned(num_items < num_sms ? num_items : num_sms);
-  hopper::sparse_mla_prefill_hopper_kernel<<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
+  hopper::sparse_mla_attention_hopper_kernel<kSplitItems>
+      <<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void launch_sparse_mla_attention_hopper(const DecodeParams& params, int num_sms, cudaStream_t stream) {
+  // A persistent grid: one CTA per SM (its shared memory takes the SM), each walking its share of
+  // the work items (token, 64 heads, split).
+  const long long num_items = (long long)params.num_tokens * params.num_head_blocks * params.num_splits;
+  const unsigned num_ctas = unsigned(num_items < num_sms ? num_items : num_sms);
+  // One split keeps the split arithmetic out of the block loop (the prefill's instance).
+  if (params.num_splits > 1) {
+    launch_instance<true>(params, num_ctas, stream);
+  } else {
+    launch_instance<false>(params, num_ctas, stream);
+  }
   hopper::print_trace();
 }
 

@@ -9,6 +9,7 @@
 
 #include "../common/online_softmax.cuh"
 #include "../common/prefill_epilogue.cuh"
+#include "../common/split_epilogue.cuh"
 #include "../common/ptx_primitives.cuh"
 #include "prefill_hopper_layout.h"
 #include "prefill_hopper_trace.cuh"
@@ -26,20 +27,21 @@ __device__ __forceinline__ void consumer_barrier() {
   named_barrier<kId, kConsumerThreads>();
 }
 
+template <bool kSplitItems>
 class ConsumerRole {
  public:
-  __device__ ConsumerRole(const PrefillParams& params, SharedStorage& smem, int consumer, int thread)
+  __device__ ConsumerRole(const DecodeParams& params, SharedStorage& smem, int consumer, int thread)
       : params_(params), smem_(smem), consumer_(consumer), lane_(thread % 32),
         row0_((thread / 32) * 16 + (thread % 32) / 4),
         score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
 
   __device__ void run() {
     using namespace sm90;
-    const int num_items = params_.num_tokens * params_.num_head_blocks;
+    const int num_items = num_work_items<kSplitItems>(params_);
     int gblock = 0;   // blocks so far over this CTA's items: the phase of the block barriers
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-      const WorkItem w = work_item(params_, item);
+      const WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
       reset();
       if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
         finish_item(w);
@@ -77,7 +79,7 @@ class ConsumerRole {
   }
 
  private:
-  const PrefillParams& params_;
+  const DecodeParams& params_;
   SharedStorage& smem_;
   const int consumer_;  // 0 or 1: its block of each pair, and its half of the output dims
   const int lane_;
@@ -200,9 +202,12 @@ class ConsumerRole {
     wgmma_commit();
   }
 
-  // Epilogue of an item: both consumers' row sums in a fixed order, the sink, normalise, store O
-  // (bf16 pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE.
-  __device__ void finish_item(const WorkItem& w) {
+  // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
+  // lists (the prefill, or a decode that does not split): the sink, normalise, store O (bf16
+  // pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE. Split items:
+  // the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the scratch
+  // (the merge kernel adds the sink).
+  __device__ void finish_item(const WorkItem<kSplitItems>& w) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float rounded = quad_sum(sums_[r].rounded);
@@ -219,14 +224,25 @@ class ConsumerRole {
       const WeightSums totals = {smem_.sum_exchange[0][row] + smem_.sum_exchange[1][row],
                                  smem_.exact_exchange[0][row] + smem_.exact_exchange[1][row]};
       const int head = w.head0 + row;
-      const SoftmaxFinal final = finalize_row(params_, head, row_max_[r], totals);
-      __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
+      if constexpr (kSplitItems) {
+        const SoftmaxFinal final = finalize_split_row(row_max_[r], totals);
+        float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        *reinterpret_cast<uint32_t*>(out_row + o_dim(i)) =
-            pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+        for (int i = 0; i < 32; ++i) {
+          *reinterpret_cast<float2*>(out_row + o_dim(i)) =
+              make_float2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+        }
+        if (consumer_ == 0 && lane_ % 4 == 0) store_split_lse(params_, w.split, w.token, head, final.lse2);
+      } else {
+        const SoftmaxFinal final = finalize_row(params_, head, row_max_[r], totals);
+        __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          *reinterpret_cast<uint32_t*>(out_row + o_dim(i)) =
+              pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+        }
+        if (consumer_ == 0 && lane_ % 4 == 0) store_lse(params_, w.token, head, final.lse2);
       }
-      if (consumer_ == 0 && lane_ % 4 == 0) store_lse(params_, w.token, head, final.lse2);
     }
     consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them
   }

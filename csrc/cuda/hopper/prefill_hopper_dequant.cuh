@@ -33,10 +33,11 @@ __device__ __forceinline__ uint2 ld_global_nc_8(const void* pointer) {
 }
 
 // The CTA's blocks in order, over its items with candidates.
+template <bool kSplitItems>
 struct BlockCursor {
   int item;  // >= the item count: past the end
   int block;
-  WorkItem w;
+  WorkItem<kSplitItems> w;
 };
 
 // What part p of a row converts: full code units p, p + 4, p + 8 (units 0..11, 32 dims each) and
@@ -48,11 +49,12 @@ constexpr int kHalfUnitFirstChunk = kHalfUnitFirstByte / 4;                // ti
 constexpr int kHalfUnitFirstScale = kHalfUnitFirstByte / 8;                // scale byte 24
 static_assert(kFullUnitsPerPart * kPartsPerRow + kPartsPerRow / 2 == kCodeUnits, "the parts cover the row");
 
+template <bool kSplitItems>
 class DequantRole {
  public:
-  __device__ DequantRole(const PrefillParams& params, SharedStorage& smem, int warpgroup, int thread)
+  __device__ DequantRole(const DecodeParams& params, SharedStorage& smem, int warpgroup, int thread)
       : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / kPartsPerRow),
-        part_(thread % kPartsPerRow), num_items_(params.num_tokens * params.num_head_blocks) {}
+        part_(thread % kPartsPerRow), num_items_(num_work_items<kSplitItems>(params)) {}
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
   // scales, waits until the consumers are done with block j - 2 (same slots), copies its RoPE
@@ -60,7 +62,7 @@ class DequantRole {
   // over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
   // block to land.
   __device__ void run() {
-    BlockCursor cur;
+    BlockCursor<kSplitItems> cur;
     seek_item(cur, blockIdx.x);
     if (cur.item >= num_items_) return;
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
@@ -73,7 +75,7 @@ class DequantRole {
     cp_async_commit();
     load_q(cur.w, q_items++);
     cp_async_commit();
-    BlockCursor next = cur;
+    BlockCursor<kSplitItems> next = cur;
     advance(next);
     int32_t next_index = cursor_index(next);
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
@@ -87,7 +89,7 @@ class DequantRole {
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       cp_async_commit();
-      BlockCursor after_next = next;
+      BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance(after_next);
       const int32_t after_next_index = has_next ? cursor_index(after_next) : -1;
 
@@ -126,7 +128,7 @@ class DequantRole {
     bool valid;
   };
 
-  const PrefillParams& params_;
+  const DecodeParams& params_;
   SharedStorage& smem_;
   const int warpgroup_;  // 0 or 1: the half of each block it converts
   const int thread_;     // 0..127
@@ -136,32 +138,31 @@ class DequantRole {
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their slot
   uint2 half_codes_;
 
-  __device__ __forceinline__ void seek_item(BlockCursor& cursor, int item) const {
+  __device__ __forceinline__ void seek_item(BlockCursor<kSplitItems>& cursor, int item) const {
     for (; item < num_items_; item += gridDim.x) {
-      cursor.w = work_item(params_, item);
+      cursor.w = work_item<kSplitItems>(params_, item);
       if (cursor.w.num_blocks > 0) break;
     }
     cursor.item = item;
     cursor.block = 0;
   }
-  __device__ __forceinline__ void advance(BlockCursor& cursor) const {
+  __device__ __forceinline__ void advance(BlockCursor<kSplitItems>& cursor) const {
     if (++cursor.block == cursor.w.num_blocks) seek_item(cursor, cursor.item + gridDim.x);
   }
 
   // The raw index of this thread's row in the cursor's block (-1 past the list's length or the
   // CTA's blocks). Range-checked later, in row_source, so the load's latency hides behind a block.
-  __device__ __forceinline__ int32_t cursor_index(const BlockCursor& cursor) const {
+  __device__ __forceinline__ int32_t cursor_index(const BlockCursor<kSplitItems>& cursor) const {
     if (cursor.item >= num_items_) return -1;
-    const WorkItem& w = cursor.w;
-    const bool in_main = cursor.block < w.blocks0;
-    const CandidateListParams& list = params_.lists[in_main ? 0 : 1];
-    const int position = (in_main ? cursor.block : cursor.block - w.blocks0) * kBlockRows + warpgroup_ * kSlotRows + row_;
-    if (position >= (in_main ? w.length0 : w.length1)) return -1;
+    const WorkItem<kSplitItems>& w = cursor.w;
+    const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
+    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kSlotRows + row_;
+    if (position >= w.length(cursor.block)) return -1;
     return __ldg(list.indices + int64_t(w.token) * list.width + position);
   }
 
-  __device__ __forceinline__ RowSource row_source(const WorkItem& w, int block, int32_t index) const {
-    const CandidateListParams& list = params_.lists[block < w.blocks0 ? 0 : 1];
+  __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
+    const CandidateListParams& list = params_.lists[w.in_main(block) ? 0 : 1];
     const int64_t slot = index >= 0 && index < list.num_slots ? index : -1;
     const CandidateRows rows = candidate_rows(list, slot);
     return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
@@ -197,7 +198,7 @@ class DequantRole {
 
   // The item's Q into the Q tile, once both consumers are done with the previous item's Q. The
   // copies arrive on q_full themselves, so this thread does not wait for them.
-  __device__ void load_q(const WorkItem& w, int q_items) {
+  __device__ void load_q(const WorkItem<kSplitItems>& w, int q_items) {
     if (q_items > 0) sm90::mbarrier_wait(smem_address(&smem_.q_empty), (q_items - 1) & 1);
     const __nv_bfloat16* q_block = params_.q + (int64_t(w.token) * params_.num_heads + w.head0) * nvfp4::kHeadDim;
     const uint32_t q_tile = smem_address(smem_.q);

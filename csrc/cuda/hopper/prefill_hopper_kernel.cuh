@@ -1,6 +1,7 @@
-// Hopper (sm_90a) sparse-MLA prefill over the NVFP4 cache: a persistent, warp-specialised kernel.
+// Hopper (sm_90a) sparse-MLA attention over the NVFP4 cache: a persistent, warp-specialised
+// kernel for the prefill and for the decode's splits.
 //
-// CTA c walks the work items (token, 64 heads) c, c + gridDim.x, ..., block by block (64
+// CTA c walks the work items (token, 64 heads, split) c, c + gridDim.x, ..., block by block (64
 // candidates, one list chunk), with four warpgroups:
 //   - consumers 0 and 1 (prefill_hopper_consumer.cuh): per block, consumer c runs QK^T of half c
 //     (32 candidates), the two agree on the softmax reference, and each accumulates its 256 output
@@ -19,8 +20,11 @@
 
 namespace cake::cuda::hopper {
 
+// kSplitItems: the decode's split items (partials into the scratch) when true; the whole lists
+// (output and LSE written directly) when false, which is the prefill's instance.
+template <bool kSplitItems>
 __global__ void __launch_bounds__(kThreads, 1)
-    sparse_mla_prefill_hopper_kernel(const __grid_constant__ PrefillParams params) {
+    sparse_mla_attention_hopper_kernel(const __grid_constant__ DecodeParams params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   extern __shared__ __align__(1024) uint8_t smem_bytes[];
@@ -40,10 +44,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (warpgroup >= kConsumers) {
     release_registers<kDequantRegisters>();
-    DequantRole(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
+    DequantRole<kSplitItems>(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
   } else {
     claim_registers<kConsumerRegisters>();
-    ConsumerRole(params, smem, warpgroup, threadIdx.x % kWarpgroupThreads).run();
+    ConsumerRole<kSplitItems>(params, smem, warpgroup, threadIdx.x % kWarpgroupThreads).run();
   }
 #endif
 }

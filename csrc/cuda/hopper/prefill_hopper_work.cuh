@@ -1,30 +1,86 @@
-// The Hopper prefill's unit of work and tile addressing: a (token, 64 heads) item, its candidate
-// blocks of 64 (list chunks, each held as two 32-row K slots), and byte offsets in the swizzled
-// tiles. Items are walked by a persistent grid: CTA c takes c, c + gridDim.x, ...
+// The Hopper kernel's unit of work and tile addressing: a (token, 64 heads, split) item, its
+// candidate blocks of 64 (list chunks, each held as two 32-row K slots), and byte offsets in the
+// swizzled tiles. The prefill has one split (the whole lists); a decode split takes its chunk
+// range (csrc/common/decode_splits.h). Items are walked by a persistent grid: CTA c takes c,
+// c + gridDim.x, ...
 #pragma once
 
+#include <type_traits>
+
+#include "../../common/decode_splits.h"
 #include "../common/candidate_lists.cuh"
-#include "../common/prefill_params.h"
+#include "../common/decode_params.h"
 #include "prefill_hopper_layout.h"
 
 namespace cake::cuda::hopper {
 
-struct WorkItem {
+// An item's blocks: main-list chunks [main_first, main_first + main_blocks), then extra-list
+// chunks [extra_first, extra_first + num_blocks - main_blocks), each cut at the token's length.
+// kSplitItems is false for the prefill and a decode that does not split: one split, the whole
+// lists, both firsts 0 at compile time (that instance's block addressing is the plain prefill's).
+// The split fields; the whole-list instance has none (nothing to carry through the block loop).
+struct SplitRange {
+  int split;
+  int main_first, extra_first;
+};
+struct WholeLists {};
+
+template <bool kSplitItems>
+struct WorkItem : std::conditional_t<kSplitItems, SplitRange, WholeLists> {
   int token;
   int head0;
   int length0, length1;  // valid prefixes of the main and extra lists
-  int blocks0;           // 64-candidate blocks of the main list
-  int num_blocks;        // main + extra
+  int main_blocks;
+  int num_blocks;  // main + extra
+
+  // Block k of the item: its list (0 main, 1 extra) and chunk.
+  __device__ __forceinline__ bool in_main(int k) const { return k < main_blocks; }
+  __device__ __forceinline__ int chunk(int k) const {
+    if constexpr (kSplitItems) {
+      return in_main(k) ? this->main_first + k : this->extra_first + k - main_blocks;
+    } else {
+      return in_main(k) ? k : k - main_blocks;
+    }
+  }
+  __device__ __forceinline__ int length(int k) const { return in_main(k) ? length0 : length1; }
 };
 
-__device__ __forceinline__ WorkItem work_item(const PrefillParams& params, int item) {
-  WorkItem w;
-  w.token = item / params.num_head_blocks;
-  w.head0 = (item % params.num_head_blocks) * kHeads;
+// Chunks [first, end) of a list, cut at its first `valid` chunks: the count (>= 0).
+__device__ __forceinline__ int chunk_count(int64_t first, int64_t end, int valid) {
+  const int64_t last = end < valid ? end : valid;
+  return last > first ? int(last - first) : 0;
+}
+
+// Items of a launch: tokens x head blocks x splits (the whole-list instance runs one split).
+template <bool kSplitItems>
+__device__ __forceinline__ int num_work_items(const DecodeParams& params) {
+  return params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
+}
+
+// Item = (token * num_head_blocks + head block) * num_splits + split.
+template <bool kSplitItems>
+__device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& params, int item) {
+  WorkItem<kSplitItems> w;
+  const int row_item = kSplitItems ? item / params.num_splits : item;
+  w.token = row_item / params.num_head_blocks;
+  w.head0 = (row_item % params.num_head_blocks) * kHeads;
   w.length0 = list_length(params.lists[0], w.token);
   w.length1 = list_length(params.lists[1], w.token);
-  w.blocks0 = (w.length0 + kBlockRows - 1) / kBlockRows;
-  w.num_blocks = w.blocks0 + (w.length1 + kBlockRows - 1) / kBlockRows;
+  const int valid0 = (w.length0 + kBlockRows - 1) / kBlockRows;
+  const int valid1 = (w.length1 + kBlockRows - 1) / kBlockRows;
+  if constexpr (!kSplitItems) {
+    w.main_blocks = valid0;
+    w.num_blocks = valid0 + valid1;
+  } else {
+    w.split = item % params.num_splits;
+    const int chunks0 = (params.lists[0].width + kBlockRows - 1) / kBlockRows;
+    const int chunks1 = (params.lists[1].width + kBlockRows - 1) / kBlockRows;
+    const DecodeSplitPositions range = decode_split_positions(w.split, params.num_splits, chunks0, chunks1);
+    w.main_first = int(range.main_begin / kBlockRows);
+    w.main_blocks = chunk_count(w.main_first, range.main_end / kBlockRows, valid0);
+    w.extra_first = int(range.extra_begin / kBlockRows);
+    w.num_blocks = w.main_blocks + chunk_count(w.extra_first, range.extra_end / kBlockRows, valid1);
+  }
   return w;
 }
 
