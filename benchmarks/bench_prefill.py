@@ -147,9 +147,9 @@ def main():
     parser.add_argument("--topk", type=int, nargs="+", default=[128, 512, 1024])
     parser.add_argument("--head-tiles", type=int, default=None, help="force a head tile (default: the planner)")
     parser.add_argument("--kernel", choices=["hopper", "portable", "hopper_small"], default=None,
-                        help="kernel override: 'portable' keeps Hopper GPUs on the portable kernel; 'hopper_small' "
-                             "runs the head counts the 64-head Hopper kernel does not serve on the small-heads "
-                             "Hopper kernel")
+                        help="kernel override: 'portable' keeps Hopper GPUs on the portable kernel; 'hopper' "
+                             "requires the Hopper kernels (the 64-head one and the small-heads one, as by default "
+                             "on Hopper); 'hopper_small' means the same as 'hopper'")
     parser.add_argument("--variant", type=lambda text: tuple(int(x) for x in text.split(",")), default=None,
                         metavar="STAGES,K_TILES",
                         help="kernel override: run the portable instance with this pipeline")

@@ -173,6 +173,30 @@ PYBIND11_MODULE(_C, module) {
       },
       "Whether a device runs the Hopper prefill kernel (for its 4-tile calls) under the kernel override",
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"));
+  module.def(
+      "device_runs_hopper_small_prefill",
+      [](int cc_major, long long smem_per_block) {
+        return value_errors([&] {
+          return cake::cuda::device_runs_hopper_small_prefill(cc_major, smem_per_block, cake::prefill_kernel_override());
+        });
+      },
+      "Whether a device runs the small-heads Hopper prefill kernel (for the calls the 64-head one does not serve) "
+      "under the kernel override",
+      pybind11::arg("cc_major"), pybind11::arg("smem_per_block"));
+  module.def(
+      "decode_split_kernel_for",
+      [](int cc_major, long long smem_per_block, long long num_heads, long long head_tiles) {
+        return value_errors([&] {
+          return cake::prefill_kernel_name(cake::cuda::select_decode_split_kernel(
+              cc_major, smem_per_block, num_heads, head_tiles, cake::prefill_kernel_override()));
+        });
+      },
+      "Which kernel runs the decode's splits ('hopper' or 'portable') under the kernel override",
+      pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
+      pybind11::arg("head_tiles"));
+  // Shared memory per block each Hopper kernel needs (the small-heads one at its largest unit).
+  module.attr("HOPPER_PREFILL_SMEM_BYTES") = cake::cuda::HopperPrefillLayout::kSmemBytes;
+  module.attr("HOPPER_SMALL_PREFILL_SMEM_BYTES") = cake::cuda::HopperSmallPrefillLayout::kMaxSmemBytes;
 
   // The byte format's and the planner's constants (torch_ops reads them from here).
   module.attr("HEAD_DIM") = cake::nvfp4::kHeadDim;

@@ -1,8 +1,9 @@
 """The workload that benchmarks/run_sanitizer.sh runs under compute-sanitizer: every head tile,
 partial chunks, both caches with page sizes 1 and 2, padded strides, every view, lengths,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
-valid page; plus both writers. On Hopper the 4-tile calls run on both kernels, and the small-heads
-kernel (kernel override "hopper_small") runs 16, 32, 48 and 96 heads. Then the decode (split kernel
+valid page; plus both writers. On Hopper every call runs on its Hopper kernel (the 64-head one
+for 4 tiles, the small-heads one for the rest) and again on the portable kernel, and more
+small-heads cases run 16, 32, 48 and 96 heads. Then the decode (split kernel
 and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head tile (64 heads
 per item: the Hopper kernel's splits on Hopper), one split and several, splits past a token's
 length or holding only masked slots, more than 1024 candidates over both caches. Small shapes, so
@@ -37,15 +38,15 @@ def main():
             output, out_lse, plan = problem.run(head_tiles)
             torch.cuda.synchronize()
             assert_matches_reference(output, out_lse, *problem.reference())
-            if plan["kernel"] == "hopper":
+            if plan["kernel"] in ("hopper", "hopper_small"):
                 # The portable kernel too, which a Hopper GPU otherwise never runs for this shape.
                 with torch_ops.prefill_kernel_override(kernel="portable"):
                     output, out_lse, plan = problem.run(head_tiles)
                 torch.cuda.synchronize()
                 assert plan["kernel"] == "portable"
                 assert_matches_reference(output, out_lse, *problem.reference())
-    # The small-heads Hopper kernel (opt-in): 16, 32 and 48 heads a unit, 96 as two units a token,
-    # more units than SMs with empty ones among them.
+    # The small-heads Hopper kernel (the default on Hopper for these head counts): 16, 32 and 48
+    # heads a unit, 96 as two units a token, more units than SMs with empty ones among them.
     small_cases = [
         dict(num_tokens=3, num_heads=16, topk=100, main=CacheSpec(3, 64), extra=CacheSpec(7, 1), extra_topk=33,
              lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),
@@ -57,14 +58,15 @@ def main():
              lengths="random", extra_lengths="random", sink=1.0),
     ]
     props = torch.cuda.get_device_properties(0)
-    with torch_ops.prefill_kernel_override(kernel="hopper_small"):
-        runs_small = torch_ops._C.device_runs_hopper_prefill(props.major, props.shared_memory_per_block_optin)
-        for i, case in enumerate(small_cases if runs_small else []):
-            problem = make_problem(device="cuda", seed=200 + i, **case)
-            output, out_lse, plan = problem.run()
-            torch.cuda.synchronize()
-            assert plan["kernel"] == "hopper_small"
-            assert_matches_reference(output, out_lse, *problem.reference())
+    runs_small = torch_ops._C.device_runs_hopper_small_prefill(props.major, props.shared_memory_per_block_optin)
+    # Every sm_90 part has the shared memory for it: a Hopper GPU that skipped it would be a bug.
+    assert runs_small == torch_ops._C.device_runs_hopper_prefill(props.major, props.shared_memory_per_block_optin)
+    for i, case in enumerate(small_cases if runs_small else []):
+        problem = make_problem(device="cuda", seed=200 + i, **case)
+        output, out_lse, plan = problem.run()
+        torch.cuda.synchronize()
+        assert plan["kernel"] == "hopper_small"
+        assert_matches_reference(output, out_lse, *problem.reference())
     decode_cases = [
         # (problem, [(num_splits, head_tiles, max_splits), ...])
         (dict(num_tokens=3, num_heads=8, topk=1100, main=CacheSpec(20, 64, "NHD", 16), extra=CacheSpec(9, 1),

@@ -2,7 +2,8 @@
 reference for every head-count kind (8, 16, 24, 64, 128), each head tile, forced splits (1, 2, 5,
 the most) and planned ones, more than 1024 candidates (2048, 4100) over both caches (on Hopper,
 64 heads per item run the Hopper kernel's splits); one split against the prefill (the same
-kernel: the same bits); bitwise repeatability, CUDA
+kernel: the same bits; where the prefill runs the small-heads Hopper kernel, which has no split
+form, against the portable prefill); bitwise repeatability, CUDA
 graph capture, no allocation, torch.compile of sparse_mla_attention. test_decode.py runs its
 reference, mask, length and non-finite cases on CUDA too."""
 import pytest
@@ -68,18 +69,34 @@ def test_forced_and_planned_splits(shape, num_heads):
 def test_one_split_is_the_prefill(num_heads, head_tiles, kernel):
     """One split runs the prefill's kernel over the whole lists and ends like it: the same bits as
     the prefill with the same head tile and kernel override (on Hopper, 64 heads per item run the
-    Hopper kernel in both ops unless the override keeps them on the portable kernel)."""
+    Hopper kernel in both ops unless the override keeps them on the portable kernel). The calls
+    the prefill runs on the small-heads Hopper kernel (on Hopper, every other one) run the portable
+    kernel's body in the decode: the same bits as the portable prefill."""
     if head_tiles not in runnable_head_tiles(num_heads):
         pytest.skip("this GPU's shared memory does not run the head tile")
     problem = make_problem(num_tokens=5, num_heads=num_heads, topk=700, main=CacheSpec(20, 64, "HND", 16),
                            device="cuda", seed=14, extra=CacheSpec(40, 2), extra_topk=300, lengths="random",
                            extra_lengths="random", sink=1.0, lse_scale=0.5)
+    props = torch.cuda.get_device_properties(0)
     with torch_ops.prefill_kernel_override(kernel=kernel):
         output, out_lse, plan, _, _ = problem.run_decode(num_splits=1, head_tiles=head_tiles, scratch_splits=0)
         prefill_out, prefill_lse, prefill_plan = problem.run(head_tiles)
+        expected_kernel = torch_ops._C.prefill_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
+                                                          head_tiles)
+        split_kernel = torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
+                                                            head_tiles)
     assert plan == {"head_tiles": head_tiles, "num_splits": 1, "chunks_per_block": 16}
+    assert prefill_plan["kernel"] == expected_kernel
     if kernel == "portable":
+        assert prefill_plan["kernel"] == "portable" and split_kernel == "portable"
+    if prefill_plan["kernel"] == "hopper_small":
+        assert split_kernel == "portable"
+        assert_matches_reference(prefill_out, prefill_lse, *problem.reference())
+        with torch_ops.prefill_kernel_override(kernel="portable"):
+            prefill_out, prefill_lse, prefill_plan = problem.run(head_tiles)
         assert prefill_plan["kernel"] == "portable"
+    else:
+        assert split_kernel == prefill_plan["kernel"]
     assert torch.equal(output.view(torch.int16), prefill_out.view(torch.int16)) and torch.equal(out_lse, prefill_lse)
     assert_matches_reference(output, out_lse, *problem.reference())
 

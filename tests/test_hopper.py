@@ -26,24 +26,29 @@ needs_hopper = pytest.mark.skipif(not _device_runs_hopper(), reason="needs an sm
 
 def test_kernel_choice():
     """Only compute capability 9.x, a multiple of 64 heads and head_tiles 4 may take the Hopper
-    kernel; the kernel override keeps them on the portable one."""
+    kernel; the other calls on such a device take the small-heads Hopper kernel
+    (tests/test_hopper_small.py); the kernel override "portable" keeps them all on the portable
+    kernel."""
     choose = torch_ops._C.prefill_kernel_for
     device = torch_ops._C.device_runs_hopper_prefill
     with torch_ops.prefill_kernel_override():
         for cc_major, smem, heads, head_tiles in [(8, 166912, 128, 4), (12, 101376, 128, 4), (10, HOPPER_SMEM, 128, 4),
-                                                  (9, HOPPER_SMEM, 128, 2), (9, HOPPER_SMEM, 16, 1),
-                                                  (9, HOPPER_SMEM, 96, 2), (9, 101376, 128, 4)]:
+                                                  (9, 101376, 128, 4), (9, 101376, 16, 1)]:
             assert choose(cc_major, smem, heads, head_tiles) == "portable", (cc_major, smem, heads, head_tiles)
         hopper_built = choose(9, HOPPER_SMEM, 64, 4)
         assert hopper_built in ("hopper", "portable")  # "portable" only in a build without sm_90a
+        small_built = "hopper_small" if hopper_built == "hopper" else "portable"
         assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built
+        for heads, head_tiles in [(128, 2), (16, 1), (96, 2)]:
+            assert choose(9, HOPPER_SMEM, heads, head_tiles) == small_built, (heads, head_tiles)
         assert device(9, HOPPER_SMEM) == (hopper_built == "hopper")
         assert not device(8, 166912) and not device(12, 101376) and not device(9, 101376)
     for knobs in (dict(kernel="portable"), dict(variant=(2, 1))):
         with torch_ops.prefill_kernel_override(**knobs):
             assert choose(9, HOPPER_SMEM, 128, 4) == "portable" and not device(9, HOPPER_SMEM)
+            assert choose(9, HOPPER_SMEM, 128, 2) == "portable"
     with torch_ops.prefill_kernel_override(kernel="hopper"):
-        assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built and choose(9, HOPPER_SMEM, 128, 2) == "portable"
+        assert choose(9, HOPPER_SMEM, 128, 4) == hopper_built and choose(9, HOPPER_SMEM, 128, 2) == small_built
         assert device(9, HOPPER_SMEM) == (hopper_built == "hopper") and not device(8, 166912)
 
 

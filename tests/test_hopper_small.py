@@ -1,10 +1,11 @@
 """The small-heads Hopper (sm_90a) prefill kernel (docs/hopper_small_kernel.md): which calls it
-serves under the kernel override "hopper_small", and the contract on it.
+serves (on Hopper, by default, every call the 64-head kernel does not), and the contract on it.
 
-It runs only under that override until it is measured, so these tests set it; without it the
-same calls run the portable kernel. They cover 16, 32 and 48 heads a unit (and the head counts
-that take several units a token), masks, both caches, sinks, the non-finite rules, empty rows,
-repeatability and a persistent grid that crosses units; everything against the float64 reference."""
+These tests run with no kernel override (the device's own choice). They cover 16, 32 and 48 heads
+a unit (and the head counts that take several units a token), masks, both caches, sinks, the
+non-finite rules, empty rows, repeatability and a persistent grid that crosses units; everything
+against the float64 reference. The override "hopper_small" (the name it had while it was opt-in)
+still works and means "hopper"."""
 import math
 
 import pytest
@@ -21,8 +22,8 @@ def _device_runs_small_heads() -> bool:
     if not HAS_CUDA:
         return False
     props = torch.cuda.get_device_properties(0)
-    with torch_ops.prefill_kernel_override(kernel="hopper_small"):
-        return torch_ops._C.device_runs_hopper_prefill(props.major, props.shared_memory_per_block_optin)
+    with torch_ops.prefill_kernel_override():
+        return torch_ops._C.device_runs_hopper_small_prefill(props.major, props.shared_memory_per_block_optin)
 
 
 needs_small_heads = pytest.mark.skipif(not _device_runs_small_heads(),
@@ -30,26 +31,60 @@ needs_small_heads = pytest.mark.skipif(not _device_runs_small_heads(),
 
 
 @pytest.fixture(autouse=True)
-def small_heads_override():
-    with torch_ops.prefill_kernel_override(kernel="hopper_small"):
+def default_choice():
+    """No override: the device's own choice, whatever CAKE_PREFILL_KERNEL said at import."""
+    with torch_ops.prefill_kernel_override():
         yield
 
 
+SMALL_CALLS = [(16, 1), (32, 1), (32, 2), (48, 1), (80, 1), (96, 1), (96, 2), (112, 1), (64, 1), (64, 2), (128, 1),
+               (128, 2)]
+
+
 def test_kernel_choice():
-    """Under the override, compute capability 9.x runs every call the 64-head kernel does not serve
-    on the small-heads kernel; nothing changes without it, or on other GPUs."""
+    """By default compute capability 9.x runs every call the 64-head kernel does not serve on the
+    small-heads kernel, given its shared memory; the overrides "hopper" and "hopper_small" choose
+    the same way; "portable" (or a variant) and other GPUs run the portable kernel."""
     choose = torch_ops._C.prefill_kernel_for
+    runs_small = torch_ops._C.device_runs_hopper_small_prefill
     built = choose(9, HOPPER_SMEM, 16, 1)
     assert built in ("hopper_small", "portable")  # "portable" only in a build without sm_90a
-    for heads, head_tiles in [(16, 1), (32, 1), (32, 2), (48, 1), (80, 1), (96, 2), (112, 1), (128, 2), (64, 1)]:
-        assert choose(9, HOPPER_SMEM, heads, head_tiles) == built, (heads, head_tiles)
-    assert choose(9, HOPPER_SMEM, 64, 4) == ("hopper" if built == "hopper_small" else "portable")
+    assert runs_small(9, HOPPER_SMEM) == (built == "hopper_small")
+    for knobs in ({}, dict(kernel="hopper"), dict(kernel="hopper_small")):
+        with torch_ops.prefill_kernel_override(**knobs):
+            for heads, head_tiles in SMALL_CALLS:
+                assert choose(9, HOPPER_SMEM, heads, head_tiles) == built, (knobs, heads, head_tiles)
+            for heads in (64, 128):
+                assert choose(9, HOPPER_SMEM, heads, 4) == ("hopper" if built == "hopper_small" else "portable")
+    for knobs in (dict(kernel="portable"), dict(variant=(2, 1))):
+        with torch_ops.prefill_kernel_override(**knobs):
+            assert not runs_small(9, HOPPER_SMEM)
+            for heads, head_tiles in SMALL_CALLS + [(64, 4)]:
+                assert choose(9, HOPPER_SMEM, heads, head_tiles) == "portable", (knobs, heads, head_tiles)
     for cc_major, smem in [(8, 166912), (12, 101376), (10, HOPPER_SMEM), (9, 101376)]:
-        assert choose(cc_major, smem, 16, 1) == "portable", (cc_major, smem)
-    with torch_ops.prefill_kernel_override():
-        assert choose(9, HOPPER_SMEM, 16, 1) == "portable" and choose(9, HOPPER_SMEM, 48, 1) == "portable"
-    with torch_ops.prefill_kernel_override(kernel="hopper"):
-        assert choose(9, HOPPER_SMEM, 32, 2) == "portable"
+        assert choose(cc_major, smem, 16, 1) == "portable" and not runs_small(cc_major, smem), (cc_major, smem)
+    # Room for the 64-head kernel but not for the small-heads one (48 heads a unit need more): the
+    # other calls stay on the portable kernel.
+    hopper_smem, small_smem = torch_ops._C.HOPPER_PREFILL_SMEM_BYTES, torch_ops._C.HOPPER_SMALL_PREFILL_SMEM_BYTES
+    assert hopper_smem < small_smem <= HOPPER_SMEM
+    assert runs_small(9, small_smem) == (built == "hopper_small") and not runs_small(9, small_smem - 1)
+    assert choose(9, small_smem - 1, 16, 1) == "portable" and choose(9, small_smem, 16, 1) == built
+    assert choose(9, small_smem - 1, 64, 4) == choose(9, HOPPER_SMEM, 64, 4)
+
+
+def test_decode_keeps_its_split_kernels():
+    """The decode's splits run the 64-head Hopper kernel where it serves the call and the portable
+    kernel's body otherwise: the small-heads kernel has no split form, whatever the override."""
+    decode = torch_ops._C.decode_split_kernel_for
+    hopper_built = torch_ops._C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4)
+    for knobs in ({}, dict(kernel="hopper"), dict(kernel="hopper_small")):
+        with torch_ops.prefill_kernel_override(**knobs):
+            for heads, head_tiles in SMALL_CALLS:
+                assert decode(9, HOPPER_SMEM, heads, head_tiles) == "portable", (knobs, heads, head_tiles)
+            assert decode(9, HOPPER_SMEM, 64, 4) == hopper_built and decode(9, HOPPER_SMEM, 128, 4) == hopper_built
+    with torch_ops.prefill_kernel_override(kernel="portable"):
+        assert decode(9, HOPPER_SMEM, 64, 4) == "portable"
+    assert decode(8, 166912, 64, 4) == "portable"
 
 
 # (heads, topk, main cache, extra cache, extra topk, lengths, sink): single-candidate, partial and
@@ -84,11 +119,24 @@ def test_small_heads_matches_reference(case):
 
 
 @needs_small_heads
-def test_small_heads_is_opt_in():
-    problem = make_problem(num_tokens=5, num_heads=16, topk=70, main=CacheSpec(3, 64), device="cuda", seed=41)
-    with torch_ops.prefill_kernel_override():
-        assert problem.run()[2]["kernel"] == "portable"
-    assert problem.run()[2]["kernel"] == "hopper_small"
+@pytest.mark.parametrize("heads", [16, 96])
+def test_small_heads_is_the_default(heads):
+    """No override runs the small-heads kernel; "hopper" and "hopper_small" run it too (the same
+    bits); "portable" runs the portable kernel, which meets the contract as well."""
+    problem = make_problem(num_tokens=5, num_heads=heads, topk=70, main=CacheSpec(3, 64), device="cuda", seed=41,
+                           sink=1.0)
+    output, out_lse, plan = problem.run()
+    assert plan["kernel"] == "hopper_small"
+    assert_matches_reference(output, out_lse, *problem.reference())
+    for kernel in ("hopper", "hopper_small"):
+        with torch_ops.prefill_kernel_override(kernel=kernel):
+            again, again_lse, again_plan = problem.run()
+        assert again_plan == plan
+        assert torch.equal(again.view(torch.int16), output.view(torch.int16)) and torch.equal(again_lse, out_lse)
+    with torch_ops.prefill_kernel_override(kernel="portable"):
+        portable, portable_lse, portable_plan = problem.run()
+    assert portable_plan["kernel"] == "portable"
+    assert_matches_reference(portable, portable_lse, *problem.reference())
 
 
 @needs_small_heads

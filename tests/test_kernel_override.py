@@ -123,25 +123,30 @@ def test_environment_is_read_at_import():
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
-def test_hopper_override_requires_a_device_that_runs_it():
+@pytest.mark.parametrize("kernel", ["hopper", "hopper_small"])
+def test_hopper_override_requires_a_device_that_runs_it(kernel):
+    """The overrides "hopper" and "hopper_small" (the same) require the Hopper kernels, then choose
+    as the device does by default: the 64-head kernel for its shapes, the small-heads kernel for
+    the rest (tests/test_hopper_small.py checks that one against the reference)."""
     problem = make_problem(num_tokens=70, num_heads=128, topk=90, main=CacheSpec(4, 64), device="cuda", seed=5, sink=1.0)
+    details = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details
     with torch_ops.prefill_kernel_override():
         runs_hopper = problem.run(head_tiles=4)[2]["kernel"] == "hopper"
-    with torch_ops.prefill_kernel_override(kernel="hopper"):
+        default_plans = [details(num_tokens=70, num_heads=heads, topk=90, device="cuda", head_tiles=head_tiles)
+                         for heads, head_tiles in ((48, None), (128, None), (128, 2))]
+    with torch_ops.prefill_kernel_override(kernel=kernel):
         if runs_hopper:
             output, out_lse, plan = problem.run()
             assert plan["kernel"] == "hopper" and plan["head_tiles"] == 4
             assert_matches_reference(output, out_lse, *problem.reference())
-            assert problem.run(head_tiles=2)[2]["kernel"] == "portable"  # a shape it does not serve
+            # A shape the 64-head kernel does not serve: the small-heads kernel, as by default.
+            output, out_lse, plan = problem.run(head_tiles=2)
+            assert plan["kernel"] == "hopper_small"
+            assert_matches_reference(output, out_lse, *problem.reference())
+            plans = [details(num_tokens=70, num_heads=heads, topk=90, device="cuda", head_tiles=head_tiles)
+                     for heads, head_tiles in ((48, None), (128, None), (128, 2))]
+            assert plans == default_plans
+            assert [p["kernel"] for p in plans] == ["hopper_small", "hopper", "hopper_small"]
         else:
-            with pytest.raises(ValueError, match="kernel override: 'hopper' is set"):
-                problem.run()
-    # The small-heads kernel: planned here (tests/test_hopper_small.py runs it).
-    details = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details
-    with torch_ops.prefill_kernel_override(kernel="hopper_small"):
-        if runs_hopper:
-            assert details(num_tokens=70, num_heads=48, topk=90, device="cuda")["kernel"] == "hopper_small"
-            assert details(num_tokens=70, num_heads=128, topk=90, device="cuda")["kernel"] == "hopper"
-        else:
-            with pytest.raises(ValueError, match="kernel override: 'hopper_small' is set"):
+            with pytest.raises(ValueError, match=f"kernel override: '{kernel}' is set"):
                 problem.run()

@@ -56,27 +56,34 @@ def test_planner_prefers_larger_tiles_with_more_tokens():
 
 
 def test_plan_details_kernel_and_grid():
-    """The Hopper kernel serves 64 heads per item on a persistent grid of min(items, SMs) CTAs;
-    everything else launches one CTA per item."""
+    """The Hopper kernel serves 64 heads per item on a persistent grid of min(items, SMs) CTAs; on
+    Hopper every other call runs the small-heads kernel (below); the portable kernel launches one
+    CTA per item."""
     hopper = details(num_tokens=1000, num_heads=128, topk=512, num_sms=132, kernel="hopper")
     assert hopper == {"head_tiles": 4, "num_ctas": 2000, "grid_size": 132, "kernel": "hopper"}
     assert details(num_tokens=50, num_heads=64, topk=512, num_sms=132, kernel="hopper")["grid_size"] == 50
-    # 96 heads: the Hopper device's table, but the portable kernel runs the 2-tile items.
+    # 96 heads: the Hopper table picks 2 tiles, and the small-heads kernel runs the call (two units
+    # of 48 heads a token).
     assert details(num_tokens=1000, num_heads=96, topk=512, num_sms=132, kernel="hopper") == \
+        {"head_tiles": 2, "num_ctas": 3000, "grid_size": 132, "kernel": "hopper_small"}
+    assert details(num_tokens=1000, num_heads=96, topk=512, num_sms=132, kernel="portable") == \
         {"head_tiles": 2, "num_ctas": 3000, "grid_size": 3000, "kernel": "portable"}
     assert details(num_tokens=1000, num_heads=128, topk=512, num_sms=132, kernel="portable") == \
         {"head_tiles": 4, "num_ctas": 2000, "grid_size": 2000, "kernel": "portable"}
     assert details(num_tokens=0, num_heads=128, topk=512, num_sms=132, kernel="hopper")["grid_size"] == 0
     explicit = details(num_tokens=1000, num_heads=128, topk=512, num_sms=132, kernel="hopper", head_tiles=2)
+    assert explicit == {"head_tiles": 2, "num_ctas": 4000, "grid_size": 132, "kernel": "hopper_small"}
+    explicit = details(num_tokens=1000, num_heads=128, topk=512, num_sms=132, kernel="portable", head_tiles=2)
     assert explicit == {"head_tiles": 2, "num_ctas": 4000, "grid_size": 4000, "kernel": "portable"}
 
 
-def test_plan_details_hopper_small():
-    """kernel="hopper_small" (the kernel override's small-heads kernel) plans the Hopper family:
-    the calls the 64-head kernel serves still run it; every other call runs the small-heads kernel
-    on a persistent grid over its own units (a token and G = 48, 32 or 16 heads, the largest that
-    divides H), whatever head_tiles says; the table is the Hopper one."""
-    small = dict(topk=512, num_sms=132, kernel="hopper_small")
+def test_plan_details_small_heads_on_hopper():
+    """The Hopper family plans every call the 64-head kernel does not serve on the small-heads
+    kernel (measured faster than the portable kernel at every shape, docs/hopper_small_kernel.md):
+    a persistent grid over its own units (a token and G = 48, 32 or 16 heads, the largest that
+    divides H), whatever head_tiles says; the table is the Hopper one. kernel="hopper_small" names
+    the same family."""
+    small = dict(topk=512, num_sms=132, kernel="hopper")
     for num_tokens, num_heads, head_tiles, grid in (
             (1000, 16, 1, 132), (100, 16, 1, 100), (1000, 32, 2, 132), (50, 32, 1, 50), (100, 48, 1, 100),
             (200, 48, 1, 132), (40, 96, 2, 80), (40, 80, 1, 132), (30, 112, 1, 132), (8, 112, 1, 56), (0, 48, 1, 0),
@@ -92,12 +99,18 @@ def test_plan_details_hopper_small():
         {"head_tiles": 2, "num_ctas": 6, "grid_size": 6, "kernel": "hopper_small"}
     # What the 64-head kernel serves stays there.
     for num_heads in (64, 128):
-        assert details(num_tokens=1000, num_heads=num_heads, **small) == \
-            details(num_tokens=1000, num_heads=num_heads, topk=512, num_sms=132, kernel="hopper")
+        assert details(num_tokens=1000, num_heads=num_heads, **small)["kernel"] == "hopper"
+    # "hopper_small" is a second name of the Hopper family: the same plan everywhere.
+    for num_tokens, num_heads in itertools.product((0, 1, 50, 1000), range(16, 129, 16)):
+        for head_tiles in (None,) + choices(num_heads):
+            assert details(num_tokens=num_tokens, num_heads=num_heads, head_tiles=head_tiles, **small) == \
+                details(num_tokens=num_tokens, num_heads=num_heads, topk=512, num_sms=132, kernel="hopper_small",
+                        head_tiles=head_tiles), (num_tokens, num_heads, head_tiles)
     assert _C.prefill_plan_table("hopper_small") == _C.prefill_plan_table("hopper")
-    # The planner's step cache keeps the two apart.
-    assert _C.prefill_plan_steps(48, None, num_sms=132, kernel="hopper")[-1][1:] == (1, "portable", 3, 3, 0)
+    # The planner's step cache keeps the families apart.
+    assert _C.prefill_plan_steps(48, None, num_sms=132, kernel="hopper")[-1][1:] == (1, "hopper_small", 3, 0, 132)
     assert _C.prefill_plan_steps(48, None, num_sms=132, kernel="hopper_small")[-1][1:] == (1, "hopper_small", 3, 0, 132)
+    assert _C.prefill_plan_steps(48, None, num_sms=132, kernel="portable")[-1][1:] == (1, "portable", 3, 3, 0)
 
 
 @pytest.mark.parametrize("kernel", ["portable", "hopper", "cpu", "hopper_small"])
@@ -124,21 +137,32 @@ def _call(device, num_tokens, num_heads, head_tiles=None, seed=0):
     return problem, output, out_lse, result
 
 
+def _device_kernel(device, num_heads, head_tiles):
+    """The kernel the op's choice (csrc/cuda/prefill_kernel_choice.h) gives a call on `device`."""
+    if device == "cpu":
+        return "cpu"
+    props = torch.cuda.get_device_properties(device)
+    return _C.prefill_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads, head_tiles)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_api_returns_the_planners_plan_for_its_device(device, num_threads):
-    """What the API returns is what the planner says for the tensors' device, planned or given."""
+    """What the API returns is what the planner says for the tensors' device, planned or given, and
+    its kernel is the device's choice (on Hopper: "hopper" for 64 heads an item, "hopper_small"
+    for every other call)."""
     if device == "cpu":
         num_threads(4)
-    for num_tokens, num_heads in itertools.product((0, 1, 2, 3, 5, 9, 33, 200), (16, 32, 64, 96, 128)):
+    for num_tokens, num_heads in itertools.product((0, 1, 2, 3, 5, 9, 33, 200), (16, 32, 48, 64, 96, 112, 128)):
         _, _, _, result = _call(device, num_tokens, num_heads)
         assert result == details(num_tokens=num_tokens, num_heads=num_heads, topk=20, device=device), \
             (num_tokens, num_heads)
-        assert result["kernel"] in (("cpu",) if device == "cpu" else ("hopper", "portable"))
+        assert result["kernel"] == _device_kernel(device, num_heads, result["head_tiles"]), (num_tokens, num_heads)
         for head_tiles in choices(num_heads):
             _, _, _, result = _call(device, num_tokens, num_heads, head_tiles)
             assert result == details(num_tokens=num_tokens, num_heads=num_heads, topk=20, device=device,
                                      head_tiles=head_tiles)
             assert result["head_tiles"] == head_tiles
+            assert result["kernel"] == _device_kernel(device, num_heads, head_tiles)
     problem, output, out_lse, result = _call(device, 9, 64, seed=3)
     assert_matches_reference(output, out_lse, *problem.reference())
 
@@ -243,10 +267,20 @@ def test_cuda_plan_follows_the_device_kernel_table():
         assert portable["kernel"] == "portable" and portable["grid_size"] == portable["num_ctas"]
     if family == "hopper":
         # T = 64 is below the portable table's threshold for 4 tiles, not the Hopper table's.
-        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        props = torch.cuda.get_device_properties(device)
+        num_sms = props.multi_processor_count
         assert result == {"head_tiles": 4, "num_ctas": 64, "grid_size": min(64, num_sms), "kernel": "hopper"}
         assert portable["head_tiles"] == plan(num_tokens=64, num_heads=64, topk=20, num_sms=num_sms, kernel="portable")
         assert details(num_tokens=64, num_heads=64, topk=20, device=device, kernel="portable") == portable
+        # The calls the 64-head kernel does not serve run the small-heads kernel (every sm_90 part
+        # has the shared memory for it), unless the override keeps the GPU on the portable kernel.
+        assert _C.device_runs_hopper_small_prefill(props.major, props.shared_memory_per_block_optin)
+        small = _call(device, 64, 48)[3]
+        assert small == {"head_tiles": 1, "num_ctas": 192, "grid_size": min(64, num_sms), "kernel": "hopper_small"}
+        assert details(num_tokens=64, num_heads=48, topk=20, device=device, kernel="hopper_small") == small
+        assert details(num_tokens=64, num_heads=48, topk=20, device=device, kernel="portable")["kernel"] == "portable"
+        with torch_ops.prefill_kernel_override(kernel="portable"):
+            assert _call(device, 64, 48)[3]["kernel"] == "portable"
     else:
         with pytest.raises(ValueError, match="kernel"):
             details(num_tokens=64, num_heads=64, topk=20, device=device, kernel="hopper")

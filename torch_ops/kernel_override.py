@@ -6,11 +6,11 @@ from the environment, parsed once when torch_ops is imported: ``CAKE_PREFILL_KER
 bad value raises ValueError naming the variable). After that, only these functions change it.
 
 - ``kernel="portable"`` keeps Hopper GPUs on the portable kernel; ``kernel="hopper"`` requires
-  the Hopper kernel (calls on a CUDA device that cannot run it raise ValueError); calls the
-  Hopper kernel does not serve (head counts not a multiple of 64, head_tiles 1 or 2) still run
-  the portable kernel. ``kernel="hopper_small"`` does the same, but runs those calls on the
-  small-heads Hopper kernel (plan kernel ``"hopper_small"``; docs/hopper_small_kernel.md): opt-in
-  until it is measured.
+  the Hopper kernels (calls on a CUDA device that cannot run them raise ValueError) and chooses
+  as a Hopper GPU does by default: the 64-head kernel for H % 64 == 0 at head_tiles 4, the
+  small-heads kernel (plan kernel ``"hopper_small"``; docs/hopper_small_kernel.md) for every
+  other call. ``kernel="hopper_small"`` means the same as ``kernel="hopper"``; it is still
+  accepted because it named the small-heads kernel while that kernel was opt-in.
 - ``variant=(stages, k_tiles)`` runs every CUDA call on the portable instance with that
   pipeline for the call's head tile (and so on the portable kernel).
 
@@ -37,9 +37,9 @@ def get_prefill_kernel_override() -> dict:
 def set_prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[Tuple[int, int]] = None) -> None:
     """Replaces the override (``None`` for both: every device's own choice).
 
-    ``kernel``: None, ``"hopper"`` (require the Hopper kernel where it serves the call),
-    ``"hopper_small"`` (the same, and the small-heads Hopper kernel for the other calls) or
-    ``"portable"`` (keep Hopper GPUs on the portable kernel). ``variant``: None or
+    ``kernel``: None, ``"hopper"`` (require the Hopper kernels: the 64-head one where it serves
+    the call, the small-heads one for the others), ``"hopper_small"`` (the same as ``"hopper"``)
+    or ``"portable"`` (keep Hopper GPUs on the portable kernel). ``variant``: None or
     ``(stages, k_tiles)``, the pipeline of a compiled portable instance that every CUDA call then
     runs.
 

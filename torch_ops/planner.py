@@ -47,8 +47,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
 
     ``{"head_tiles": ht, "num_ctas": T * H / (16 * ht) work items, "grid_size": CTAs launched
     (num_ctas, or min(num_ctas, SMs) for the Hopper kernel's persistent grid), "kernel": "hopper"
-    | "portable" | "cpu"}`` (or ``"hopper_small"``, under that kernel override: its persistent
-    grid is min(T * H / G, SMs) with G = 48, 32 or 16, the largest dividing H).
+    | "hopper_small" | "portable" | "cpu"}``. On Hopper the 64-head kernel ("hopper") serves
+    H % 64 == 0 at head_tiles 4 and the small-heads kernel ("hopper_small") every other call: its
+    persistent grid is min(T * H / G, SMs) with G = 48, 32 or 16, the largest dividing H.
 
     Args:
         num_tokens: T, the query tokens of the call (>= 0).
@@ -61,11 +62,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
             current CUDA device when there is one, else the CPU. The device gives the kernel
             family (whose table applies; the kernel override included), the SM count (intra-op
             threads on the CPU) and the largest head tile its shared memory allows.
-        kernel: ``"hopper"``, ``"portable"`` or ``"cpu"``: plan for that kernel family
-            (``"hopper_small"``: the Hopper family with the small-heads kernel for the calls the
-            64-head kernel does not serve). Without ``device`` it describes the family in general
-            (no shared-memory cap) and then needs ``num_sms`` (except ``"cpu"``); with ``device``
-            it must be one the device runs (a Hopper GPU runs "portable" too).
+        kernel: ``"hopper"``, ``"portable"`` or ``"cpu"``: plan for that kernel family (the
+            Hopper family includes the small-heads kernel; ``"hopper_small"`` is accepted and
+            means ``"hopper"``). Without ``device`` it describes the family in general (no
+            shared-memory cap) and then needs ``num_sms`` (except ``"cpu"``); with ``device`` it
+            must be one the device runs (a Hopper GPU runs "portable" too).
         num_sms: the SM count to plan for; None: the device's.
         head_tiles: an explicit choice to describe (checked like the op checks it); None: the
             planner's choice.
@@ -99,8 +100,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
         extra_topk: width of the extra candidate list (0: none).
         num_sms: the SM count to plan for; None: the device's.
         device: where the call runs; None: the current CUDA device when there is one, else the CPU.
-        kernel: ``"hopper"``, ``"portable"`` or ``"cpu"``: plan for that kernel family; None: the
-            device's own.
+        kernel: ``"hopper"``, ``"portable"`` or ``"cpu"`` (``"hopper_small"`` means ``"hopper"``):
+            plan for that kernel family; None: the device's own.
 
     Each argument means what it means for ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``,
     which returns the whole plan. Bad arguments raise ValueError naming the argument.

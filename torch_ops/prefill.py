@@ -72,8 +72,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
         ``{"head_tiles": ht, "num_ctas": n, "grid_size": g, "kernel": k}``. ``n`` work items, one
         per token and block of ``16 * ht`` heads; ``g`` CTAs launched: ``n`` for the portable
         kernel, ``min(n, SMs)`` for the Hopper kernel's persistent grid; ``k`` is "hopper",
-        "portable" or "cpu" (or "hopper_small" under that kernel override, whose persistent grid
-        walks its own units: see ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``).
+        "hopper_small" (the small-heads Hopper kernel, every other call on Hopper; its persistent
+        grid walks its own units: see ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``),
+        "portable" or "cpu".
     """
     check_no_grad("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", q=q, kv_cache=kv_cache, indices=indices, output=output,
                   out_lse=out_lse, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,

@@ -132,12 +132,13 @@ void run_decode_cuda(DecodeArgs& args) {
     params.mid_lse = args.mid_lse.data_ptr<float>();
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  // The split kernel: the Hopper kernel where it serves the head count and tile (as for the
-  // prefill, and unless the kernel override keeps the GPU on the portable kernel), a persistent
-  // grid over (token, head block, split) items; the portable kernel's body otherwise.
-  const bool use_hopper = cuda::select_prefill_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
-                                                      plan.head_tiles, prefill_kernel_override()) ==
-                          PrefillKernel::kHopper;
+  // The split kernel: the 64-head Hopper kernel where it serves the head count and tile (as for
+  // the prefill, and unless the kernel override keeps the GPU on the portable kernel), a
+  // persistent grid over (token, head block, split) items; the portable kernel's body otherwise,
+  // including the calls the small-heads kernel serves in the prefill (it has no split form).
+  const bool use_hopper = cuda::select_decode_split_kernel(props->major, props->sharedMemPerBlockOptin,
+                                                           args.num_heads, plan.head_tiles,
+                                                           prefill_kernel_override()) == PrefillKernel::kHopper;
   if (use_hopper) {
     cuda::launch_sparse_mla_attention_hopper(params, props->multiProcessorCount, stream);
   } else {
@@ -177,7 +178,8 @@ PrefillTarget cuda_prefill_target(c10::DeviceIndex index, const PrefillKernelOve
                     props->name, ", compute capability ", props->major, ".", props->minor, ") cannot run the Hopper "
                     "kernel", cuda::hopper_prefill_compiled() ? "" : " (this build has no sm_90a code)");
   return {hopper ? PrefillKernel::kHopper : PrefillKernel::kPortable, int64_t(props->multiProcessorCount),
-          int64_t(cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin)), hopper && knobs.asks_small_heads()};
+          int64_t(cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin)),
+          cuda::device_runs_hopper_small_prefill(props->major, props->sharedMemPerBlockOptin, knobs)};
 }
 
 TORCH_LIBRARY_IMPL(cake, CUDA, m) {

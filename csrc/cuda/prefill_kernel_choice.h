@@ -19,14 +19,21 @@ constexpr bool hopper_prefill_compiled() {
 #endif
 }
 
-// Whether this device runs the Hopper kernel at all: an sm_90a build, compute capability 9.x, its
-// shared memory (and the small-heads kernel's, when the override asks for that one), and no
-// override keeping it on the portable kernel (the planner then uses the Hopper kernel's table).
-inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block,
-                                       const PrefillKernelOverride& knobs) {
+// Whether this device runs the Hopper kernels at all: an sm_90a build, compute capability 9.x,
+// the 64-head kernel's shared memory, and no override keeping it on the portable kernel (the
+// planner then uses the Hopper kernel's table).
+inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block, const PrefillKernelOverride& knobs) {
   return hopper_prefill_compiled() && cc_major == 9 && smem_per_block >= HopperPrefillLayout::kSmemBytes &&
-         (!knobs.asks_small_heads() || smem_per_block >= HopperSmallPrefillLayout::kMaxSmemBytes) &&
          !knobs.forces_portable();
+}
+
+// Whether such a device runs the small-heads kernel too: it needs more shared memory than the
+// 64-head kernel (220 KB at 48 heads a unit; every sm_90 part offers 227 KB a block). A device
+// with room for the 64-head kernel only runs the other calls on the portable kernel.
+inline bool device_runs_hopper_small_prefill(int cc_major, long long smem_per_block,
+                                             const PrefillKernelOverride& knobs) {
+  return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) &&
+         smem_per_block >= HopperSmallPrefillLayout::kMaxSmemBytes;
 }
 
 // The shapes it serves: 64 heads per work item (head_tiles 4).
@@ -34,21 +41,35 @@ inline bool hopper_prefill_serves(long long num_heads, long long head_tiles) {
   return head_tiles * nvfp4::kHeadsPerTile == HopperPrefillLayout::kHeads && num_heads % HopperPrefillLayout::kHeads == 0;
 }
 
-// The small-heads kernel (under the kernel override "hopper_small") serves every call the 64-head
-// kernel does not: 16, 32 or 48 heads a unit (prefill_small_layout.h: group_heads_for), several
-// units per token above 48 heads, whatever head_tiles says.
+// The small-heads kernel serves every call the 64-head kernel does not: 16, 32 or 48 heads a unit
+// (prefill_small_layout.h: group_heads_for), several units per token above 48 heads, whatever
+// head_tiles says.
 inline bool hopper_small_prefill_serves(long long num_heads, long long head_tiles) {
   return !hopper_prefill_serves(num_heads, head_tiles);
 }
 
-// Every call the Hopper kernel does not serve runs the portable kernel, or under the override
-// "hopper_small" the small-heads kernel.
+// On a device that runs the Hopper kernels, the 64-head kernel serves its shapes and the
+// small-heads kernel every other call (faster than the portable kernel at every shape measured on
+// the H200, docs/hopper_small_kernel.md); elsewhere, or under the override "portable" or a
+// variant, the portable kernel. The overrides "hopper" and "hopper_small" choose the same way.
 inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_block, long long num_heads,
                                            long long head_tiles, const PrefillKernelOverride& knobs) {
   if (!device_runs_hopper_prefill(cc_major, smem_per_block, knobs)) return PrefillKernel::kPortable;
   if (hopper_prefill_serves(num_heads, head_tiles)) return PrefillKernel::kHopper;
-  return knobs.asks_small_heads() && hopper_small_prefill_serves(num_heads, head_tiles) ? PrefillKernel::kHopperSmall
-                                                                                      : PrefillKernel::kPortable;
+  return device_runs_hopper_small_prefill(cc_major, smem_per_block, knobs) &&
+                 hopper_small_prefill_serves(num_heads, head_tiles)
+             ? PrefillKernel::kHopperSmall
+             : PrefillKernel::kPortable;
+}
+
+// The decode's split kernel: the 64-head Hopper kernel where it serves the call (its split
+// items), else the portable kernel's body. The small-heads kernel has no split form, so the calls
+// it serves in the prefill run the portable body in the decode.
+inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per_block, long long num_heads,
+                                                long long head_tiles, const PrefillKernelOverride& knobs) {
+  return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) && hopper_prefill_serves(num_heads, head_tiles)
+             ? PrefillKernel::kHopper
+             : PrefillKernel::kPortable;
 }
 
 // Whether some compiled portable instance has this pipeline (what a variant override may ask).

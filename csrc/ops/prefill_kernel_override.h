@@ -18,10 +18,11 @@ struct PrefillPipeline {
 };
 
 struct PrefillKernelOverride {
-  // kPortable keeps Hopper GPUs on the portable kernel; kHopper requires the Hopper kernel
-  // (a CUDA device that cannot run it raises); kHopperSmall likewise, and runs the calls the
-  // 64-head Hopper kernel does not serve on the small-heads Hopper kernel (not yet measured);
-  // nullopt: the device's own choice.
+  // kPortable keeps Hopper GPUs on the portable kernel; kHopper requires the Hopper kernels (a
+  // CUDA device that cannot run them raises) and otherwise chooses as the device does (the
+  // 64-head kernel for its shapes, the small-heads kernel for the rest); kHopperSmall means the
+  // same as kHopper (the name callers used while the small-heads kernel was opt-in); nullopt:
+  // the device's own choice.
   std::optional<PrefillKernel> kernel;
   // A compiled portable instance's pipeline for every CUDA call (which then runs the portable
   // kernel); nullopt: the preferred instance for the head tile and the device.
@@ -29,13 +30,12 @@ struct PrefillKernelOverride {
 
   bool forces_portable() const { return kernel == PrefillKernel::kPortable || variant.has_value(); }
   bool requires_hopper() const { return kernel == PrefillKernel::kHopper || kernel == PrefillKernel::kHopperSmall; }
-  bool asks_small_heads() const { return kernel == PrefillKernel::kHopperSmall; }
 };
 
-// Validates an override given as values. `kernel` is "hopper", "portable", "hopper_small" or
-// nullopt; `variant` must be the pipeline of a compiled portable instance and excludes the Hopper
-// kernels. Errors name `kernel_source` / `variant_source` (the Python argument or the environment
-// variable).
+// Validates an override given as values. `kernel` is "hopper", "portable", "hopper_small" (the
+// same as "hopper") or nullopt; `variant` must be the pipeline of a compiled portable instance
+// and excludes the Hopper kernels. Errors name `kernel_source` / `variant_source` (the Python
+// argument or the environment variable).
 PrefillKernelOverride make_prefill_kernel_override(const std::optional<std::string>& kernel,
                                                    const std::optional<PrefillPipeline>& variant,
                                                    const char* kernel_source = "kernel",

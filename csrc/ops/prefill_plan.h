@@ -32,7 +32,8 @@ std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads);
 //     already at ~1 item per SM;
 //   - Hopper kernel (serves 4 tiles, i.e. 64 heads per CTA, on sm_90): it beats the portable
 //     kernel's 1 and 2 tiles at every T measured, down to 0.5 items per SM (T = 64, H = 64), so
-//     its threshold is 0. Head counts that are not a multiple of 64 run the portable kernel.
+//     its threshold is 0. Every other call runs the small-heads Hopper kernel, whose units do
+//     not depend on head_tiles (the table only names the plan's work items there).
 struct HeadTileThreshold {
   int64_t head_tiles;
   int64_t min_items_percent;  // of the SM count
@@ -51,8 +52,9 @@ struct PrefillTarget {
   // The largest head tile whose kernel instance fits the device's shared memory per block
   // (cuda/portable/prefill_variants.h).
   int64_t max_head_tiles;
-  // Family kHopper only: the calls the 64-head kernel does not serve run the small-heads kernel
-  // (kernel override "hopper_small"; off by default).
+  // Family kHopper only: whether the calls the 64-head kernel does not serve run the small-heads
+  // kernel (a device whose shared memory fits it, and the family in general); else the portable
+  // kernel.
   bool hopper_small = false;
 };
 

@@ -50,10 +50,8 @@ PrefillTarget resolve_prefill_target(const std::optional<std::string>& device, c
     TORCH_CHECK_VALUE(family.has_value(), "kernel: expected None, 'hopper', 'portable', 'cpu' or 'hopper_small', got '",
                       *kernel, "'");
   }
-  // "hopper_small" is the Hopper family with the small-heads kernel for the calls the 64-head one
-  // does not serve.
-  const bool small_heads = family == PrefillKernel::kHopperSmall;
-  if (small_heads) family = PrefillKernel::kHopper;
+  // "hopper_small" names the Hopper family, as "hopper" does: the small-heads kernel is part of it.
+  if (family == PrefillKernel::kHopperSmall) family = PrefillKernel::kHopper;
   if (num_sms.has_value()) TORCH_CHECK_VALUE(*num_sms >= 1, "num_sms: expected >= 1, got ", *num_sms);
   PrefillTarget target{};
   if (device.has_value() || !family.has_value()) {
@@ -65,13 +63,14 @@ PrefillTarget resolve_prefill_target(const std::optional<std::string>& device, c
                         *kernel, "' does not run on ", where, ", whose prefill kernel is '",
                         prefill_kernel_name(target.family), "'");
       target.family = *family;
+      target.hopper_small = false;
     }
-    if (family.has_value()) target.hopper_small = small_heads;
   } else if (*family == PrefillKernel::kCpu) {
     target = cpu_prefill_target();
   } else {
     TORCH_CHECK_VALUE(num_sms.has_value(), "num_sms: required when kernel='", *kernel, "' is given without a device");
-    target = {*family, *num_sms, kMaxHeadTiles, small_heads};
+    // The family in general: no shared-memory cap, so the Hopper family includes the small-heads kernel.
+    target = {*family, *num_sms, kMaxHeadTiles, *family == PrefillKernel::kHopper};
   }
   if (num_sms.has_value()) target.num_sms = *num_sms;
   return target;

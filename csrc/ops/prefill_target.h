@@ -19,7 +19,7 @@ PrefillTarget cpu_prefill_target();
 #if defined(CAKE_WITH_CUDA)
 // Defined with the CUDA op (cuda/ops_cuda.cpp): the device's properties under `knobs`. A
 // device index out of range raises ValueError naming device, as does kernel override "hopper"
-// on a device that cannot run the Hopper kernel.
+// (or "hopper_small") on a device that cannot run the Hopper kernels.
 PrefillTarget cuda_prefill_target(c10::DeviceIndex index, const PrefillKernelOverride& knobs);
 // The current CUDA device, or -1 when there is none.
 c10::DeviceIndex current_cuda_device_index();
@@ -30,9 +30,9 @@ c10::DeviceIndex current_cuda_device_index();
 PrefillTarget prefill_target(c10::Device device);
 
 // Python's planner keywords: `device` (a device string; nullopt: the current CUDA device when
-// there is one, else the CPU), `kernel` ("hopper", "portable", "cpu", or "hopper_small": the
-// Hopper family with the small-heads kernel; nullopt: the device's own) and `num_sms` (nullopt:
-// the device's). An explicit kernel without a device describes that kernel family in general and
+// there is one, else the CPU), `kernel` ("hopper", "portable", "cpu", or "hopper_small", which
+// means "hopper": the Hopper family, its small-heads kernel included; nullopt: the device's own)
+// and `num_sms` (nullopt: the device's). An explicit kernel without a device describes that kernel family in general and
 // then needs num_sms (except "cpu": the intra-op threads).
 PrefillTarget resolve_prefill_target(const std::optional<std::string>& device, const std::optional<std::string>& kernel,
                                      std::optional<int64_t> num_sms);
