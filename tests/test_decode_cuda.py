@@ -84,7 +84,7 @@ def test_one_split_is_the_prefill(num_heads, head_tiles, kernel):
         expected_kernel = torch_ops._C.prefill_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
                                                           head_tiles)
         split_kernel = torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
-                                                            head_tiles)
+                                                            head_tiles, plan["chunks_per_block"])
     assert plan == {"head_tiles": head_tiles, "num_splits": 1, "chunks_per_block": 16}
     assert prefill_plan["kernel"] == expected_kernel
     if kernel == "portable":

@@ -224,3 +224,19 @@ def test_planner_errors():
         plan_decode(num_tokens=1, num_heads=16, topk=64, device="tpu")
     with pytest.raises(ValueError, match="num_heads"):
         scratch_bytes(1, 12, 64)
+
+
+def test_split_kernel_needs_two_chunks_a_split():
+    """On Hopper the decode's splits run the 64-head Hopper kernel only when each holds at least
+    HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT chunks (a one-chunk split is faster on the portable body);
+    the rule never picks Hopper where the 64-head kernel does not serve the call."""
+    hopper_smem = 232448  # H100 / H200 shared memory per block (opt-in)
+    fewest = _C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
+    assert fewest == 2
+    hopper_built = _C.prefill_kernel_for(9, hopper_smem, 64, 4)  # "portable" in a build without sm_90a
+    for heads in (64, 128):
+        assert _C.decode_split_kernel_for(9, hopper_smem, heads, 4, fewest - 1) == "portable"
+        for chunks in (fewest, 8, 16):
+            assert _C.decode_split_kernel_for(9, hopper_smem, heads, 4, chunks) == hopper_built
+    assert _C.decode_split_kernel_for(9, hopper_smem, 64, 2, 16) == "portable"
+    assert _C.decode_split_kernel_for(8, 166912, 64, 4, 16) == "portable"

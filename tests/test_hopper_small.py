@@ -75,7 +75,8 @@ def test_kernel_choice():
 def test_decode_keeps_its_split_kernels():
     """The decode's splits run the 64-head Hopper kernel where it serves the call and the portable
     kernel's body otherwise: the small-heads kernel has no split form, whatever the override."""
-    decode = torch_ops._C.decode_split_kernel_for
+    def decode(cc_major, smem, heads, head_tiles):
+        return torch_ops._C.decode_split_kernel_for(cc_major, smem, heads, head_tiles, 16)
     hopper_built = torch_ops._C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4)
     for knobs in ({}, dict(kernel="hopper"), dict(kernel="hopper_small")):
         with torch_ops.prefill_kernel_override(**knobs):

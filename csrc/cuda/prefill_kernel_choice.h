@@ -62,12 +62,23 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
              : PrefillKernel::kPortable;
 }
 
+// The fewest chunks a decode split must hold for the 64-head Hopper kernel to run it. Measured on
+// the H200 (docs/benchmarks.md, decode): with one chunk a split, the portable body was faster
+// (T = 8, H = 64, 1024 candidates in 16 splits: 28 us against 35 us; T = 4, H = 128: 28 against
+// 35), because a Hopper CTA pays for a whole Q tile and a pipeline fill to convert one block;
+// from two chunks a split on, the Hopper kernel was faster (T = 1, H = 64, 2048 candidates in 16
+// splits: 31 against 34 us; 8 chunks a split: 101 against 162 us).
+constexpr long long kHopperDecodeMinChunksPerSplit = 2;
+
 // The decode's split kernel: the 64-head Hopper kernel where it serves the call (its split
-// items), else the portable kernel's body. The small-heads kernel has no split form, so the calls
-// it serves in the prefill run the portable body in the decode.
+// items) and a split holds at least kHopperDecodeMinChunksPerSplit chunks, else the portable
+// kernel's body. The small-heads kernel has no split form, so the calls it serves in the prefill
+// run the portable body in the decode.
 inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per_block, long long num_heads,
-                                                long long head_tiles, const PrefillKernelOverride& knobs) {
-  return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) && hopper_prefill_serves(num_heads, head_tiles)
+                                                long long head_tiles, long long chunks_per_split,
+                                                const PrefillKernelOverride& knobs) {
+  return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) && hopper_prefill_serves(num_heads, head_tiles) &&
+                 chunks_per_split >= kHopperDecodeMinChunksPerSplit
              ? PrefillKernel::kHopper
              : PrefillKernel::kPortable;
 }
