@@ -10,8 +10,11 @@ namespace {
 using nvfp4::kHeadDim;
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// Runtime-dispatched clones: AVX-512 or AVX2+FMA where the CPU has it, baseline SSE2 elsewhere.
-#define CAKE_CPU_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+// Runtime-dispatched clones: AVX-512 (x86-64-v4) or AVX2+FMA (x86-64-v3) where the CPU has the
+// features, baseline SSE2 elsewhere. Feature levels, not CPU models: a model clone
+// ("arch=skylake-avx512") is chosen only on that exact model, so newer or virtualised CPUs fell
+// back to SSE2.
+#define CAKE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CAKE_CPU_CLONES
 #endif
