@@ -13,11 +13,16 @@ decode runs its planner's plan (head tiles, splits; --max-splits) with scratch f
 allocate_decode_scratch; the prefill its planner's head tiles, and only where it accepts the shape
 (H a multiple of 16, at most 1024 candidates). Where both run, their outputs are compared.
 --grid times T in {1, 2, ..., 128} x H in {16, 64, 128} x candidates in {512, 1024} with both ops
-and prints which one select_kernel picks and which was faster.
+and prints which one select_kernel picks and which was faster. --kernels adds, per row, the device
+time of each kernel the decode launches (torch.profiler's CUDA activity, median over the same
+L2-flushed calls), so the split kernel and the merge can be told apart; the sum is below the
+event time, which also holds the launch gaps.
 """
 import argparse
+import collections
 import json
 import math
+import statistics
 
 import torch
 
@@ -34,6 +39,35 @@ GRID_CANDIDATES = [512, 1024]
 def parse_row(text):
     num_tokens, num_heads, candidates = (int(x) for x in text.split("x"))
     return num_tokens, num_heads, candidates
+
+
+def kernel_times(fn, repeats, flush):
+    """Median device time (us) of each kernel `fn` launches, over `repeats` calls after an L2
+    flush each (the flush's own kernel left out), by torch.profiler's CUDA activity."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(repeats):
+        flush.zero_()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        totals = collections.defaultdict(float)
+        for event in prof.events():
+            if event.device_type == torch.autograd.DeviceType.CUDA and "memset" not in event.name.lower():
+                totals[event.name] += event.device_time_total
+        per_call.append(totals)
+    names = sorted({name for totals in per_call for name in totals})
+    return {name: statistics.median(totals.get(name, 0.0) for totals in per_call) for name in names}
+
+
+def short_kernel_name(name):
+    """The function name of a kernel's demangled signature, without namespaces and arguments."""
+    name = name.replace("(anonymous namespace)::", "")
+    return name.split("(")[0].split("<")[0].split("::")[-1].split(" ")[-1]
 
 
 def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args):
@@ -60,6 +94,9 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args):
                select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
                    num_tokens=num_tokens, num_heads=num_heads, topk=candidates,
                    num_sms=torch.cuda.get_device_properties(0).multi_processor_count))
+    if args.kernels:
+        row["kernels_us"] = {short_kernel_name(name): us
+                             for name, us in kernel_times(decode, min(args.repeats, 20), flush).items()}
     if torch_ops._C.prefill_serves(num_heads, candidates, 0):
         decode_out = output.clone()
         prefill_plan = {}
@@ -87,6 +124,9 @@ def print_row(row):
           f"{row['us']:.1f} | {row['tflops']:.1f} | {row['of_matmul']:.3f} | {row['gathered_gbs']:.0f} | {prefill} | "
           f"{fmt('prefill_us', '%.1f')} | {fmt('prefill_of_matmul', '%.3f')} | {row['select']} | "
           f"{row.get('faster', '-')} |", flush=True)
+    if "kernels_us" in row:
+        print("|   | kernels: " + ", ".join(f"{name} {us:.1f} us" for name, us in row["kernels_us"].items()) + " |",
+              flush=True)
 
 
 def main():
@@ -98,6 +138,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--kernels", action="store_true",
+                        help="also each kernel's device time per row (torch.profiler)")
     args = parser.parse_args()
 
     flush, ceiling, device_name, _, cache = prepare_run()
