@@ -14,9 +14,9 @@ allocate_decode_scratch; the prefill its planner's head tiles, and only where it
 (H a multiple of 16, at most 1024 candidates). Where both run, their outputs are compared.
 --grid times T in {1, 2, ..., 128} x H in {16, 64, 128} x candidates in {512, 1024} with both ops
 and prints which one select_kernel picks and which was faster. --kernels adds, per row, the device
-time of each kernel the decode launches (torch.profiler's CUDA activity, median over the same
-L2-flushed calls), so the split kernel and the merge can be told apart; the sum is below the
-event time, which also holds the launch gaps.
+time of each kernel the decode launches (torch.profiler's CUDA activity; median over min(--repeats,
+20) further calls, each after an L2 flush), so the split kernel and the merge can be told apart;
+the sum is below the event time, which also holds the launch gaps.
 """
 import argparse
 import collections
@@ -43,7 +43,7 @@ def parse_row(text):
 
 def kernel_times(fn, repeats, flush):
     """Median device time (us) of each kernel `fn` launches, over `repeats` calls after an L2
-    flush each (the flush's own kernel left out), by torch.profiler's CUDA activity."""
+    flush each (the flush runs before the profiled window), by torch.profiler's CUDA activity."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -57,7 +57,7 @@ def kernel_times(fn, repeats, flush):
             torch.cuda.synchronize()
         totals = collections.defaultdict(float)
         for event in prof.events():
-            if event.device_type == torch.autograd.DeviceType.CUDA and "memset" not in event.name.lower():
+            if event.device_type == torch.autograd.DeviceType.CUDA:
                 totals[event.name] += event.device_time_total
         per_call.append(totals)
     names = sorted({name for totals in per_call for name in totals})

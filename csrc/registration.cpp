@@ -185,17 +185,18 @@ PYBIND11_MODULE(_C, module) {
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"));
   module.def(
       "decode_split_kernel_for",
-      [](int cc_major, long long smem_per_block, long long num_heads, long long head_tiles,
+      [](int cc_major, long long smem_per_block, long long num_heads, long long head_tiles, long long num_splits,
          long long chunks_per_block) {
         return value_errors([&] {
           return cake::prefill_kernel_name(cake::cuda::select_decode_split_kernel(
-              cc_major, smem_per_block, num_heads, head_tiles, chunks_per_block, cake::prefill_kernel_override()));
+              cc_major, smem_per_block, num_heads, head_tiles, num_splits, chunks_per_block,
+              cake::prefill_kernel_override()));
         });
       },
       "Which kernel runs the decode's splits ('hopper' or 'portable') under the kernel override, for "
-      "a plan whose splits hold chunks_per_block chunks",
+      "a plan of num_splits splits whose largest holds chunks_per_block chunks",
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
-      pybind11::arg("head_tiles"), pybind11::arg("chunks_per_block"));
+      pybind11::arg("head_tiles"), pybind11::arg("num_splits"), pybind11::arg("chunks_per_block"));
   module.attr("HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT") = cake::cuda::kHopperDecodeMinChunksPerSplit;
   // Shared memory per block each Hopper kernel needs (the small-heads one at its largest unit).
   module.attr("HOPPER_PREFILL_SMEM_BYTES") = cake::cuda::HopperPrefillLayout::kSmemBytes;

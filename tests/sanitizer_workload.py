@@ -78,10 +78,11 @@ def main():
         (dict(num_tokens=2, num_heads=128, topk=200, main=CacheSpec(5, 64), lengths="random", sink=1.0),
          [(1, 4, 16), (4, 4, 16), (2, 2, 16)]),
         (dict(num_tokens=1, num_heads=56, topk=64, main=CacheSpec(1, 64), invalid_fraction=1.0), [(1, 4, 16)]),
-        # 64 heads per item: the Hopper kernel's splits on Hopper (13 chunks: up to one a split).
+        # 64 heads per item: the Hopper kernel's splits on Hopper (13 chunks: splits of one to three
+        # chunks; 13 splits, one chunk each, run the portable body).
         (dict(num_tokens=3, num_heads=64, topk=700, main=CacheSpec(12, 64, "NHD", 16), extra=CacheSpec(5, 2),
               extra_topk=100, lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.2),
-         [(1, 4, 16), (5, 4, 16), (13, 4, 16)]),
+         [(1, 4, 16), (5, 4, 16), (7, 4, 16), (13, 4, 16)]),
     ]
     for i, (case, plans) in enumerate(decode_cases):
         problem = make_problem(device="cuda", seed=100 + i, **case)

@@ -65,18 +65,23 @@ def test_forced_and_planned_splits(shape, num_heads):
 
 
 @pytest.mark.parametrize("kernel", [None, "portable"])
-@pytest.mark.parametrize("num_heads,head_tiles", [(16, 1), (64, 1), (64, 2), (64, 4), (128, 4), (96, 2)])
-def test_one_split_is_the_prefill(num_heads, head_tiles, kernel):
+@pytest.mark.parametrize("num_heads,head_tiles,topk,extra_topk", [
+    (16, 1, 700, 300), (64, 1, 700, 300), (64, 2, 700, 300), (64, 4, 700, 300), (128, 4, 700, 300), (96, 2, 700, 300),
+    (64, 4, 64, 0), (128, 4, 40, 0)])
+def test_one_split_is_the_prefill(num_heads, head_tiles, topk, extra_topk, kernel):
     """One split runs the prefill's kernel over the whole lists and ends like it: the same bits as
     the prefill with the same head tile and kernel override (on Hopper, 64 heads per item run the
     Hopper kernel in both ops unless the override keeps them on the portable kernel). The calls
     the prefill runs on the small-heads Hopper kernel (on Hopper, every other one) run the portable
-    kernel's body in the decode: the same bits as the portable prefill."""
+    kernel's body in the decode: the same bits as the portable prefill. A single chunk (topk <= 64)
+    too: the decode's minimum of chunks per split for the Hopper kernel applies only to plans that
+    split."""
     if head_tiles not in runnable_head_tiles(num_heads):
         pytest.skip("this GPU's shared memory does not run the head tile")
-    problem = make_problem(num_tokens=5, num_heads=num_heads, topk=700, main=CacheSpec(20, 64, "HND", 16),
-                           device="cuda", seed=14, extra=CacheSpec(40, 2), extra_topk=300, lengths="random",
-                           extra_lengths="random", sink=1.0, lse_scale=0.5)
+    extra = dict(extra=CacheSpec(40, 2), extra_topk=extra_topk, extra_lengths="random") if extra_topk else {}
+    problem = make_problem(num_tokens=5, num_heads=num_heads, topk=topk, main=CacheSpec(20, 64, "HND", 16),
+                           device="cuda", seed=14, lengths="random", sink=1.0, lse_scale=0.5, **extra)
+    chunks = -(-topk // 64) + -(-extra_topk // 64)
     props = torch.cuda.get_device_properties(0)
     with torch_ops.prefill_kernel_override(kernel=kernel):
         output, out_lse, plan, _, _ = problem.run_decode(num_splits=1, head_tiles=head_tiles, scratch_splits=0)
@@ -84,8 +89,8 @@ def test_one_split_is_the_prefill(num_heads, head_tiles, kernel):
         expected_kernel = torch_ops._C.prefill_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
                                                           head_tiles)
         split_kernel = torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
-                                                            head_tiles, plan["chunks_per_block"])
-    assert plan == {"head_tiles": head_tiles, "num_splits": 1, "chunks_per_block": 16}
+                                                            head_tiles, 1, plan["chunks_per_block"])
+    assert plan == {"head_tiles": head_tiles, "num_splits": 1, "chunks_per_block": chunks}
     assert prefill_plan["kernel"] == expected_kernel
     if kernel == "portable":
         assert prefill_plan["kernel"] == "portable" and split_kernel == "portable"

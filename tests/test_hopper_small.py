@@ -4,8 +4,7 @@ serves (on Hopper, by default, every call the 64-head kernel does not), and the 
 These tests run with no kernel override (the device's own choice). They cover 16, 32 and 48 heads
 a unit (and the head counts that take several units a token), masks, both caches, sinks, the
 non-finite rules, empty rows, repeatability and a persistent grid that crosses units; everything
-against the float64 reference. The override "hopper_small" (the name it had while it was opt-in)
-still works and means "hopper"."""
+against the float64 reference. The override "hopper_small" is a synonym of "hopper"."""
 import math
 
 import pytest
@@ -76,7 +75,7 @@ def test_decode_keeps_its_split_kernels():
     """The decode's splits run the 64-head Hopper kernel where it serves the call and the portable
     kernel's body otherwise: the small-heads kernel has no split form, whatever the override."""
     def decode(cc_major, smem, heads, head_tiles):
-        return torch_ops._C.decode_split_kernel_for(cc_major, smem, heads, head_tiles, 16)
+        return torch_ops._C.decode_split_kernel_for(cc_major, smem, heads, head_tiles, 1, 16)
     hopper_built = torch_ops._C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4)
     for knobs in ({}, dict(kernel="hopper"), dict(kernel="hopper_small")):
         with torch_ops.prefill_kernel_override(**knobs):

@@ -9,8 +9,8 @@ bad value raises ValueError naming the variable). After that, only these functio
   the Hopper kernels (calls on a CUDA device that cannot run them raise ValueError) and chooses
   as a Hopper GPU does by default: the 64-head kernel for H % 64 == 0 at head_tiles 4, the
   small-heads kernel (plan kernel ``"hopper_small"``; docs/hopper_small_kernel.md) for every
-  other call. ``kernel="hopper_small"`` means the same as ``kernel="hopper"``; it is still
-  accepted because it named the small-heads kernel while that kernel was opt-in.
+  other call. ``kernel="hopper_small"`` is a synonym of ``kernel="hopper"`` (the same family,
+  named by its small-heads kernel).
 - ``variant=(stages, k_tiles)`` runs every CUDA call on the portable instance with that
   pipeline for the call's head tile (and so on the portable kernel).
 

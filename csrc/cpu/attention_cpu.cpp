@@ -9,11 +9,10 @@ namespace {
 
 using nvfp4::kHeadDim;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 // Runtime-dispatched clones: AVX-512 (x86-64-v4) or AVX2+FMA (x86-64-v3) where the CPU has the
 // features, baseline SSE2 elsewhere. Feature levels, not CPU models: a model clone
-// ("arch=skylake-avx512") is chosen only on that exact model, so newer or virtualised CPUs fell
-// back to SSE2.
+// ("arch=skylake-avx512") is dispatched only on that exact model. (Level clones need GCC 12.)
 #define CAKE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CAKE_CPU_CLONES

@@ -134,12 +134,13 @@ void run_decode_cuda(DecodeArgs& args) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // The split kernel: the 64-head Hopper kernel where it serves the head count and tile (as for
   // the prefill, and unless the kernel override keeps the GPU on the portable kernel) and the
-  // splits hold enough chunks, a persistent grid over (token, head block, split) items; the
-  // portable kernel's body otherwise, including the calls the small-heads kernel serves in the
-  // prefill (it has no split form).
-  const bool use_hopper = cuda::select_decode_split_kernel(props->major, props->sharedMemPerBlockOptin,
-                                                           args.num_heads, plan.head_tiles, plan.chunks_per_block,
-                                                           prefill_kernel_override()) == PrefillKernel::kHopper;
+  // plan does not split into one-chunk splits, a persistent grid over (token, head block, split)
+  // items; the portable kernel's body otherwise, including the calls the small-heads kernel
+  // serves in the prefill (it has no split form).
+  const bool use_hopper =
+      cuda::select_decode_split_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads, plan.head_tiles,
+                                       plan.num_splits, plan.chunks_per_block, prefill_kernel_override()) ==
+      PrefillKernel::kHopper;
   if (use_hopper) {
     cuda::launch_sparse_mla_attention_hopper(params, props->multiProcessorCount, stream);
   } else {

@@ -62,7 +62,8 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
              : PrefillKernel::kPortable;
 }
 
-// The fewest chunks a decode split must hold for the 64-head Hopper kernel to run it. Measured on
+// The fewest chunks the largest split of a decode that splits must hold for the 64-head Hopper
+// kernel to run the splits. Measured on
 // the H200 (docs/benchmarks.md, decode): with one chunk a split, the portable body was faster
 // (T = 8, H = 64, 1024 candidates in 16 splits: 28 us against 35 us; T = 4, H = 128: 28 against
 // 35), because a Hopper CTA pays for a whole Q tile and a pipeline fill to convert one block;
@@ -71,14 +72,16 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
 constexpr long long kHopperDecodeMinChunksPerSplit = 2;
 
 // The decode's split kernel: the 64-head Hopper kernel where it serves the call (its split
-// items) and a split holds at least kHopperDecodeMinChunksPerSplit chunks, else the portable
-// kernel's body. The small-heads kernel has no split form, so the calls it serves in the prefill
-// run the portable body in the decode.
+// items), unless the plan splits and its largest split holds fewer than
+// kHopperDecodeMinChunksPerSplit chunks; else the portable kernel's body. One split always takes
+// the prefill's kernel, so its bits are the prefill's. The small-heads kernel has no split form,
+// so the calls it serves in the prefill run the portable body in the decode.
 inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per_block, long long num_heads,
-                                                long long head_tiles, long long chunks_per_split,
-                                                const PrefillKernelOverride& knobs) {
+                                                long long head_tiles, long long num_splits,
+                                                long long most_chunks_per_split, const PrefillKernelOverride& knobs) {
+  const bool enough_work = num_splits == 1 || most_chunks_per_split >= kHopperDecodeMinChunksPerSplit;
   return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) && hopper_prefill_serves(num_heads, head_tiles) &&
-                 chunks_per_split >= kHopperDecodeMinChunksPerSplit
+                 enough_work
              ? PrefillKernel::kHopper
              : PrefillKernel::kPortable;
 }

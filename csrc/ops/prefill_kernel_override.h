@@ -20,9 +20,9 @@ struct PrefillPipeline {
 struct PrefillKernelOverride {
   // kPortable keeps Hopper GPUs on the portable kernel; kHopper requires the Hopper kernels (a
   // CUDA device that cannot run them raises) and otherwise chooses as the device does (the
-  // 64-head kernel for its shapes, the small-heads kernel for the rest); kHopperSmall means the
-  // same as kHopper (the name callers used while the small-heads kernel was opt-in); nullopt:
-  // the device's own choice.
+  // 64-head kernel for its shapes, the small-heads kernel for the rest); kHopperSmall is a
+  // synonym of kHopper (the family by the name of its small-heads kernel); nullopt: the device's
+  // own choice.
   std::optional<PrefillKernel> kernel;
   // A compiled portable instance's pipeline for every CUDA call (which then runs the portable
   // kernel); nullopt: the preferred instance for the head tile and the device.

@@ -23,11 +23,11 @@ void launch_instance(const DecodeParams& params, unsigned num_ctas, cudaStream_t
 
 }  // namespace
 
-void launch_sparse_mla_attention_hopper(const DecodeParams& params, int num_sms, cudaStream_t stream) {
+void launch_sparse_mla_attention_hopper(const DecodeParams& params, int max_ctas, cudaStream_t stream) {
   // A persistent grid: one CTA per SM (its shared memory takes the SM), each walking its share of
   // the work items (token, 64 heads, split).
   const long long num_items = (long long)params.num_tokens * params.num_head_blocks * params.num_splits;
-  const unsigned num_ctas = unsigned(num_items < num_sms ? num_items : num_sms);
+  const unsigned num_ctas = unsigned(num_items < max_ctas ? num_items : max_ctas);
   // One split keeps the split arithmetic out of the block loop (the prefill's instance).
   if (params.num_splits > 1) {
     launch_instance<true>(params, num_ctas, stream);

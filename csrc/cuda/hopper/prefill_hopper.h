@@ -9,9 +9,9 @@
 
 namespace cake::cuda {
 
-// Launches min(work items, num_sms) persistent CTAs (items: tokens x head blocks x splits); the
+// Launches min(work items, max_ctas) persistent CTAs (items: tokens x head blocks x splits); the
 // caller skips empty launches. With one split it writes output / out_lse, with several the
 // partials in mid_out / mid_lse.
-void launch_sparse_mla_attention_hopper(const DecodeParams& params, int num_sms, cudaStream_t stream);
+void launch_sparse_mla_attention_hopper(const DecodeParams& params, int max_ctas, cudaStream_t stream);
 
 }  // namespace cake::cuda

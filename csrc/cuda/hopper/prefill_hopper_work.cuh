@@ -14,10 +14,6 @@
 
 namespace cake::cuda::hopper {
 
-// An item's blocks: main-list chunks [main_first, main_first + main_blocks), then extra-list
-// chunks [extra_first, extra_first + num_blocks - main_blocks), each cut at the token's length.
-// kSplitItems is false for the prefill and a decode that does not split: one split, the whole
-// lists, both firsts 0 at compile time (that instance's block addressing is the plain prefill's).
 // The split fields; the whole-list instance has none (nothing to carry through the block loop).
 struct SplitRange {
   int split;
@@ -25,6 +21,10 @@ struct SplitRange {
 };
 struct WholeLists {};
 
+// An item's blocks: main-list chunks [main_first, main_first + main_blocks), then extra-list
+// chunks [extra_first, extra_first + num_blocks - main_blocks), each cut at the token's length.
+// kSplitItems is false for the prefill and a decode that does not split: one split, the whole
+// lists, both firsts 0 at compile time (that instance's block addressing is the plain prefill's).
 template <bool kSplitItems>
 struct WorkItem : std::conditional_t<kSplitItems, SplitRange, WholeLists> {
   int token;

@@ -14,10 +14,4 @@ namespace cake::cuda {
 // caller skips empty launches.
 void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int max_ctas, cudaStream_t stream);
 
-// CTAs a call with `num_tokens` tokens and `num_heads` heads launches on `num_sms` SMs.
-inline long long hopper_small_prefill_grid(long long num_tokens, long long num_heads, long long num_sms) {
-  const long long units = num_tokens * (num_heads / hopper_small::group_heads_for(num_heads));
-  return units < num_sms ? units : num_sms;
-}
-
 }  // namespace cake::cuda

@@ -1,6 +1,6 @@
 // Geometry, thread roles, register budgets, shared-memory plan and barrier ids of the small-heads
 // Hopper (sm_90a) prefill kernel (docs/hopper_small_kernel.md). Plain C++: the host checks the fit
-// and the kernel choice asks which head counts it serves (HopperSmallPrefillLayout at the end).
+// (HopperSmallPrefillLayout at the end) and the planner sizes units (group_heads_for).
 #pragma once
 
 #include <cstddef>
@@ -123,7 +123,7 @@ enum NamedBarrier : int {
 
 namespace cake::cuda {
 
-// What the host needs: which head counts the kernel serves, its threads and its shared memory.
+// What the host needs: the kernel's threads and its largest shared memory.
 struct HopperSmallPrefillLayout {
   static constexpr int kThreads = hopper_small::kThreads;
   static constexpr int kMaxSmemBytes = hopper_small::smem_bytes<hopper_small::kMaxGroupHeads>();
