@@ -194,3 +194,82 @@ def assert_matches_reference_with_nan(output: torch.Tensor, out_lse: torch.Tenso
     assert_matches_reference(torch.where(nan_rows[..., None], zero_row, output), torch.where(ref_nan_lse, 0.0, out_lse),
                              torch.where(ref_nan_rows[..., None], zero_row, ref_out),
                              torch.where(ref_nan_lse, 0.0, ref_lse))
+
+
+def capture_graph(call) -> "torch.cuda.CUDAGraph":
+    """`call` captured in a CUDA graph, after a warm-up on a side stream (module load, planner)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph
+
+
+def assert_replays_follow_inplace_changes(graph, problem: "Problem", new_problem, output, out_lse) -> None:
+    """For each seed's problem from `new_problem(seed)`: q, the lists, the lengths and the caches
+    of `problem` changed in place, the outputs poisoned with NaN, a replay that meets the contract
+    against the new inputs and a second replay that repeats it bit for bit."""
+    for seed in (2, 3):
+        new = new_problem(seed)
+        problem.q.copy_(new.q)
+        problem.indices.copy_(new.indices)
+        problem.kv_cache.copy_(new.kv_cache)
+        for key in ("topk_length", "extra_indices", "extra_topk_length", "extra_kv_cache"):
+            problem.kwargs[key].copy_(new.kwargs[key])
+        output.fill_(float("nan"))
+        out_lse.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_reference(output, out_lse, *problem.reference())
+        first = (output.clone(), out_lse.clone())
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(output.view(torch.int16), first[0].view(torch.int16)) and torch.equal(out_lse, first[1])
+
+
+def persistent_walk_problem(num_heads: int) -> "Problem":
+    """More work items than SMs (3 * SMs + 5 tokens), about half of them empty (zero lengths), both
+    lists: a persistent CTA walks several items, some without candidates."""
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_tokens = 3 * num_sms + 5
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=100, main=CacheSpec(8, 64), device="cuda",
+                           seed=808, extra=CacheSpec(5, 2), extra_topk=30, sink=1.0)
+    lengths = torch.randint(0, 101, (num_tokens,), generator=torch.Generator().manual_seed(1))
+    lengths[torch.rand(num_tokens, generator=torch.Generator().manual_seed(2)) < 0.5] = 0
+    problem.kwargs["topk_length"] = lengths.to(torch.int32).cuda()
+    extra_lengths = torch.where(lengths > 0, torch.randint(0, 31, (num_tokens,)), torch.zeros_like(lengths))
+    problem.kwargs["extra_topk_length"] = extra_lengths.to(torch.int32).cuda()
+    return problem
+
+
+def assert_repeatable(first, second) -> None:
+    """Two runs' (output, out_lse, ...) are the same bits."""
+    assert torch.equal(first[0].view(torch.int16), second[0].view(torch.int16))
+    assert torch.equal(first[1], second[1])
+
+
+def assert_agrees_with_portable_and_repeatable(problem: "Problem", head_tiles=None) -> dict:
+    """Three runs on the device's own kernel and one on the portable kernel (kernel override) all
+    meet the contract; the three are the same bits; the two kernels differ by rounding only (fp32
+    summation order, a weight rounded the other way in bf16, a lazy softmax reference, the bf16
+    output): per row within the contract's bound, LSEs close. Returns the device kernel's plan."""
+    reference = problem.reference()
+    runs = [problem.run(head_tiles)[:2] for _ in range(3)]
+    plan = problem.run(head_tiles)[2]
+    with torch_ops.prefill_kernel_override(kernel="portable"):
+        *portable, portable_plan = problem.run(head_tiles)
+    assert portable_plan["kernel"] == "portable"
+    for output, out_lse in runs + [portable]:
+        assert_matches_reference(output, out_lse, *reference)
+    for run in runs[1:]:
+        assert_repeatable(runs[0], run)
+    device_out, portable_out = runs[0][0].double(), portable[0].double()
+    distance = (device_out - portable_out).norm(dim=-1) / portable_out.norm(dim=-1).clamp(min=1e-30)
+    assert distance.max().item() <= 1e-2
+    torch.testing.assert_close(runs[0][1], portable[1], rtol=1e-5, atol=1e-4)
+    return plan

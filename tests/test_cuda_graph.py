@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import torch_ops
-from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem, random_latent, random_indices
+from helpers import (HAS_CUDA, CacheSpec, assert_matches_reference, assert_replays_follow_inplace_changes, capture_graph,
+                     make_problem, random_indices, random_latent)
 
 pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 
@@ -25,36 +26,7 @@ def test_graph_capture_replay_with_inplace_changes():
         torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(problem.q, problem.kv_cache, problem.indices, output, out_lse,
                                                            problem.sm_scale, **problem.kwargs)
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()  # warm-up (module load) outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-
-    for seed in (2, 3):
-        new = fresh_problem(seed)
-        # Change q, indices, lengths and cache contents in place, then replay.
-        problem.q.copy_(new.q)
-        problem.indices.copy_(new.indices)
-        problem.kwargs["topk_length"].copy_(new.kwargs["topk_length"])
-        problem.kwargs["extra_indices"].copy_(new.kwargs["extra_indices"])
-        problem.kwargs["extra_topk_length"].copy_(new.kwargs["extra_topk_length"])
-        problem.kv_cache.copy_(new.kv_cache)
-        problem.kwargs["extra_kv_cache"].copy_(new.kwargs["extra_kv_cache"])
-        output.fill_(float("nan"))
-        out_lse.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        ref_out, ref_lse = problem.reference()
-        assert_matches_reference(output, out_lse, ref_out, ref_lse)
-        first = (output.clone(), out_lse.clone())
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(output.view(torch.int16), first[0].view(torch.int16)) and torch.equal(out_lse, first[1])
+    assert_replays_follow_inplace_changes(capture_graph(call), problem, fresh_problem, output, out_lse)
 
 
 def test_no_device_allocation_during_call():

@@ -12,7 +12,8 @@ import torch._dynamo
 from torch._inductor.utils import run_and_get_code
 
 import torch_ops
-from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
+from helpers import (HAS_CUDA, CacheSpec, assert_matches_reference, assert_replays_follow_inplace_changes, capture_graph,
+                     make_problem)
 from test_decode import check_decode
 from torch_ops.reference import sparse_mla_prefill_reference
 
@@ -140,31 +141,7 @@ def test_graph_capture_replay_with_inplace_changes(num_splits):
         torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale,
                                     mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits, **problem.kwargs)
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()  # warm-up (module load, planner) outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    for seed in (2, 3):
-        new = graph_problem(seed)
-        problem.q.copy_(new.q)
-        problem.indices.copy_(new.indices)
-        problem.kv_cache.copy_(new.kv_cache)
-        for key in ("topk_length", "extra_indices", "extra_topk_length", "extra_kv_cache"):
-            problem.kwargs[key].copy_(new.kwargs[key])
-        output.fill_(float("nan"))
-        out_lse.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_matches_reference(output, out_lse, *problem.reference())
-        first = (output.clone(), out_lse.clone())
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(output.view(torch.int16), first[0].view(torch.int16)) and torch.equal(out_lse, first[1])
+    assert_replays_follow_inplace_changes(capture_graph(call), problem, graph_problem, output, out_lse)
 
 
 def test_no_device_allocation_during_call():

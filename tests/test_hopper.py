@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import torch_ops
-from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
+from helpers import (HAS_CUDA, CacheSpec, assert_agrees_with_portable_and_repeatable, assert_matches_reference,
+                     assert_repeatable, make_problem, persistent_walk_problem)
 
 HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
 
@@ -101,42 +102,14 @@ def test_hopper_empty_rows_and_infinite_sinks():
 def test_hopper_agrees_with_portable_and_is_repeatable():
     problem = make_problem(num_tokens=300, num_heads=128, topk=512, main=CacheSpec(64, 64, "NHD", 32), device="cuda",
                            seed=77, extra=CacheSpec(8, 256), extra_topk=128, lengths="random", sink=1.0)
-    reference = problem.reference()
-    runs = [problem.run(head_tiles=4)[:2] for _ in range(3)]
-    plan = problem.run(head_tiles=4)[2]
-    with torch_ops.prefill_kernel_override(kernel="portable"):
-        *portable, portable_plan = problem.run(head_tiles=4)
-    assert plan["kernel"] == "hopper" and portable_plan["kernel"] == "portable"
-    for output, out_lse in runs + [portable]:
-        assert_matches_reference(output, out_lse, *reference)
-    for output, out_lse in runs[1:]:
-        assert torch.equal(output.view(torch.int16), runs[0][0].view(torch.int16))
-        assert torch.equal(out_lse, runs[0][1])
-    # Both kernels meet the contract against the float64 reference (above). Against each other
-    # they differ by rounding only: fp32 summation order, a weight rounding the other way in bf16,
-    # the Hopper kernel's lazy softmax reference, then the bf16 output. Per row the distance stays
-    # within the contract's own bound.
-    hopper_out, portable_out = runs[0][0].double(), portable[0].double()
-    distance = (hopper_out - portable_out).norm(dim=-1) / portable_out.norm(dim=-1).clamp(min=1e-30)
-    assert distance.max().item() <= 1e-2
-    torch.testing.assert_close(runs[0][1], portable[1], rtol=1e-5, atol=1e-4)
+    assert assert_agrees_with_portable_and_repeatable(problem, head_tiles=4)["kernel"] == "hopper"
 
 
 @needs_hopper
 def test_hopper_persistent_grid_crosses_items():
     """More work items than SMs, about half of them empty (zero lengths): every persistent CTA
     walks several items, so gathers, Q loads and the first dequant cross item boundaries."""
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    num_tokens = 3 * num_sms + 5
-    problem = make_problem(num_tokens=num_tokens, num_heads=64, topk=100, main=CacheSpec(8, 64), device="cuda",
-                           seed=808, extra=CacheSpec(5, 2), extra_topk=30, sink=1.0)
-    lengths = torch.randint(0, 101, (num_tokens,), generator=torch.Generator().manual_seed(1))
-    lengths[torch.rand(num_tokens, generator=torch.Generator().manual_seed(2)) < 0.5] = 0
-    problem.kwargs["topk_length"] = lengths.to(torch.int32).cuda()
-    extra_lengths = torch.where(lengths > 0, torch.randint(0, 31, (num_tokens,)), torch.zeros_like(lengths))
-    problem.kwargs["extra_topk_length"] = extra_lengths.to(torch.int32).cuda()
+    problem = persistent_walk_problem(64)
     first = problem.run(head_tiles=4)
     assert_matches_reference(first[0], first[1], *problem.reference())
-    second = problem.run(head_tiles=4)
-    assert torch.equal(first[0].view(torch.int16), second[0].view(torch.int16))
-    assert torch.equal(first[1], second[1])
+    assert_repeatable(first, problem.run(head_tiles=4))

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import torch_ops
-from helpers import (HAS_CUDA, CacheSpec, assert_matches_reference, assert_matches_reference_with_nan,
-                     make_problem)
+from helpers import (HAS_CUDA, CacheSpec, assert_agrees_with_portable_and_repeatable, assert_matches_reference,
+                     assert_matches_reference_with_nan, assert_repeatable, make_problem, persistent_walk_problem)
 
 HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
 
@@ -229,22 +229,7 @@ def test_small_heads_nan_in_cache(heads):
 def test_small_heads_agrees_with_portable_and_is_repeatable(heads):
     problem = make_problem(num_tokens=300, num_heads=heads, topk=512, main=CacheSpec(64, 64, "NHD", 32), device="cuda",
                            seed=77, extra=CacheSpec(8, 256), extra_topk=128, lengths="random", sink=1.0)
-    reference = problem.reference()
-    runs = [problem.run()[:2] for _ in range(3)]
-    with torch_ops.prefill_kernel_override(kernel="portable"):
-        *portable, portable_plan = problem.run()
-    assert portable_plan["kernel"] == "portable"
-    for output, out_lse in runs + [portable]:
-        assert_matches_reference(output, out_lse, *reference)
-    for output, out_lse in runs[1:]:
-        assert torch.equal(output.view(torch.int16), runs[0][0].view(torch.int16))
-        assert torch.equal(out_lse, runs[0][1])
-    # Against each other the two kernels differ by rounding only (summation order, the lazy
-    # softmax reference, a weight rounded the other way): within the contract's own bound.
-    small_out, portable_out = runs[0][0].double(), portable[0].double()
-    distance = (small_out - portable_out).norm(dim=-1) / portable_out.norm(dim=-1).clamp(min=1e-30)
-    assert distance.max().item() <= 1e-2
-    torch.testing.assert_close(runs[0][1], portable[1], rtol=1e-5, atol=1e-4)
+    assert assert_agrees_with_portable_and_repeatable(problem)["kernel"] == "hopper_small"
 
 
 @needs_small_heads
@@ -252,18 +237,9 @@ def test_small_heads_agrees_with_portable_and_is_repeatable(heads):
 def test_small_heads_persistent_grid_crosses_units(heads):
     """More units than SMs, about half of them empty (zero lengths): every persistent CTA walks
     several units, so gathers, Q loads and the K tiles cross unit boundaries."""
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    num_tokens = 3 * num_sms + 5
-    problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=100, main=CacheSpec(8, 64), device="cuda",
-                           seed=808, extra=CacheSpec(5, 2), extra_topk=30, sink=1.0)
-    lengths = torch.randint(0, 101, (num_tokens,), generator=torch.Generator().manual_seed(1))
-    lengths[torch.rand(num_tokens, generator=torch.Generator().manual_seed(2)) < 0.5] = 0
-    problem.kwargs["topk_length"] = lengths.to(torch.int32).cuda()
-    extra_lengths = torch.where(lengths > 0, torch.randint(0, 31, (num_tokens,)), torch.zeros_like(lengths))
-    problem.kwargs["extra_topk_length"] = extra_lengths.to(torch.int32).cuda()
+    problem = persistent_walk_problem(heads)
     first = problem.run()
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert first[2]["kernel"] == "hopper_small" and first[2]["grid_size"] == num_sms
     assert_matches_reference(first[0], first[1], *problem.reference())
-    second = problem.run()
-    assert torch.equal(first[0].view(torch.int16), second[0].view(torch.int16))
-    assert torch.equal(first[1], second[1])
+    assert_repeatable(first, problem.run())
