@@ -15,7 +15,7 @@
 #include "../common/nvfp4_dequant.cuh"
 #include "../common/ptx_primitives.cuh"
 #include "../hopper/sm90_primitives.cuh"
-#include "nvfp4_pair_decode.cuh"
+#include "../hopper/nvfp4_bit_decode.cuh"
 #include "prefill_small_layout.h"
 #include "prefill_small_work.cuh"
 #include "sm90_small_primitives.cuh"
@@ -310,8 +310,8 @@ class ConvertRole {
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
         uint32_t pairs0[4], pairs1[4];
-        e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0);
-        e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1);
+        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0);
+        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1);
         store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1, !kHasRope && slot == 0 && b == 0);
       }
 #pragma unroll

@@ -6,7 +6,7 @@
 
 #include "../common/candidate_lists.cuh"
 #include "../common/prefill_params.h"
-#include "nvfp4_pair_decode.cuh"
+#include "../hopper/nvfp4_bit_decode.cuh"
 #include "prefill_small_layout.h"
 
 namespace cake::cuda::hopper_small {
