@@ -48,18 +48,24 @@ inline bool hopper_small_prefill_serves(long long num_heads, long long head_tile
   return !hopper_prefill_serves(num_heads, head_tiles);
 }
 
-// On a device that runs the Hopper kernels, the 64-head kernel serves its shapes and the
-// small-heads kernel every other call (faster than the portable kernel at every shape measured on
-// the H200, docs/hopper_small_kernel.md); elsewhere, or under the override "portable" or a
-// variant, the portable kernel. The overrides "hopper" and "hopper_small" choose the same way.
+// The kernel of a call in the Hopper family: the 64-head kernel for its shapes, the small-heads
+// kernel for every other call where the device runs it (faster than the portable kernel at every
+// shape measured on the H200, docs/hopper_small_kernel.md), else the portable kernel. The planner
+// (csrc/ops/prefill_plan.cpp) and select_prefill_kernel both ask it.
+inline PrefillKernel hopper_family_kernel(bool runs_small_heads, long long num_heads, long long head_tiles) {
+  if (hopper_prefill_serves(num_heads, head_tiles)) return PrefillKernel::kHopper;
+  return runs_small_heads && hopper_small_prefill_serves(num_heads, head_tiles) ? PrefillKernel::kHopperSmall
+                                                                               : PrefillKernel::kPortable;
+}
+
+// A device's kernel for a call: the Hopper family's on a device that runs the Hopper kernels;
+// elsewhere, or under the override "portable" or a variant, the portable kernel. The overrides
+// "hopper" and "hopper_small" choose the same way.
 inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_block, long long num_heads,
                                            long long head_tiles, const PrefillKernelOverride& knobs) {
   if (!device_runs_hopper_prefill(cc_major, smem_per_block, knobs)) return PrefillKernel::kPortable;
-  if (hopper_prefill_serves(num_heads, head_tiles)) return PrefillKernel::kHopper;
-  return device_runs_hopper_small_prefill(cc_major, smem_per_block, knobs) &&
-                 hopper_small_prefill_serves(num_heads, head_tiles)
-             ? PrefillKernel::kHopperSmall
-             : PrefillKernel::kPortable;
+  return hopper_family_kernel(device_runs_hopper_small_prefill(cc_major, smem_per_block, knobs), num_heads,
+                              head_tiles);
 }
 
 // The fewest chunks the largest split of a decode that splits must hold for the 64-head Hopper

@@ -31,12 +31,8 @@ int64_t table_head_tiles(int64_t num_tokens, int64_t num_heads, const PrefillTar
 }
 
 PrefillKernel kernel_for(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
-  if (target.family == PrefillKernel::kHopper && cuda::hopper_prefill_serves(num_heads, head_tiles)) {
-    return PrefillKernel::kHopper;
-  }
-  if (target.family == PrefillKernel::kHopper && target.hopper_small &&
-      cuda::hopper_small_prefill_serves(num_heads, head_tiles)) {
-    return PrefillKernel::kHopperSmall;
+  if (target.family == PrefillKernel::kHopper) {
+    return cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles);
   }
   return target.family == PrefillKernel::kCpu ? PrefillKernel::kCpu : PrefillKernel::kPortable;
 }
