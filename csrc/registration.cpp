@@ -197,6 +197,10 @@ PYBIND11_MODULE(_C, module) {
       "a plan of num_splits splits whose largest holds chunks_per_block chunks",
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
       pybind11::arg("head_tiles"), pybind11::arg("num_splits"), pybind11::arg("chunks_per_block"));
+  module.def("decode_splits_fit_hopper", &cake::cuda::decode_splits_fit_hopper,
+             "Whether a decode plan of num_splits splits, the largest holding chunks_per_block chunks, gives the "
+             "64-head Hopper kernel enough work a split (one split always does: it is the prefill's choice)",
+             pybind11::arg("num_splits"), pybind11::arg("chunks_per_block"));
   module.attr("HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT") = cake::cuda::kHopperDecodeMinChunksPerSplit;
   // Shared memory per block each Hopper kernel needs (the small-heads one at its largest unit).
   module.attr("HOPPER_PREFILL_SMEM_BYTES") = cake::cuda::HopperPrefillLayout::kSmemBytes;

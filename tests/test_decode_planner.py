@@ -226,6 +226,15 @@ def test_planner_errors():
         scratch_bytes(1, 12, 64)
 
 
+def test_decode_split_work_rule():
+    """The work half of the rule, in every build: a plan that splits needs its largest split to hold
+    HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT chunks for the Hopper kernel; one split always qualifies."""
+    fewest = _C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
+    assert not _C.decode_splits_fit_hopper(16, fewest - 1) and not _C.decode_splits_fit_hopper(2, 1)
+    assert _C.decode_splits_fit_hopper(2, fewest) and _C.decode_splits_fit_hopper(4, 8)
+    assert _C.decode_splits_fit_hopper(1, 1) and _C.decode_splits_fit_hopper(1, 16)
+
+
 def test_split_kernel_needs_two_chunks_a_split():
     """On Hopper a decode that splits runs the 64-head Hopper kernel only when its largest split
     holds at least HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT chunks (one-chunk splits are faster on the

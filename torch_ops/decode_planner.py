@@ -107,10 +107,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
 
     Bad arguments raise ValueError naming the argument.
     """
+    device_name = _device_name(device)
     if num_sms is None:
-        num_sms = _C.device_num_sms(_device_name(device))
+        num_sms = _C.device_num_sms(device_name)
     return _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits,
-                          max_head_tiles=_C.device_max_head_tiles(_device_name(device)))
+                          max_head_tiles=_C.device_max_head_tiles(device_name))
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0,

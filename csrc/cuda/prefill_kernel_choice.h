@@ -77,17 +77,21 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
 // splits: 31 against 34 us; 8 chunks a split: 101 against 162 us).
 constexpr long long kHopperDecodeMinChunksPerSplit = 2;
 
+// Whether a decode plan gives the Hopper kernel enough work a split: one split always (it is the
+// prefill's choice, so its bits are the prefill's), several when the largest holds at least
+// kHopperDecodeMinChunksPerSplit chunks.
+inline bool decode_splits_fit_hopper(long long num_splits, long long most_chunks_per_split) {
+  return num_splits == 1 || most_chunks_per_split >= kHopperDecodeMinChunksPerSplit;
+}
+
 // The decode's split kernel: the 64-head Hopper kernel where it serves the call (its split
-// items), unless the plan splits and its largest split holds fewer than
-// kHopperDecodeMinChunksPerSplit chunks; else the portable kernel's body. One split always takes
-// the prefill's kernel, so its bits are the prefill's. The small-heads kernel has no split form,
-// so the calls it serves in the prefill run the portable body in the decode.
+// items) and the plan fits it; else the portable kernel's body. The small-heads kernel has no
+// split form, so the calls it serves in the prefill run the portable body in the decode.
 inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per_block, long long num_heads,
                                                 long long head_tiles, long long num_splits,
                                                 long long most_chunks_per_split, const PrefillKernelOverride& knobs) {
-  const bool enough_work = num_splits == 1 || most_chunks_per_split >= kHopperDecodeMinChunksPerSplit;
   return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) && hopper_prefill_serves(num_heads, head_tiles) &&
-                 enough_work
+                 decode_splits_fit_hopper(num_splits, most_chunks_per_split)
              ? PrefillKernel::kHopper
              : PrefillKernel::kPortable;
 }
