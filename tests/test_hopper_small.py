@@ -5,6 +5,7 @@ These tests run with no kernel override (the device's own choice). They cover 16
 a unit (and the head counts that take several units a token), masks, both caches, sinks, the
 non-finite rules, empty rows, repeatability and a persistent grid that crosses units; everything
 against the float64 reference. The override "hopper_small" is a synonym of "hopper"."""
+import dataclasses
 import math
 
 import pytest
@@ -112,10 +113,38 @@ def test_small_heads_matches_reference(case):
                            lse_scale=0.75)
     output, out_lse, plan = problem.run()
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    group = 48 if heads % 48 == 0 else (32 if heads % 32 == 0 else 16)
     assert plan["kernel"] == "hopper_small"
-    assert plan["grid_size"] == min(37 * heads // group, num_sms)
+    assert plan["grid_size"] == min(37 * small_call_units_per_token(heads), num_sms)
     assert_matches_reference(output, out_lse, *problem.reference())
+
+
+def small_call_units_per_token(heads):
+    """Per token, what the larger of a small-heads call's grids walks: with H = 80, 96, 112 the
+    64-head kernel's item over heads 0..63 and the small-heads kernel's units over the rest."""
+    wide = heads // 64 * 64 if heads % 64 else 0
+    rest = heads - wide
+    group = 48 if rest % 48 == 0 else (32 if rest % 32 == 0 else 16)
+    return max(wide // 64, rest // group)
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [80, 96, 112])
+def test_leading_64_heads_run_on_the_64_head_kernel(heads):
+    """With H = 80, 96 or 112, heads 0..63 run on the 64-head Hopper kernel: the same bits as a
+    64-head call on those heads' q and sink (which the 64-head kernel runs); the other heads run on
+    the small-heads kernel and meet the contract."""
+    problem = make_problem(num_tokens=150, num_heads=heads, topk=300, main=CacheSpec(12, 64), device="cuda",
+                           seed=70 + heads, extra=CacheSpec(5, 2), extra_topk=40, lengths="random",
+                           extra_lengths="random", sink=1.0)
+    output, out_lse, plan = problem.run()
+    assert plan["kernel"] == "hopper_small"
+    assert_matches_reference(output, out_lse, *problem.reference())
+    leading = dataclasses.replace(problem, q=problem.q[:, :64].contiguous(),
+                                  kwargs=dict(problem.kwargs, attn_sink=problem.kwargs["attn_sink"][:64].contiguous()))
+    leading_out, leading_lse, leading_plan = leading.run()
+    assert leading_plan["kernel"] == "hopper"
+    assert torch.equal(output[:, :64].contiguous().view(torch.int16), leading_out.view(torch.int16))
+    assert torch.equal(out_lse[:, :64].contiguous(), leading_lse)
 
 
 @needs_small_heads

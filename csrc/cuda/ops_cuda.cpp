@@ -83,9 +83,19 @@ void run_prefill_cuda(PrefillArgs& args) {
   const cuda::PrefillParams params = attention_params(args, prefill_items_per_token(args.num_heads, plan.head_tiles));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (plan.kernel == PrefillKernel::kHopperSmall) {
-    // Its own units (a token and 16, 32 or 48 heads): the launcher sets num_head_blocks; the plan's
-    // persistent grid is the CTA bound.
-    cuda::launch_sparse_mla_prefill_hopper_small(params, int(plan.grid_size), stream);
+    // H = 80, 96, 112: heads 0..63 on the 64-head kernel, the rest on the small-heads kernel's
+    // own units (a token and 16, 32 or 48 heads; its launcher sets num_head_blocks). Two
+    // persistent grids, each bounded by the plan's.
+    const int wide_heads = int(cuda::hopper_small_wide_heads(args.num_heads));
+    if (wide_heads > 0) {
+      cuda::DecodeParams wide{};
+      static_cast<cuda::PrefillParams&>(wide) = params;
+      wide.num_head_blocks = wide_heads / cuda::HopperPrefillLayout::kHeads;
+      wide.num_splits = 1;
+      cuda::launch_sparse_mla_attention_hopper(wide, int(plan.grid_size), stream);
+    }
+    cuda::launch_sparse_mla_prefill_hopper_small(cuda::params_from_head(params, wide_heads),
+                                                 int(args.num_heads) - wide_heads, int(plan.grid_size), stream);
     return;
   }
   if (use_hopper) {

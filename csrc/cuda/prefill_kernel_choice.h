@@ -41,6 +41,25 @@ inline bool hopper_prefill_serves(long long num_heads, long long head_tiles) {
   return head_tiles * nvfp4::kHeadsPerTile == HopperPrefillLayout::kHeads && num_heads % HopperPrefillLayout::kHeads == 0;
 }
 
+// In a call the small-heads kernel serves, the leading heads the 64-head kernel runs instead: the
+// largest multiple of 64 below H when H is not one (H = 80, 96, 112: heads 0..63, faster there
+// per head than in units of 16, 32 or 48; docs/hopper_small_kernel.md), else none.
+inline long long hopper_small_wide_heads(long long num_heads) {
+  return num_heads % HopperPrefillLayout::kHeads != 0 ? num_heads / HopperPrefillLayout::kHeads * HopperPrefillLayout::kHeads
+                                                       : 0;
+}
+
+// What each of the two persistent grids of a small-heads call walks per token, the larger of:
+// the 64-head kernel's items over the wide heads, and the small-heads kernel's units (a token and
+// G heads, G the largest of 48, 32, 16 that divides the heads left).
+inline long long hopper_small_units_per_token(long long num_heads) {
+  const long long wide = hopper_small_wide_heads(num_heads);
+  const long long rest = num_heads - wide;
+  const long long units = rest / hopper_small::group_heads_for(rest);
+  const long long items = wide / HopperPrefillLayout::kHeads;
+  return units > items ? units : items;
+}
+
 // The small-heads kernel serves every call the 64-head kernel does not: 16, 32 or 48 heads a unit
 // (prefill_small_layout.h: group_heads_for), several units per token above 48 heads, whatever
 // head_tiles says.

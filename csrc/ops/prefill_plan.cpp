@@ -37,10 +37,11 @@ PrefillKernel kernel_for(const PrefillTarget& target, int64_t num_heads, int64_t
   return target.family == PrefillKernel::kCpu ? PrefillKernel::kCpu : PrefillKernel::kPortable;
 }
 
-// What a kernel's grid walks per token: the work items, except the small-heads kernel's units (a
-// token and 16, 32 or 48 heads, whatever head_tiles says).
+// What a kernel's grid walks per token: the work items, except a small-heads call's (its units
+// of 16, 32 or 48 heads, whatever head_tiles says, and the 64-head kernel's items over its
+// leading heads where H is not a multiple of 64: two grids, the larger counted).
 int64_t grid_units_per_token(PrefillKernel kernel, int64_t num_heads, int64_t head_tiles) {
-  return kernel == PrefillKernel::kHopperSmall ? num_heads / cuda::hopper_small::group_heads_for(num_heads)
+  return kernel == PrefillKernel::kHopperSmall ? cuda::hopper_small_units_per_token(num_heads)
                                                : prefill_items_per_token(num_heads, head_tiles);
 }
 

@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <cstdint>
 
+#include "../../format/nvfp4_format.h"
+
 namespace cake::cuda {
 
 struct CandidateListParams {
@@ -29,5 +31,16 @@ struct PrefillParams {
   float score_scale_log2;   // sm_scale * log2(e): logits in base 2
   float lse_scale;
 };
+
+// The same call seen from head `first_head` on: q, the output, the LSE and the sink start there,
+// and num_heads stays the row stride (a kernel then runs a range of heads given apart).
+inline PrefillParams params_from_head(const PrefillParams& params, int first_head) {
+  PrefillParams shifted = params;
+  shifted.q += int64_t(first_head) * nvfp4::kHeadDim;
+  shifted.output += int64_t(first_head) * nvfp4::kHeadDim;
+  shifted.out_lse += first_head;
+  if (shifted.sink != nullptr) shifted.sink += first_head;
+  return shifted;
+}
 
 }  // namespace cake::cuda

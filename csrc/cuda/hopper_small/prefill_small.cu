@@ -23,10 +23,11 @@ void launch_group(const PrefillParams& params, int max_ctas, cudaStream_t stream
 
 }  // namespace
 
-void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int max_ctas, cudaStream_t stream) {
-  const int group_heads = hopper_small::group_heads_for(params.num_heads);
+void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int num_heads_run, int max_ctas,
+                                            cudaStream_t stream) {
+  const int group_heads = hopper_small::group_heads_for(num_heads_run);
   PrefillParams unit_params = params;
-  unit_params.num_head_blocks = params.num_heads / group_heads;
+  unit_params.num_head_blocks = num_heads_run / group_heads;
   switch (group_heads) {
     case 16:
       launch_group<16>(unit_params, max_ctas, stream);

@@ -9,9 +9,12 @@
 
 namespace cake::cuda {
 
-// Launches min(units, max_ctas) persistent CTAs, a unit being a token and group_heads_for(H)
+// Launches min(units, max_ctas) persistent CTAs over heads 0 .. num_heads_run - 1 of `params`
+// (params.num_heads is the row stride of q, the output and the LSE, and may be larger: the
+// pointers then start at a later head), a unit being a token and group_heads_for(num_heads_run)
 // heads (params.num_head_blocks is ignored: the launcher sets it to the units per token). The
 // caller skips empty launches.
-void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int max_ctas, cudaStream_t stream);
+void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int num_heads_run, int max_ctas,
+                                            cudaStream_t stream);
 
 }  // namespace cake::cuda
