@@ -3,6 +3,7 @@ runs them, against the bf16 matmul measured in the same run.
 
     python benchmarks/bench_decode.py [--rows 128x128x2048 1x64x2048 ...] [--json results.json]
     python benchmarks/bench_decode.py --grid [--json grid.json]   # both ops and the choice
+    python benchmarks/bench_decode.py --grid --splits 1 2 4 8 16   # the decode at forced split counts too
 
 Method and inputs as in bench_prefill.py (its helpers): CUDA events around each call, warm-up
 first, median of --repeats calls, the L2 flushed (a 512 MB memset) before every timed call; a
@@ -16,7 +17,10 @@ allocate_decode_scratch; the prefill its planner's head tiles, and only where it
 and prints which one select_kernel picks and which was faster. --kernels adds, per row, the device
 time of each kernel the decode launches (torch.profiler's CUDA activity; median over min(--repeats,
 20) further calls, each after an L2 flush), so the split kernel and the merge can be told apart;
-the sum is below the event time, which also holds the launch gaps.
+the sum is below the event time, which also holds the launch gaps. --splits N ... times the decode
+of every shape once more at each of these split counts that the shape accepts (from ceil(chunks /
+16) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
+rule (docs/planner.md).
 """
 import argparse
 import collections
@@ -70,8 +74,16 @@ def short_kernel_name(name):
     return name.split("(")[0].split("<")[0].split("::")[-1].split(" ")[-1]
 
 
-def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args):
-    """Times the decode and, where it runs the shape, the prefill; returns the row's dict."""
+def split_range(candidates, max_splits):
+    """The split counts the decode accepts for a list of `candidates`: ceil(chunks / 16) ..
+    min(chunks, max_splits), chunks of 64 candidates."""
+    chunks = (candidates + 63) // 64
+    return range((chunks + 15) // 16, min(chunks, max_splits) + 1)
+
+
+def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None):
+    """Times the decode (at the planner's split count, or at `num_splits`) and, where it runs the
+    shape and the split count is the planner's, the prefill; returns the row's dict."""
     sm_scale = 1 / math.sqrt(512)
     q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
     indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(candidates, dim=1).indices.to(torch.int32)
@@ -85,7 +97,8 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args):
 
     def decode():
         decode_plan.update(torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
-                                                       mid_out=mid_out, mid_lse=mid_lse, max_splits=args.max_splits))
+                                                       mid_out=mid_out, mid_lse=mid_lse, max_splits=args.max_splits,
+                                                       num_splits=num_splits))
 
     seconds = timed_median(decode, args.repeats, args.warmup, flush)
     row = dict(T=num_tokens, H=num_heads, candidates=candidates, head_tiles=decode_plan["head_tiles"],
@@ -94,10 +107,12 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args):
                select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
                    num_tokens=num_tokens, num_heads=num_heads, topk=candidates,
                    num_sms=torch.cuda.get_device_properties(0).multi_processor_count))
+    if num_splits is not None:
+        row["forced"] = True
     if args.kernels:
         row["kernels_us"] = {short_kernel_name(name): us
                              for name, us in kernel_times(decode, min(args.repeats, 20), flush).items()}
-    if torch_ops._C.prefill_serves(num_heads, candidates, 0):
+    if num_splits is None and torch_ops._C.prefill_serves(num_heads, candidates, 0):
         decode_out = output.clone()
         prefill_plan = {}
 
@@ -120,7 +135,8 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args):
 def print_row(row):
     fmt = lambda key, f: (f % row[key]) if key in row else "-"  # noqa: E731
     prefill = f"ht={row['prefill_head_tiles']} {row['prefill_kernel']}" if "prefill_kernel" in row else "-"
-    print(f"| {row['T']} | {row['H']} | {row['candidates']} | ht={row['head_tiles']} s={row['num_splits']} | "
+    plan = f"ht={row['head_tiles']} s={row['num_splits']}" + (" forced" if row.get("forced") else "")
+    print(f"| {row['T']} | {row['H']} | {row['candidates']} | {plan} | "
           f"{row['us']:.1f} | {row['tflops']:.1f} | {row['of_matmul']:.3f} | {row['gathered_gbs']:.0f} | {prefill} | "
           f"{fmt('prefill_us', '%.1f')} | {fmt('prefill_of_matmul', '%.3f')} | {row['select']} | "
           f"{row.get('faster', '-')} |", flush=True)
@@ -140,6 +156,8 @@ def main():
     parser.add_argument("--json", default=None)
     parser.add_argument("--kernels", action="store_true",
                         help="also each kernel's device time per row (torch.profiler)")
+    parser.add_argument("--splits", type=int, nargs="+", default=None, metavar="N",
+                        help="also time the decode of each shape at these split counts (where accepted)")
     args = parser.parse_args()
 
     flush, ceiling, device_name, _, cache = prepare_run()
@@ -155,8 +173,13 @@ def main():
         row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args)
         print_row(row)
         rows.append(row)
+        for forced in sorted(set(args.splits or [])):
+            if forced in split_range(candidates, args.max_splits) and forced != row["num_splits"]:
+                forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced)
+                print_row(forced_row)
+                rows.append(forced_row)
     meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
-                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats,
+                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits,
                 kernel_override=torch_ops.get_prefill_kernel_override())
     if args.json:
         with open(args.json, "w") as f:

@@ -1,9 +1,13 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
-decode benchmark's command line and its kernel names."""
+decode benchmark's command line, its kernel names and its forced split counts."""
 import json
 import pathlib
 import subprocess
 import sys
+
+import pytest
+
+import torch_ops
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -40,3 +44,29 @@ def test_decode_benchmark_kernel_names():
     assert name("void cake::cuda::(anonymous namespace)::decode_merge_kernel(cake::cuda::DecodeParams)") == \
         "decode_merge_kernel"
     assert name("sparse_mla_decode_split_kernel") == "sparse_mla_decode_split_kernel"
+
+
+def test_decode_benchmark_split_range_is_what_the_decode_accepts():
+    """--splits times only the split counts the decode accepts: every count in split_range plans,
+    one below and one above raise."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_decode
+    finally:
+        sys.path.pop(0)
+    for candidates in (1, 64, 100, 512, 1000, 2048, 4096):
+        for max_splits in (1, 4, 16):
+            accepted = bench_decode.split_range(candidates, max_splits)
+            if len(accepted) == 0:  # more than 16 chunks a split would be needed: the op refuses the call
+                with pytest.raises(ValueError):
+                    torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=4, num_heads=64, topk=candidates, num_sms=132, device="cpu",
+                                                         max_splits=max_splits)
+                continue
+            for num_splits in accepted:
+                plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=4, num_heads=64, topk=candidates, num_sms=132, device="cpu",
+                                                            max_splits=max_splits, num_splits=num_splits)
+                assert plan["num_splits"] == num_splits
+            for outside in (accepted[0] - 1, accepted[-1] + 1):
+                with pytest.raises(ValueError, match="num_splits"):
+                    torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=4, num_heads=64, topk=candidates, num_sms=132, device="cpu",
+                                                         max_splits=max_splits, num_splits=outside)
