@@ -60,21 +60,15 @@ inline long long hopper_small_units_per_token(long long num_heads) {
   return units > items ? units : items;
 }
 
-// The small-heads kernel serves every call the 64-head kernel does not: 16, 32 or 48 heads a unit
-// (prefill_small_layout.h: group_heads_for), several units per token above 48 heads, whatever
-// head_tiles says.
-inline bool hopper_small_prefill_serves(long long num_heads, long long head_tiles) {
-  return !hopper_prefill_serves(num_heads, head_tiles);
-}
-
-// The kernel of a call in the Hopper family: the 64-head kernel for its shapes, the small-heads
-// kernel for every other call where the device runs it (faster than the portable kernel at every
-// shape measured on the H200, docs/hopper_small_kernel.md), else the portable kernel. The planner
-// (csrc/ops/prefill_plan.cpp) and select_prefill_kernel both ask it.
+// The kernel of a call in the Hopper family: the 64-head kernel for its shapes; the small-heads
+// kernel for every other call where the device runs it (16, 32 or 48 heads a unit,
+// prefill_small_layout.h: group_heads_for, several units per token above 48 heads, whatever
+// head_tiles says; faster than the portable kernel at every shape measured on the H200,
+// docs/hopper_small_kernel.md); else the portable kernel. The planner (csrc/ops/prefill_plan.cpp)
+// and select_prefill_kernel both ask it.
 inline PrefillKernel hopper_family_kernel(bool runs_small_heads, long long num_heads, long long head_tiles) {
   if (hopper_prefill_serves(num_heads, head_tiles)) return PrefillKernel::kHopper;
-  return runs_small_heads && hopper_small_prefill_serves(num_heads, head_tiles) ? PrefillKernel::kHopperSmall
-                                                                               : PrefillKernel::kPortable;
+  return runs_small_heads ? PrefillKernel::kHopperSmall : PrefillKernel::kPortable;
 }
 
 // A device's kernel for a call: the Hopper family's on a device that runs the Hopper kernels;

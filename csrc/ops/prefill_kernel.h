@@ -33,6 +33,12 @@ inline const char* prefill_kernel_name(PrefillKernel kernel) {
   return "?";
 }
 
+// The Hopper family: the 64-head kernel and the small-heads kernel (persistent grids, the Hopper
+// planner table; as an override or planner argument either name means the family).
+inline bool is_hopper_family(PrefillKernel kernel) {
+  return kernel == PrefillKernel::kHopper || kernel == PrefillKernel::kHopperSmall;
+}
+
 inline std::optional<PrefillKernel> prefill_kernel_from_name(std::string_view name) {
   for (PrefillKernel kernel :
        {PrefillKernel::kCpu, PrefillKernel::kPortable, PrefillKernel::kHopper, PrefillKernel::kHopperSmall}) {

@@ -59,9 +59,8 @@ PrefillKernelOverride make_prefill_kernel_override(const std::optional<std::stri
   PrefillKernelOverride knobs;
   if (kernel.has_value()) {
     const std::optional<PrefillKernel> parsed = prefill_kernel_from_name(*kernel);
-    TORCH_CHECK_VALUE(parsed == PrefillKernel::kHopper || parsed == PrefillKernel::kPortable ||
-                          parsed == PrefillKernel::kHopperSmall,
-                      kernel_source, ": expected 'hopper', 'portable' or 'hopper_small', got '", *kernel, "'");
+    TORCH_CHECK_VALUE(parsed.has_value() && *parsed != PrefillKernel::kCpu, kernel_source,
+                      ": expected 'hopper', 'portable' or 'hopper_small', got '", *kernel, "'");
     knobs.kernel = parsed;
   }
   if (variant.has_value()) {

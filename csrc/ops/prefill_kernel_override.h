@@ -29,7 +29,7 @@ struct PrefillKernelOverride {
   std::optional<PrefillPipeline> variant;
 
   bool forces_portable() const { return kernel == PrefillKernel::kPortable || variant.has_value(); }
-  bool requires_hopper() const { return kernel == PrefillKernel::kHopper || kernel == PrefillKernel::kHopperSmall; }
+  bool requires_hopper() const { return kernel.has_value() && is_hopper_family(*kernel); }
 };
 
 // Validates an override given as values. `kernel` is "hopper", "portable", "hopper_small" (the

@@ -50,8 +50,7 @@ int64_t grid_units_per_token(PrefillKernel kernel, int64_t num_heads, int64_t he
 int64_t grid_size_for(PrefillKernel kernel, int64_t num_tokens, int64_t num_heads, int64_t head_tiles,
                       int64_t num_sms) {
   const int64_t units = num_tokens * grid_units_per_token(kernel, num_heads, head_tiles);
-  const bool persistent = kernel == PrefillKernel::kHopper || kernel == PrefillKernel::kHopperSmall;
-  return persistent ? std::min(units, num_sms) : units;
+  return is_hopper_family(kernel) ? std::min(units, num_sms) : units;
 }
 
 }  // namespace
@@ -68,7 +67,7 @@ std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads) {
 const std::vector<HeadTileThreshold>& prefill_plan_table(PrefillKernel family) {
   static const std::vector<HeadTileThreshold> portable{{2, 50}, {4, 90}};
   static const std::vector<HeadTileThreshold> hopper{{2, 50}, {4, 0}};
-  return family == PrefillKernel::kHopper || family == PrefillKernel::kHopperSmall ? hopper : portable;
+  return is_hopper_family(family) ? hopper : portable;
 }
 
 PrefillPlan plan_prefill(int64_t num_tokens, int64_t num_heads, std::optional<int64_t> head_tiles,

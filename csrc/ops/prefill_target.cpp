@@ -51,7 +51,7 @@ PrefillTarget resolve_prefill_target(const std::optional<std::string>& device, c
                       *kernel, "'");
   }
   // "hopper_small" names the Hopper family, as "hopper" does: the small-heads kernel is part of it.
-  if (family == PrefillKernel::kHopperSmall) family = PrefillKernel::kHopper;
+  if (family.has_value() && is_hopper_family(*family)) family = PrefillKernel::kHopper;
   if (num_sms.has_value()) TORCH_CHECK_VALUE(*num_sms >= 1, "num_sms: expected >= 1, got ", *num_sms);
   PrefillTarget target{};
   if (device.has_value() || !family.has_value()) {
