@@ -11,6 +11,7 @@ import torch_ops
 from torch_ops.reference import sparse_mla_prefill_reference
 
 HAS_CUDA = torch.cuda.is_available()
+HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device"))]
 PREFILL_HEADS = [16, 32, 48, 64, 80, 96, 112, 128]
 VIEWS = ["3d", "HND", "NHD"]
@@ -146,6 +147,15 @@ def make_problem(*, num_tokens, num_heads, topk, main: CacheSpec, device, seed, 
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(512)
     return Problem(q, cache, indices.to(device), sm_scale, kwargs)
+
+
+def case_problem(case: tuple, seed: int, num_tokens: int = 37) -> Problem:
+    """The CUDA problem of a kernel test case (heads, topk, main cache, extra cache, extra topk,
+    lengths, sink): the same lengths draw for both lists, lse_scale 0.75."""
+    heads, topk, main, extra, extra_topk, lengths, sink = case
+    return make_problem(num_tokens=num_tokens, num_heads=heads, topk=topk, main=main, device="cuda", seed=seed,
+                        extra=extra, extra_topk=extra_topk, lengths=lengths, extra_lengths=lengths, sink=sink,
+                        lse_scale=0.75)
 
 
 def assert_matches_reference(output: torch.Tensor, out_lse: torch.Tensor, ref_out: torch.Tensor,

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import torch_ops
+from helpers import HOPPER_SMEM
 from torch_ops import _C
 from torch_ops.decode_planner import decode_plan_for_call, decode_token_limit
 
@@ -240,17 +241,16 @@ def test_split_kernel_needs_two_chunks_a_split():
     holds at least HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT chunks (one-chunk splits are faster on the
     portable body); one split takes the prefill's kernel; the rule never picks Hopper where the
     64-head kernel does not serve the call. Needs an sm_90a build (the choice is the build's)."""
-    hopper_smem = 232448  # H100 / H200 shared memory per block (opt-in)
     fewest = _C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
     assert fewest == 2
-    if _C.prefill_kernel_for(9, hopper_smem, 64, 4) != "hopper":
+    if _C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4) != "hopper":
         pytest.skip("this build has no sm_90a code: every choice is the portable kernel")
     choose = _C.decode_split_kernel_for
     for heads in (64, 128):
-        assert choose(9, hopper_smem, heads, 4, 16, fewest - 1) == "portable"
+        assert choose(9, HOPPER_SMEM, heads, 4, 16, fewest - 1) == "portable"
         for num_splits, chunks in ((2, fewest), (4, 8), (2, 16)):
-            assert choose(9, hopper_smem, heads, 4, num_splits, chunks) == "hopper"
+            assert choose(9, HOPPER_SMEM, heads, 4, num_splits, chunks) == "hopper"
         # One split is the prefill's choice, however few its chunks.
-        assert choose(9, hopper_smem, heads, 4, 1, 1) == "hopper"
-    assert choose(9, hopper_smem, 64, 2, 2, 16) == "portable"
+        assert choose(9, HOPPER_SMEM, heads, 4, 1, 1) == "hopper"
+    assert choose(9, HOPPER_SMEM, 64, 2, 2, 16) == "portable"
     assert choose(8, 166912, 64, 4, 2, 16) == "portable"

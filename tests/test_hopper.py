@@ -9,10 +9,8 @@ import pytest
 import torch
 
 import torch_ops
-from helpers import (HAS_CUDA, CacheSpec, assert_agrees_with_portable_and_repeatable, assert_matches_reference,
-                     assert_repeatable, make_problem, persistent_walk_problem)
-
-HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
+from helpers import (HAS_CUDA, HOPPER_SMEM, CacheSpec, assert_agrees_with_portable_and_repeatable,
+                     assert_matches_reference, assert_repeatable, case_problem, make_problem, persistent_walk_problem)
 
 
 def _device_runs_hopper() -> bool:
@@ -68,10 +66,8 @@ HOPPER_CASES = [
 @needs_hopper
 @pytest.mark.parametrize("case", range(len(HOPPER_CASES)))
 def test_hopper_matches_reference(case):
-    heads, topk, main, extra, extra_topk, lengths, sink = HOPPER_CASES[case]
-    problem = make_problem(num_tokens=37, num_heads=heads, topk=topk, main=main, device="cuda", seed=500 + case,
-                           extra=extra, extra_topk=extra_topk, lengths=lengths, extra_lengths=lengths, sink=sink,
-                           lse_scale=0.75)
+    heads = HOPPER_CASES[case][0]
+    problem = case_problem(HOPPER_CASES[case], seed=500 + case)
     output, out_lse, plan = problem.run(head_tiles=4)
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert plan == {"head_tiles": 4, "num_ctas": 37 * heads // 64, "grid_size": min(37 * heads // 64, num_sms),

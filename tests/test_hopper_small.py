@@ -12,10 +12,9 @@ import pytest
 import torch
 
 import torch_ops
-from helpers import (HAS_CUDA, CacheSpec, assert_agrees_with_portable_and_repeatable, assert_matches_reference,
-                     assert_matches_reference_with_nan, assert_repeatable, make_problem, persistent_walk_problem)
-
-HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
+from helpers import (HAS_CUDA, HOPPER_SMEM, CacheSpec, assert_agrees_with_portable_and_repeatable,
+                     assert_matches_reference, assert_matches_reference_with_nan, assert_repeatable, case_problem,
+                     make_problem, persistent_walk_problem)
 
 
 def _device_runs_small_heads() -> bool:
@@ -107,10 +106,8 @@ SMALL_CASES = [
 @needs_small_heads
 @pytest.mark.parametrize("case", range(len(SMALL_CASES)))
 def test_small_heads_matches_reference(case):
-    heads, topk, main, extra, extra_topk, lengths, sink = SMALL_CASES[case]
-    problem = make_problem(num_tokens=37, num_heads=heads, topk=topk, main=main, device="cuda", seed=900 + case,
-                           extra=extra, extra_topk=extra_topk, lengths=lengths, extra_lengths=lengths, sink=sink,
-                           lse_scale=0.75)
+    heads = SMALL_CASES[case][0]
+    problem = case_problem(SMALL_CASES[case], seed=900 + case)
     output, out_lse, plan = problem.run()
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert plan["kernel"] == "hopper_small"
