@@ -49,7 +49,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
     (num_ctas, or min(num_ctas, SMs) for the Hopper kernel's persistent grid), "kernel": "hopper"
     | "hopper_small" | "portable" | "cpu"}``. On Hopper the 64-head kernel ("hopper") serves
     H % 64 == 0 at head_tiles 4 and the small-heads kernel ("hopper_small") every other call: its
-    persistent grid is min(T * H / G, SMs) with G = 48, 32 or 16, the largest dividing H.
+    persistent grid is min(T * H / G, SMs) with G = 48, 32 or 16, the largest dividing H; with
+    H = 80, 96 or 112 heads 0..63 run on the 64-head kernel and the small-heads kernel takes the
+    rest, two grids of min(T, SMs) CTAs each (docs/contract.md, the plan's keys).
 
     Args:
         num_tokens: T, the query tokens of the call (>= 0).
