@@ -1,0 +1,58 @@
+"""Build hygiene of the sm_90a kernels, checked without a GPU: each translation unit that issues
+wgmma is compiled for sm_90a with ptxas' report on, and the report must not say that the wgmmas
+are serialised.
+
+ptxas serialises wgmma (each one waits for the previous to retire; ptxas info C7520) when it
+cannot prove that the code around them is warp-uniform, or when it lacks the registers to keep
+several in flight. The kernel still computes the right result, only slower (a development branch
+once lost most of its tensor throughput this way), so no numerical test can catch it.
+
+Skipped where no nvcc is found or where it cannot build for sm_90a."""
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WGMMA_SOURCES = ["csrc/cuda/hopper/prefill_hopper.cu", "csrc/cuda/hopper_small/prefill_small.cu"]
+
+
+def _nvcc():
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    path = os.path.join(home, "bin", "nvcc")
+    return path if os.path.exists(path) else shutil.which("nvcc")
+
+
+def _include_flags():
+    torch_dir = os.path.dirname(torch.__file__)
+    dirs = [os.path.join(torch_dir, "include"), os.path.join(torch_dir, "include", "torch", "csrc", "api", "include")]
+    # A pip CUDA build of torch ships the CUDA library headers its own headers include here.
+    dirs += glob.glob(os.path.join(os.path.dirname(torch_dir), "nvidia", "cu*", "include"))
+    return [f"-I{d}" for d in dirs] + [f"-I{os.path.join(ROOT, 'csrc')}"]
+
+
+def _ptxas_report(source, tmp_path):
+    nvcc = _nvcc()
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    cmd = [nvcc, "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
+           "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-DCAKE_WITH_CUDA", "-DCAKE_WITH_SM90A",
+           *_include_flags(), "-cubin", "-o", str(tmp_path / "kernel.cubin"), os.path.join(ROOT, source)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    report = result.stdout + result.stderr
+    if result.returncode != 0 and ("sm_90a" in report and "not defined" in report or "Unsupported gpu" in report):
+        pytest.skip("this nvcc cannot build for sm_90a")
+    assert result.returncode == 0, f"nvcc failed on {source}:\n{report[-4000:]}"
+    return report
+
+
+@pytest.mark.parametrize("source", WGMMA_SOURCES)
+def test_wgmma_not_serialised(source, tmp_path):
+    report = _ptxas_report(source, tmp_path)
+    # The report names each kernel it compiled: an empty image would pass the check below vacuously.
+    assert "Compiling entry function" in report and "Used" in report, report[-2000:]
+    serialised = [line for line in report.splitlines() if "C7520" in line or "are serialized" in line]
+    assert not serialised, "ptxas serialises the wgmmas of " + source + ":\n" + "\n".join(serialised)
