@@ -1,9 +1,11 @@
-// The decode's merge: one warp per (token, head) row. The row's splits are candidates with
-// base-2 logit mid_lse[s] and value mid_out[s]: weights 2^(mid_lse[s] - reference) against the
-// largest partial LSE (decode_merge_reference), summed in split order with the partials, then the
-// softmax end every kernel shares (finalize_softmax: the sink, the non-finite rules), exactly as
-// the CPU merge (csrc/cpu/decode_cpu.cpp) does. A NaN partial makes its weight, and so the row,
-// NaN; a row whose splits are all empty is an empty row.
+// The decode's merge: four warps per (token, head) row, warp w folding dims 128 w .. 128 w + 127
+// (one float4 a lane), so that a small call (T = 1, H = 64: 256 warps) still spreads over the
+// SMs, and each lane keeps kMergeSplitsInFlight splits' loads in flight. The row's splits are
+// candidates with base-2 logit mid_lse[s] and value mid_out[s]: weights 2^(mid_lse[s] -
+// reference) against the largest partial LSE (decode_merge_reference), summed in split order
+// with the partials, then the softmax end every kernel shares (finalize_softmax: the sink, the
+// non-finite rules), exactly as the CPU merge (csrc/cpu/decode_cpu.cpp) does. A NaN partial makes
+// its weight, and so the row, NaN; a row whose splits are all empty is an empty row.
 #include <c10/cuda/CUDAException.h>
 #include <cuda_bf16.h>
 
@@ -15,60 +17,74 @@
 namespace cake::cuda {
 namespace {
 
-constexpr int kMergeWarpsPerBlock = 4;
-// Each lane holds kMergeVectors float4 of the 512 values: lane + 32 k, so each load and store of
-// a warp is one contiguous row segment.
-constexpr int kMergeVectors = nvfp4::kHeadDim / (4 * 32);
+constexpr int kMergeWarpsPerRow = nvfp4::kHeadDim / (4 * 32);  // 128 dims a warp, one float4 a lane
+constexpr int kMergeRowsPerBlock = 2;
+constexpr int kMergeThreads = kMergeRowsPerBlock * kMergeWarpsPerRow * 32;
+// Loads a lane issues before it uses the first of them (each split: its LSE and one float4).
+constexpr int kMergeSplitsInFlight = 8;
 
-__global__ void __launch_bounds__(kMergeWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kMergeThreads)
     sparse_mla_decode_merge_kernel(const __grid_constant__ DecodeParams params) {
   // token * H + head, and the stride between splits: below 2^30 (the op checks T * H).
   const int num_rows = params.num_tokens * params.num_heads;
-  const int row = blockIdx.x * kMergeWarpsPerBlock + threadIdx.x / 32;
+  const int warp = threadIdx.x / 32;
+  const int row = blockIdx.x * kMergeRowsPerBlock + warp / kMergeWarpsPerRow;
+  const int quarter = warp % kMergeWarpsPerRow;  // dims 128 quarter ..
   const int lane = threadIdx.x % 32;
   if (row >= num_rows) return;
   const int token = row / params.num_heads;
   const int head = row % params.num_heads;
+  const int num_splits = params.num_splits;
 
-  float max_lse = -INFINITY;  // fmaxf drops NaN: a NaN partial shows in the weight sum instead
-  for (int s = 0; s < params.num_splits; ++s) max_lse = fmaxf(max_lse, __ldg(params.mid_lse + int64_t(s) * num_rows + row));
+  // The largest partial LSE: lanes take splits lane, lane + 32, ...; the max does not depend on
+  // the order (fmaxf drops NaN: a NaN partial shows in the weight sum instead).
+  float max_lse = -INFINITY;
+  for (int s = lane; s < num_splits; s += 32) max_lse = fmaxf(max_lse, __ldg(params.mid_lse + int64_t(s) * num_rows + row));
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
   const float reference = decode_merge_reference(max_lse);
 
-  float4 acc[kMergeVectors];
-#pragma unroll
-  for (int k = 0; k < kMergeVectors; ++k) acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float weight_sum = 0.0f;
-  for (int s = 0; s < params.num_splits; ++s) {
-    const int64_t split_row = int64_t(s) * num_rows + row;
-    const float weight = exp2f(__ldg(params.mid_lse + split_row) - reference);
-    const float4* partial = reinterpret_cast<const float4*>(params.mid_out + split_row * nvfp4::kHeadDim);
-    weight_sum += weight;
+  const float4* partials = reinterpret_cast<const float4*>(params.mid_out) + quarter * 32 + lane;
+  const int64_t split_stride = int64_t(num_rows) * (nvfp4::kHeadDim / 4);  // float4s between splits
+  for (int s0 = 0; s0 < num_splits; s0 += kMergeSplitsInFlight) {
+    float lse[kMergeSplitsInFlight];
+    float4 value[kMergeSplitsInFlight];
 #pragma unroll
-    for (int k = 0; k < kMergeVectors; ++k) {
-      const float4 value = __ldg(partial + lane + 32 * k);
-      acc[k].x += weight * value.x, acc[k].y += weight * value.y;
-      acc[k].z += weight * value.z, acc[k].w += weight * value.w;
+    for (int j = 0; j < kMergeSplitsInFlight; ++j) {
+      if (s0 + j < num_splits) {
+        const int64_t split_row = int64_t(s0 + j) * num_rows + row;
+        lse[j] = __ldg(params.mid_lse + split_row);
+        value[j] = __ldg(partials + (s0 + j) * split_stride + int64_t(row) * (nvfp4::kHeadDim / 4));
+      }
+    }
+    // In split order, as the CPU merge adds them.
+#pragma unroll
+    for (int j = 0; j < kMergeSplitsInFlight; ++j) {
+      if (s0 + j < num_splits) {
+        const float weight = exp2f(lse[j] - reference);
+        weight_sum += weight;
+        acc.x += weight * value[j].x, acc.y += weight * value[j].y;
+        acc.z += weight * value[j].z, acc.w += weight * value[j].w;
+      }
     }
   }
 
   const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * kLog2e : 0.0f;
   const SoftmaxFinal final_row = finalize_softmax(max_lse, weight_sum, params.sink != nullptr, sink2);
-  __nv_bfloat16* out_row = output_row(params, token, head);
-#pragma unroll
-  for (int k = 0; k < kMergeVectors; ++k) {
-    uint32_t* out = reinterpret_cast<uint32_t*>(out_row + 4 * (lane + 32 * k));
-    out[0] = pack_bf16x2(acc[k].x * final_row.out_scale, acc[k].y * final_row.out_scale);
-    out[1] = pack_bf16x2(acc[k].z * final_row.out_scale, acc[k].w * final_row.out_scale);
-  }
-  if (lane == 0) store_lse(params, token, head, final_row.lse2);
+  uint32_t* out = reinterpret_cast<uint32_t*>(output_row(params, token, head) + 4 * (quarter * 32 + lane));
+  out[0] = pack_bf16x2(acc.x * final_row.out_scale, acc.y * final_row.out_scale);
+  out[1] = pack_bf16x2(acc.z * final_row.out_scale, acc.w * final_row.out_scale);
+  if (quarter == 0 && lane == 0) store_lse(params, token, head, final_row.lse2);
 }
 
 }  // namespace
 
 void launch_sparse_mla_decode_merge(const DecodeParams& params, cudaStream_t stream) {
   const int64_t num_rows = int64_t(params.num_tokens) * params.num_heads;
-  const unsigned num_blocks = unsigned((num_rows + kMergeWarpsPerBlock - 1) / kMergeWarpsPerBlock);
-  sparse_mla_decode_merge_kernel<<<num_blocks, kMergeWarpsPerBlock * 32, 0, stream>>>(params);
+  const unsigned num_blocks = unsigned((num_rows + kMergeRowsPerBlock - 1) / kMergeRowsPerBlock);
+  sparse_mla_decode_merge_kernel<<<num_blocks, kMergeThreads, 0, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
