@@ -35,6 +35,9 @@ __global__ void __launch_bounds__(kMergeThreads)
   const int token = row / params.num_heads;
   const int head = row % params.num_heads;
   const int num_splits = params.num_splits;
+  // Launched while the split kernel may still run (programmatic dependent launch): nothing it
+  // writes is read before this.
+  wait_for_prerequisite_grids();
 
   // The largest partial LSE: lanes take splits lane, lane + 32, ...; the max does not depend on
   // the order (fmaxf drops NaN: a NaN partial shows in the weight sum instead).
@@ -81,11 +84,21 @@ __global__ void __launch_bounds__(kMergeThreads)
 
 }  // namespace
 
-void launch_sparse_mla_decode_merge(const DecodeParams& params, cudaStream_t stream) {
+void launch_sparse_mla_decode_merge(const DecodeParams& params, bool early_launch, cudaStream_t stream) {
   const int64_t num_rows = int64_t(params.num_tokens) * params.num_heads;
-  const unsigned num_blocks = unsigned((num_rows + kMergeRowsPerBlock - 1) / kMergeRowsPerBlock);
-  sparse_mla_decode_merge_kernel<<<num_blocks, kMergeThreads, 0, stream>>>(params);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned((num_rows + kMergeRowsPerBlock - 1) / kMergeRowsPerBlock));
+  config.blockDim = dim3(kMergeThreads);
+  config.stream = stream;
+  // Programmatic dependent launch: the merge's CTAs start as soon as every split CTA has started
+  // (launch_dependent_grids) and wait in the kernel for the split grid's end, so the launch gap
+  // between the two kernels is hidden. Also in a captured CUDA graph (a programmatic edge).
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = early_launch ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, sparse_mla_decode_merge_kernel, params));
 }
 
 }  // namespace cake::cuda

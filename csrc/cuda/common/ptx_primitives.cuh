@@ -76,4 +76,20 @@ __device__ __forceinline__ float fast_exp2_ftz(float x) {
   return y;
 }
 
+// Programmatic dependent launch (sm_90+; nothing on older GPUs, where the launch does not ask for
+// it). A kernel that another one follows with the programmatic-serialisation attribute calls
+// launch_dependent_grids() to let that grid start early; the dependent grid calls
+// wait_for_prerequisite_grids() before it reads anything the first one wrote: it returns once the
+// first grid has finished and its writes are visible (at once for a launch without the attribute).
+__device__ __forceinline__ void launch_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisite_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 }  // namespace cake::cuda

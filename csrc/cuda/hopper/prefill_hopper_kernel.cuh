@@ -30,6 +30,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(1024) uint8_t smem_bytes[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  if constexpr (kSplitItems) launch_dependent_grids();  // the decode's merge waits for this grid's end
   if (threadIdx.x == 0) {
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     mbarrier_init(smem_address(&smem.q_full), kDequantThreads);    // one cp.async arrival per thread

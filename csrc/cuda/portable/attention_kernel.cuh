@@ -355,6 +355,7 @@ __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile,
 template <int kHeadTiles, int kStages, int kKTiles>
 __global__ void __launch_bounds__(kHeadTiles * PrefillTile::kThreadsPerHeadTile, kHeadTiles == 4 ? 1 : 2)
     sparse_mla_decode_split_kernel(const __grid_constant__ DecodeParams params) {
+  launch_dependent_grids();  // the merge may start its CTAs now; they wait for this grid's end
   portable_attention<kHeadTiles, kStages, kKTiles, /*kSplitK=*/true>(params);
 }
 
