@@ -1,6 +1,7 @@
 // The decode's merge: four warps per (token, head) row, warp w folding dims 128 w .. 128 w + 127
-// (one float4 a lane), so that a small call (T = 1, H = 64: 256 warps) still spreads over the
-// SMs, and each lane keeps kMergeSplitsInFlight splits' loads in flight. The row's splits are
+// (one float4 a lane), a CTA a row, so that a small call spreads over more SMs (T = 1, H = 64:
+// 64 CTAs, where one warp a row gave 16), and each lane keeps kMergeSplitsInFlight splits' loads
+// in flight. The row's splits are
 // candidates with base-2 logit mid_lse[s] and value mid_out[s]: weights 2^(mid_lse[s] -
 // reference) against the largest partial LSE (decode_merge_reference), summed in split order
 // with the partials, then the softmax end every kernel shares (finalize_softmax: the sink, the
@@ -18,7 +19,7 @@ namespace cake::cuda {
 namespace {
 
 constexpr int kMergeWarpsPerRow = nvfp4::kHeadDim / (4 * 32);  // 128 dims a warp, one float4 a lane
-constexpr int kMergeRowsPerBlock = 2;
+constexpr int kMergeRowsPerBlock = 1;
 constexpr int kMergeThreads = kMergeRowsPerBlock * kMergeWarpsPerRow * 32;
 // Loads a lane issues before it uses the first of them (each split: its LSE and one float4).
 constexpr int kMergeSplitsInFlight = 8;
@@ -82,22 +83,40 @@ __global__ void __launch_bounds__(kMergeThreads)
   if (quarter == 0 && lane == 0) store_lse(params, token, head, final_row.lse2);
 }
 
+// Whether the merge's image on the current device has the programmatic-launch wait (built for
+// sm_90 or later): only then may it be launched before the split kernel ends. Asked once per
+// device (the image does not change while the process runs).
+bool merge_waits_for_split_grid() {
+  constexpr int kMaxDevices = 64;
+  static int answer[kMaxDevices];  // 0: not asked yet, 1: no, 2: yes
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= kMaxDevices) return false;
+  if (answer[device] == 0) {
+    cudaFuncAttributes attributes;
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sparse_mla_decode_merge_kernel));
+    answer[device] = attributes.binaryVersion >= 90 ? 2 : 1;
+  }
+  return answer[device] == 2;
+}
+
 }  // namespace
 
-void launch_sparse_mla_decode_merge(const DecodeParams& params, bool early_launch, cudaStream_t stream) {
+void launch_sparse_mla_decode_merge(const DecodeParams& params, cudaStream_t stream) {
   const int64_t num_rows = int64_t(params.num_tokens) * params.num_heads;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(unsigned((num_rows + kMergeRowsPerBlock - 1) / kMergeRowsPerBlock));
   config.blockDim = dim3(kMergeThreads);
   config.stream = stream;
-  // Programmatic dependent launch: the merge's CTAs start as soon as every split CTA has started
-  // (launch_dependent_grids) and wait in the kernel for the split grid's end, so the launch gap
-  // between the two kernels is hidden. Also in a captured CUDA graph (a programmatic edge).
+  // Programmatic dependent launch: the merge's CTAs may be scheduled once every split CTA has run
+  // launch_dependent_grids (or exited), and they wait in the kernel for the split grid's end, so
+  // the launch gap between the two kernels can be hidden; stream capture records it as a
+  // programmatic edge of the graph.
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
-  config.numAttrs = early_launch ? 1 : 0;
+  config.numAttrs = merge_waits_for_split_grid() ? 1 : 0;
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, sparse_mla_decode_merge_kernel, params));
 }
 

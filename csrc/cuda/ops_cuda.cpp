@@ -157,7 +157,7 @@ void run_decode_cuda(DecodeArgs& args) {
     TORCH_CHECK_VALUE(cuda::launch_sparse_mla_decode_split(variant, params, stream), "head_tiles: no decode kernel "
                       "instance for ", plan.head_tiles);
   }
-  if (plan.num_splits > 1) cuda::launch_sparse_mla_decode_merge(params, /*early_launch=*/props->major >= 9, stream);
+  if (plan.num_splits > 1) cuda::launch_sparse_mla_decode_merge(params, stream);
 }
 
 void nvfp4_pack_cache_cuda_op(const at::Tensor& latent_kv, const at::Tensor& cache) {
