@@ -20,7 +20,9 @@ time of each kernel the decode launches (torch.profiler's CUDA activity; median 
 the sum is below the event time, which also holds the launch gaps. --splits N ... times the decode
 of every shape once more at each of these split counts that the shape accepts (from ceil(chunks /
 16) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
-rule (docs/planner.md).
+rule (docs/planner.md). --graph adds, per row, the decode captured once in a CUDA graph and timed as
+replays (same flush, warm-up and median), as a serving loop that captures its decode step runs it:
+no Python or launch overhead between the kernels beyond what the graph keeps.
 """
 import argparse
 import collections
@@ -68,6 +70,21 @@ def kernel_times(fn, repeats, flush):
     return {name: statistics.median(totals.get(name, 0.0) for totals in per_call) for name in names}
 
 
+def graph_replay(fn):
+    """`fn` captured in a CUDA graph (one warm-up call on a side stream first, as torch.cuda.graph
+    asks); returns the graph's replay, which relaunches the captured kernels with their launch
+    attributes (the decode's programmatic dependent launch of the merge included)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def short_kernel_name(name):
     """The function name of a kernel's demangled signature, without namespaces and arguments."""
     name = name.replace("(anonymous namespace)::", "")
@@ -112,6 +129,8 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
     if args.kernels:
         row["kernels_us"] = {short_kernel_name(name): us
                              for name, us in kernel_times(decode, min(args.repeats, 20), flush).items()}
+    if args.graph:
+        row["graph_us"] = timed_median(graph_replay(decode), args.repeats, args.warmup, flush) * 1e6
     if num_splits is None and torch_ops._C.prefill_serves(num_heads, candidates, 0):
         decode_out = output.clone()
         prefill_plan = {}
@@ -140,6 +159,8 @@ def print_row(row):
           f"{row['us']:.1f} | {row['tflops']:.1f} | {row['of_matmul']:.3f} | {row['gathered_gbs']:.0f} | {prefill} | "
           f"{fmt('prefill_us', '%.1f')} | {fmt('prefill_of_matmul', '%.3f')} | {row['select']} | "
           f"{row.get('faster', '-')} |", flush=True)
+    if "graph_us" in row:
+        print(f"|   | CUDA graph replay: {row['graph_us']:.1f} us |", flush=True)
     if "kernels_us" in row:
         print("|   | kernels: " + ", ".join(f"{name} {us:.1f} us" for name, us in row["kernels_us"].items()) + " |",
               flush=True)
@@ -156,6 +177,8 @@ def main():
     parser.add_argument("--json", default=None)
     parser.add_argument("--kernels", action="store_true",
                         help="also each kernel's device time per row (torch.profiler)")
+    parser.add_argument("--graph", action="store_true",
+                        help="also each row's decode as a CUDA graph replay (as a serving loop runs it)")
     parser.add_argument("--splits", type=int, nargs="+", default=None, metavar="N",
                         help="also time the decode of each shape at these split counts (where accepted)")
     args = parser.parse_args()
@@ -179,7 +202,7 @@ def main():
                 print_row(forced_row)
                 rows.append(forced_row)
     meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
-                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits,
+                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits, graph=args.graph,
                 kernel_override=torch_ops.get_prefill_kernel_override())
     if args.json:
         with open(args.json, "w") as f:

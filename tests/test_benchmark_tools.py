@@ -1,11 +1,13 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
-decode benchmark's command line, its kernel names and its forced split counts."""
+decode benchmark's command line, its kernel names and its forced split counts; on a GPU, the
+decode benchmark's CUDA-graph replay."""
 import json
 import pathlib
 import subprocess
 import sys
 
 import pytest
+import torch
 
 import torch_ops
 
@@ -70,3 +72,39 @@ def test_decode_benchmark_split_range_is_what_the_decode_accepts():
                 with pytest.raises(ValueError, match="num_splits"):
                     torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=4, num_heads=64, topk=candidates, num_sms=132, device="cpu",
                                                          max_splits=max_splits, num_splits=outside)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_decode_benchmark_graph_replay_reruns_the_decode():
+    """--graph: the replay reruns the captured decode on the inputs as they are at replay time (the
+    output is poisoned with NaN before each replay and matches an eager call after it)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_decode
+    finally:
+        sys.path.pop(0)
+    from helpers import CacheSpec, make_problem
+    problem = make_problem(num_tokens=2, num_heads=64, topk=700, main=CacheSpec(40, 64, "HND", 16), device="cuda",
+                           seed=5, sink=1.0)
+    output = torch.empty(2, 64, 512, device="cuda", dtype=torch.bfloat16)
+    out_lse = torch.empty(2, 64, device="cuda")
+    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(2, 64, 700, max_splits=16,
+                                                                                         device="cuda")
+
+    def decode():
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
+            problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale, mid_out=mid_out,
+            mid_lse=mid_lse, max_splits=16, num_splits=4, **problem.kwargs)
+
+    replay = bench_decode.graph_replay(decode)
+    decode()
+    expected_out, expected_lse = output.clone(), out_lse.clone()
+    problem.q.mul_(0.5)  # the replay reads q as it is now
+    decode()
+    halved_out, halved_lse = output.clone(), out_lse.clone()
+    assert not torch.equal(halved_out, expected_out)
+    output.fill_(float("nan"))
+    out_lse.fill_(float("nan"))
+    replay()
+    torch.cuda.synchronize()
+    assert torch.equal(output.view(torch.int16), halved_out.view(torch.int16)) and torch.equal(out_lse, halved_lse)

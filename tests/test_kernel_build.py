@@ -7,7 +7,8 @@ cannot prove that the code around them is warp-uniform, or when it lacks the reg
 several in flight. The kernel still computes the right result, only slower (a development branch
 once lost most of its tensor throughput this way), so no numerical test can catch it.
 
-Skipped where no nvcc is found or where it cannot build for sm_90a."""
+Skipped where no nvcc is found, where torch is a CPU-only build, or where nvcc cannot build for
+sm_90a."""
 import glob
 import os
 import shutil
@@ -38,6 +39,8 @@ def _ptxas_report(source, tmp_path):
     nvcc = _nvcc()
     if nvcc is None:
         pytest.skip("no nvcc")
+    if torch.version.cuda is None:
+        pytest.skip("a CPU-only torch build has no CUDA headers to compile against")
     cmd = [nvcc, "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
            "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-DCAKE_WITH_CUDA", "-DCAKE_WITH_SM90A",
            *_include_flags(), "-cubin", "-o", str(tmp_path / "kernel.cubin"), os.path.join(ROOT, source)]
