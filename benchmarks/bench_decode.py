@@ -70,10 +70,9 @@ def kernel_times(fn, repeats, flush):
     return {name: statistics.median(totals.get(name, 0.0) for totals in per_call) for name in names}
 
 
-def graph_replay(fn):
-    """`fn` captured in a CUDA graph (one warm-up call on a side stream first, as torch.cuda.graph
-    asks); returns the graph's replay, which relaunches the captured kernels with their launch
-    attributes (the decode's programmatic dependent launch of the merge included)."""
+def capture_graph(fn):
+    """`fn` captured in a CUDA graph, after one warm-up call on a side stream (as torch.cuda.graph
+    asks); its replay relaunches the captured kernels with their launch attributes."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -82,7 +81,7 @@ def graph_replay(fn):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph.replay
+    return graph
 
 
 def short_kernel_name(name):
@@ -130,7 +129,7 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
         row["kernels_us"] = {short_kernel_name(name): us
                              for name, us in kernel_times(decode, min(args.repeats, 20), flush).items()}
     if args.graph:
-        row["graph_us"] = timed_median(graph_replay(decode), args.repeats, args.warmup, flush) * 1e6
+        row["graph_us"] = timed_median(capture_graph(decode).replay, args.repeats, args.warmup, flush) * 1e6
     if num_splits is None and torch_ops._C.prefill_serves(num_heads, candidates, 0):
         decode_out = output.clone()
         prefill_plan = {}

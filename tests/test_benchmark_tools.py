@@ -14,6 +14,16 @@ import torch_ops
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def import_bench_decode():
+    """benchmarks/bench_decode.py as a module (it imports bench_prefill from its own folder)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_decode
+    finally:
+        sys.path.pop(0)
+    return bench_decode
+
+
 def test_plot_from_recorded_json(tmp_path):
     recorded = ROOT / "docs" / "data" / "bench_h200_7baff22.json"
     rows = json.loads(recorded.read_text())["rows"]
@@ -35,11 +45,7 @@ def test_decode_benchmark_command_line():
 def test_decode_benchmark_kernel_names():
     """--kernels names each kernel by its function, without namespaces, template arguments or
     parameters (an anonymous namespace included)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_decode
-    finally:
-        sys.path.pop(0)
+    bench_decode = import_bench_decode()
     name = bench_decode.short_kernel_name
     assert name("void cake::cuda::hopper::sparse_mla_attention_hopper_kernel<true>(cake::cuda::DecodeParams)") == \
         "sparse_mla_attention_hopper_kernel"
@@ -51,11 +57,7 @@ def test_decode_benchmark_kernel_names():
 def test_decode_benchmark_split_range_is_what_the_decode_accepts():
     """--splits times only the split counts the decode accepts: every count in split_range plans,
     one below and one above raise."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_decode
-    finally:
-        sys.path.pop(0)
+    bench_decode = import_bench_decode()
     for candidates in (1, 64, 100, 512, 1000, 2048, 4096):
         for max_splits in (1, 4, 16):
             accepted = bench_decode.split_range(candidates, max_splits)
@@ -75,36 +77,20 @@ def test_decode_benchmark_split_range_is_what_the_decode_accepts():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_decode_benchmark_graph_replay_reruns_the_decode():
-    """--graph: the replay reruns the captured decode on the inputs as they are at replay time (the
-    output is poisoned with NaN before each replay and matches an eager call after it)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_decode
-    finally:
-        sys.path.pop(0)
-    from helpers import CacheSpec, make_problem
-    problem = make_problem(num_tokens=2, num_heads=64, topk=700, main=CacheSpec(40, 64, "HND", 16), device="cuda",
-                           seed=5, sink=1.0)
-    output = torch.empty(2, 64, 512, device="cuda", dtype=torch.bfloat16)
-    out_lse = torch.empty(2, 64, device="cuda")
-    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(2, 64, 700, max_splits=16,
+def test_decode_benchmark_graph_replays_the_decode():
+    """--graph times replays of the graph capture_graph makes: they rerun the split kernel and the
+    merge on the inputs as they are at replay time (changed in place) and repeat bit for bit."""
+    bench_decode = import_bench_decode()
+    from helpers import assert_replays_follow_inplace_changes
+    from test_decode_cuda import graph_problem
+    problem = graph_problem(1)
+    output = torch.empty(3, 64, 512, device="cuda", dtype=torch.bfloat16)
+    out_lse = torch.empty(3, 64, device="cuda")
+    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(3, 64, 800, 100,
                                                                                          device="cuda")
 
-    def decode():
-        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
-            problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale, mid_out=mid_out,
-            mid_lse=mid_lse, max_splits=16, num_splits=4, **problem.kwargs)
+    def decode():  # 6 splits: the split kernel and the merge both run
+        torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale,
+                                    mid_out=mid_out, mid_lse=mid_lse, num_splits=6, **problem.kwargs)
 
-    replay = bench_decode.graph_replay(decode)
-    decode()
-    expected_out, expected_lse = output.clone(), out_lse.clone()
-    problem.q.mul_(0.5)  # the replay reads q as it is now
-    decode()
-    halved_out, halved_lse = output.clone(), out_lse.clone()
-    assert not torch.equal(halved_out, expected_out)
-    output.fill_(float("nan"))
-    out_lse.fill_(float("nan"))
-    replay()
-    torch.cuda.synchronize()
-    assert torch.equal(output.view(torch.int16), halved_out.view(torch.int16)) and torch.equal(out_lse, halved_lse)
+    assert_replays_follow_inplace_changes(bench_decode.capture_graph(decode), problem, graph_problem, output, out_lse)
