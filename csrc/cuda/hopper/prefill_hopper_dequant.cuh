@@ -95,8 +95,8 @@ class DequantRole {
 
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.block_empty[parity]), ((gblock >> 1) - 1) & 1);
       trace_event(2 + warpgroup_, 1, gblock);
-      const uint32_t slot = smem_address(smem_.k[2 * parity + warpgroup_]);
-      if (part_ == 0) smem_.valid[parity][warpgroup_ * kSlotRows + row_] = source.valid;
+      const uint32_t slot = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
+      if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
       copy_rope(slot, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.block_full[parity]));
       cp_async_commit();
@@ -156,7 +156,7 @@ class DequantRole {
     if (cursor.item >= num_items_) return -1;
     const WorkItem<kSplitItems>& w = cursor.w;
     const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
-    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kSlotRows + row_;
+    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kHalfRows + row_;
     if (position >= w.length(cursor.block)) return -1;
     return __ldg(list.indices + int64_t(w.token) * list.width + position);
   }
@@ -191,7 +191,7 @@ class DequantRole {
 #pragma unroll
     for (int k = 0; k < kRopeChunksPerPart; ++k) {
       const int chunk = kRopeChunksPerPart * part_ + k;
-      cp_async_16(slot + swizzled_chunk_offset<kSlotColumnBlockBytes>(row_, kRopeFirstChunk + chunk),
+      cp_async_16(slot + swizzled_chunk_offset<kKColumnBlockBytes>(row_, kRopeFirstChunk + chunk),
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
   }
@@ -218,7 +218,7 @@ class DequantRole {
   __device__ __forceinline__ void convert_word(uint32_t slot, uint32_t word, uint32_t scale_bf16x2, int chunk) {
     uint32_t out[4];
     e2m1x8_to_bf16x8(word, scale_bf16x2, out);
-    sm90::st_shared_16(slot + swizzled_chunk_offset<kSlotColumnBlockBytes>(row_, chunk), out[0], out[1], out[2],
+    sm90::st_shared_16(slot + swizzled_chunk_offset<kKColumnBlockBytes>(row_, chunk), out[0], out[1], out[2],
                        out[3]);
   }
 
