@@ -72,7 +72,9 @@ class ConsumerRole {
         finish_item(w);
         continue;
       }
+#ifndef CAKE_HOPPER_CONSUMERS_ALONE
       mbarrier_wait(smem_address(&smem_.q_full), q_items & 1);
+#endif
       fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
       for (int block = 0; block < w.num_blocks; block += 2, gblock += 2) {
         const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < w.num_blocks,
@@ -216,7 +218,9 @@ class ConsumerRole {
   // Waits until the block of this parity is written; its tile is then read by wgmma (the async
   // proxy) although other threads wrote it with ordinary stores.
   __device__ __forceinline__ void wait_block(int parity, int phase) {
+#ifndef CAKE_HOPPER_CONSUMERS_ALONE
     sm90::mbarrier_wait(smem_address(&smem_.block_full[parity]), phase);
+#endif
     sm90::fence_proxy_async();
   }
 

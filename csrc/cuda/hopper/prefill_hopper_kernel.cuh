@@ -44,6 +44,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (warpgroup >= kConsumers) {
     release_registers<kDequantRegisters>();
+#ifdef CAKE_HOPPER_CONSUMERS_ALONE  // development timing only: wrong results
+    return;
+#endif
     DequantRole<kSplitItems>(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
   } else {
     claim_registers<kConsumerRegisters>();
