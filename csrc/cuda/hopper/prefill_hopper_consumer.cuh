@@ -111,13 +111,14 @@ class ConsumerRole {
   }
 
   // The leader: S and the softmax of the pair's first block, then O += its weights V (from
-  // registers), then, once the follower handed over, O += the second block's weights V.
+  // registers), then, once the follower handed over, O += the second block's weights V. It reads
+  // the first block's high dims only in QK^T and the second block's only never.
   __device__ __forceinline__ void leader_pair(const PairBlocks& pair) {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
-    wait_block(first, pair.first_phase);
     float s_acc[32];
-    compute_scores(s_acc, first);
+    compute_scores(s_acc, first, pair.first_phase);
+    release_half(first, kHighDims);
     if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
     BlockWeights weights;
     float moved_by[2];
@@ -127,8 +128,9 @@ class ConsumerRole {
     consumer_barrier_arrive<kWeightsReady + 0>();
     accumulate_own(weights, first);
     if (pair.has_second) {
-      wait_block(second, pair.first_phase ^ first);  // the second block's phase: one more on parity 1 -> 0
+      wait_half(second, kLowDims, pair.first_phase ^ first);  // the second block's phase: one more on parity 1 -> 0
       consumer_barrier<kWeightsReady + 1>();
+      release_half(second, kHighDims);
       // The follower's block may have moved the reference once more.
       float rescale[2];
 #pragma unroll
@@ -146,40 +148,43 @@ class ConsumerRole {
       accumulate_other(1, second);
       wgmma_wait<1>();  // the own block's PV retired
       pin_registers(weights);
-      mbarrier_arrive(smem_address(&smem_.block_empty[first]));
+      release_half(first, kLowDims);
       wgmma_wait<0>();
       pin_registers(o_acc_);
-      mbarrier_arrive(smem_address(&smem_.block_empty[second]));
+      release_half(second, kLowDims);
     } else {
       wgmma_wait<0>();
       pin_registers(o_acc_);
       pin_registers(weights);
-      mbarrier_arrive(smem_address(&smem_.block_empty[first]));
+      release_half(first, kLowDims);
     }
   }
 
   // The follower: S of the pair's second block (while the leader runs its softmax), its softmax
   // once the leader handed over its reference, then O += the leader's weights V (P tile) and
-  // O += its own weights V (registers).
+  // O += its own weights V (registers). It reads the second block's low dims only in QK^T and
+  // the first block's never.
   __device__ __forceinline__ void follower_pair(const PairBlocks& pair) {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
       if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
-      wait_block(first, pair.first_phase);
+      wait_half(first, kHighDims, pair.first_phase);
       take_leader_reference();
+      release_half(first, kLowDims);
       accumulate_other(0, first);
       wgmma_wait<0>();
       pin_registers(o_acc_);
-      mbarrier_arrive(smem_address(&smem_.block_empty[first]));
+      release_half(first, kHighDims);
       return;
     }
-    wait_block(second, pair.first_phase ^ first);
     float s_acc[32];
-    compute_scores(s_acc, second);
+    compute_scores(s_acc, second, pair.first_phase ^ first);
+    release_half(second, kLowDims);
     if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
-    wait_block(first, pair.first_phase);
+    wait_half(first, kHighDims, pair.first_phase);
     take_leader_reference();
+    release_half(first, kLowDims);
     // The softmax before any MMA is in flight on O: S, the weights and O never live together
     // with an MMA's operands.
     BlockWeights weights;
@@ -190,14 +195,14 @@ class ConsumerRole {
     // The leader rewrites p[0] after this hand-over: the read of p[0] retires first.
     wgmma_wait<0>();
     pin_registers(o_acc_);
-    mbarrier_arrive(smem_address(&smem_.block_empty[first]));
+    release_half(first, kHighDims);
     consumer_barrier_arrive<kWeightsReady + 1>();
     rescale_o_if_moved(moved_by);
     accumulate_own(weights, second);
     wgmma_wait<0>();
     pin_registers(o_acc_);
     pin_registers(weights);
-    mbarrier_arrive(smem_address(&smem_.block_empty[second]));
+    release_half(second, kHighDims);
   }
 
   // The follower: waits for the leader's hand-over and moves its reference, sums and O to the
@@ -215,26 +220,37 @@ class ConsumerRole {
     rescale_o_if_moved(rescale);
   }
 
-  // Waits until the block of this parity is written; its tile is then read by wgmma (the async
-  // proxy) although other threads wrote it with ordinary stores.
-  __device__ __forceinline__ void wait_block(int parity, int phase) {
+  // Waits until a dim half of the block of this parity is written; wgmma (the async proxy) then
+  // reads it although other threads wrote it with ordinary stores.
+  __device__ __forceinline__ void wait_half(int parity, int half, int phase) {
 #ifndef CAKE_HOPPER_CONSUMERS_ALONE
-    sm90::mbarrier_wait(smem_address(&smem_.block_full[parity]), phase);
+    sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][half]), phase);
 #endif
     sm90::fence_proxy_async();
   }
+  // This consumer no longer reads a dim half of the block of this parity (both consumers arrive
+  // once per block and half).
+  __device__ __forceinline__ void release_half(int parity, int half) {
+    sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]));
+  }
 
-  // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`.
-  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int parity) {
+  // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`: the low dims' k-steps
+  // are issued as soon as they are written, the high dims' after.
+  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int parity, int phase) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
-    wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < kQkSteps; ++k) {  // +32 bytes within a row, a column block per 4 steps
-      const uint32_t q_offset = ((k / 4) * kQColumnBlockBytes + (k % 4) * 32) >> 4;
-      const uint32_t k_offset = ((k / 4) * kKColumnBlockBytes + (k % 4) * 32) >> 4;
-      wgmma_m64n64k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
+    for (int half = 0; half < 2; ++half) {
+      wait_half(parity, half, phase);
+      if (half == 0) wgmma_fence();
+#pragma unroll
+      for (int step = 0; step < kQkStepsPerHalf; ++step) {  // +32 bytes within a row, a column block per 4 steps
+        const int k = half * kQkStepsPerHalf + step;
+        const uint32_t q_offset = ((k / 4) * kQColumnBlockBytes + (k % 4) * 32) >> 4;
+        const uint32_t k_offset = ((k / 4) * kKColumnBlockBytes + (k % 4) * 32) >> 4;
+        wgmma_m64n64k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
+      }
     }
     wgmma_commit();
     wgmma_wait<0>();

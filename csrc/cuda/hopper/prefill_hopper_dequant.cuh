@@ -93,17 +93,23 @@ class DequantRole {
       if (has_next) advance(after_next);
       const int32_t after_next_index = has_next ? cursor_index(after_next) : -1;
 
-      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.block_empty[parity]), ((gblock >> 1) - 1) & 1);
+      // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
+      // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
+      // consumers fence after they observe half_full, before their wgmma (the async proxy) reads.
+      const int empty_phase = ((gblock >> 1) - 1) & 1;
+      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t slot = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
+      // The flags go with the low half: both consumers' arrivals on it follow the block's softmax.
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
+      convert_low(slot, parity);
+      sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
+      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
       copy_rope(slot, source);
-      sm90::cp_async_arrive_noinc(smem_address(&smem_.block_full[parity]));
+      sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
-      convert(slot, parity);
-      // No proxy fence here: it would wait for the loads in flight. The consumers fence after
-      // they observe block_full, before their wgmma (the async proxy) reads the slot.
-      sm90::mbarrier_arrive(smem_address(&smem_.block_full[parity]));
+      convert_high(slot, parity);
+      sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
       load_codes(next_source);
@@ -222,21 +228,30 @@ class DequantRole {
                        out[3]);
   }
 
-  // This part's codes of the block (in registers) into its slot row, with the row's scales from
-  // stage `parity`.
-  __device__ __forceinline__ void convert(uint32_t slot, int parity) {
+  // Full unit i of this part (dims 32 (part + 4 i) ..) into its slot row, with the row's scales
+  // from stage `parity`.
+  __device__ __forceinline__ void convert_unit(uint32_t slot, int parity, int i) {
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
-#pragma unroll
-    for (int i = 0; i < kFullUnitsPerPart; ++i) {
-      const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
-      const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
-      const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
-      const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
-      convert_word(slot, codes_[i].x, scale_low, 4 * unit + 0);
-      convert_word(slot, codes_[i].y, scale_low, 4 * unit + 1);
-      convert_word(slot, codes_[i].z, scale_high, 4 * unit + 2);
-      convert_word(slot, codes_[i].w, scale_high, 4 * unit + 3);
-    }
+    const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
+    const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
+    const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
+    const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
+    convert_word(slot, codes_[i].x, scale_low, 4 * unit + 0);
+    convert_word(slot, codes_[i].y, scale_low, 4 * unit + 1);
+    convert_word(slot, codes_[i].z, scale_high, 4 * unit + 2);
+    convert_word(slot, codes_[i].w, scale_high, 4 * unit + 3);
+  }
+
+  // This part's codes of dims 0..255 (units part and part + 4).
+  __device__ __forceinline__ void convert_low(uint32_t slot, int parity) {
+    convert_unit(slot, parity, 0);
+    convert_unit(slot, parity, 1);
+  }
+
+  // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
+  __device__ __forceinline__ void convert_high(uint32_t slot, int parity) {
+    convert_unit(slot, parity, 2);
+    const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
     convert_word(slot, half_codes_.x, scale_half, kHalfUnitFirstChunk + 2 * part_);
     convert_word(slot, half_codes_.y, scale_half, kHalfUnitFirstChunk + 2 * part_ + 1);

@@ -35,10 +35,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbarrier_init(smem_address(&smem.q_full), kDequantThreads);    // one cp.async arrival per thread
     mbarrier_init(smem_address(&smem.q_empty), kConsumerThreads);
     for (int parity = 0; parity < 2; ++parity) {
-      // Each dequant thread arrives twice: once after its stores, once (cp.async) when its RoPE
-      // copies land.
-      mbarrier_init(smem_address(&smem.block_full[parity]), 2 * kDequantThreads);
-      mbarrier_init(smem_address(&smem.block_empty[parity]), kConsumerThreads);
+      // Each dequant thread arrives once on the low half (after its stores) and twice on the high
+      // half: after its stores, and (cp.async) when its RoPE copies land.
+      mbarrier_init(smem_address(&smem.half_full[parity][kLowDims]), kDequantThreads);
+      mbarrier_init(smem_address(&smem.half_full[parity][kHighDims]), 2 * kDequantThreads);
+      for (int half = 0; half < 2; ++half) mbarrier_init(smem_address(&smem.half_empty[parity][half]), kConsumerThreads);
     }
   }
   __syncthreads();

@@ -77,13 +77,19 @@ struct alignas(1024) SharedStorage {
   // mbarriers
   uint64_t q_full;         // the item's Q landed (one cp.async arrival per dequant thread)
   uint64_t q_empty;        // both consumers finished the item's last QK^T
-  uint64_t block_full[2];  // both halves of the block of this parity are written (stores + RoPE copies)
-  uint64_t block_empty[2];  // no consumer reads the block of this parity any more
+  // By block parity and dim half (kLowDims: dims 0..255 and the candidate flags, kHighDims: dims
+  // 256..511, RoPE included), so a half is rewritten as soon as its last reader is done.
+  uint64_t half_full[2][2];   // the half is written (stores; for the high half also the RoPE copies)
+  uint64_t half_empty[2][2];  // no consumer reads the half any more
 };
 constexpr int kSmemBytes = int(sizeof(SharedStorage));
 static_assert(sizeof(SharedStorage) <= 232448, "the Hopper prefill must fit 227 KB of shared memory");
 static_assert(offsetof(SharedStorage, k) % 1024 == 0 && offsetof(SharedStorage, p) % 1024 == 0,
               "swizzled tiles start on 1024-byte boundaries");
+
+// The two dim halves of a K tile: QK^T reads both (low first), PV's consumer c reads half c.
+enum DimHalf : int { kLowDims = 0, kHighDims = 1 };
+constexpr int kQkStepsPerHalf = kQkSteps / 2;
 
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
 // consumer c arrives, the other waits (one-sided).
