@@ -127,6 +127,12 @@ class ConsumerRole {
     store_weights(weights);
     consumer_barrier_arrive<kWeightsReady + 0>();
     accumulate_own(weights, first);
+    // The first block's low half is free once this PV retires: the dequant's next write of this
+    // tile starts with it, while the follower still runs its softmax.
+    wgmma_wait<0>();
+    pin_registers(o_acc_);
+    pin_registers(weights);
+    release_half(first, kLowDims);
     if (pair.has_second) {
       wait_half(second, kLowDims, pair.first_phase ^ first);  // the second block's phase: one more on parity 1 -> 0
       consumer_barrier<kWeightsReady + 1>();
@@ -140,23 +146,11 @@ class ConsumerRole {
         reference_[r] = moved;
         rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], WeightSums{0.0f, 0.0f});
       }
-      if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {  // rare
-        wgmma_wait<0>();
-        pin_registers(o_acc_);
-        scale_o(rescale);
-      }
+      rescale_o_if_moved(rescale);
       accumulate_other(1, second);
-      wgmma_wait<1>();  // the own block's PV retired
-      pin_registers(weights);
-      release_half(first, kLowDims);
       wgmma_wait<0>();
       pin_registers(o_acc_);
       release_half(second, kLowDims);
-    } else {
-      wgmma_wait<0>();
-      pin_registers(o_acc_);
-      pin_registers(weights);
-      release_half(first, kLowDims);
     }
   }
 
@@ -185,12 +179,12 @@ class ConsumerRole {
     wait_half(first, kHighDims, pair.first_phase);
     take_leader_reference();
     release_half(first, kLowDims);
-    // The softmax before any MMA is in flight on O: S, the weights and O never live together
-    // with an MMA's operands.
+    // The leader's block's PV runs during this consumer's softmax, so the first block's high half
+    // is free early for the dequant's next write of this tile.
+    accumulate_other(0, first);
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, second, reference_, weights, moved_by);
-    accumulate_other(0, first);
     store_weights(weights);
     // The leader rewrites p[0] after this hand-over: the read of p[0] retires first.
     wgmma_wait<0>();
