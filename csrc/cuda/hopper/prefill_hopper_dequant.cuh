@@ -97,14 +97,18 @@ class DequantRole {
       // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
       // consumers fence after they observe half_full, before their wgmma (the async proxy) reads.
       const int empty_phase = ((gblock >> 1) - 1) & 1;
+#ifndef CAKE_HOPPER_DEQUANT_ALONE
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
+#endif
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t slot = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
       // The flags go with the low half: both consumers' arrivals on it follow the block's softmax.
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
       convert_low(slot, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
+#ifndef CAKE_HOPPER_DEQUANT_ALONE
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
+#endif
       copy_rope(slot, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
@@ -205,7 +209,9 @@ class DequantRole {
   // The item's Q into the Q tile, once both consumers are done with the previous item's Q. The
   // copies arrive on q_full themselves, so this thread does not wait for them.
   __device__ void load_q(const WorkItem<kSplitItems>& w, int q_items) {
+#ifndef CAKE_HOPPER_DEQUANT_ALONE
     if (q_items > 0) sm90::mbarrier_wait(smem_address(&smem_.q_empty), (q_items - 1) & 1);
+#endif
     const __nv_bfloat16* q_block = params_.q + (int64_t(w.token) * params_.num_heads + w.head0) * nvfp4::kHeadDim;
     const uint32_t q_tile = smem_address(smem_.q);
     constexpr int kChunksPerRow = nvfp4::kHeadDim / 8;

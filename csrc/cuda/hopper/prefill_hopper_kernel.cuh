@@ -51,6 +51,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     DequantRole<kSplitItems>(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
   } else {
     claim_registers<kConsumerRegisters>();
+#ifdef CAKE_HOPPER_DEQUANT_ALONE  // development timing only: wrong results
+    return;
+#endif
     ConsumerRole<kSplitItems>(params, smem, warpgroup, threadIdx.x % kWarpgroupThreads).run();
   }
 #endif
