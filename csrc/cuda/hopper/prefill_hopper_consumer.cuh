@@ -50,6 +50,7 @@ struct PairBlocks {
   int first_phase;    // its block_full phase
   bool has_second;    // the follower has a block (false: the item's last block is the leader's)
   bool last;          // the item's last pair
+  int gblock;         // the leader's block in the CTA's walk (development trace)
 };
 
 template <bool kSplitItems>
@@ -78,7 +79,7 @@ class ConsumerRole {
       fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
       for (int block = 0; block < w.num_blocks; block += 2, gblock += 2) {
         const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < w.num_blocks,
-                                 block + 2 >= w.num_blocks};
+                                 block + 2 >= w.num_blocks, gblock};
         if (consumer_ == 0) {
           leader_pair(pair);
         } else {
@@ -117,7 +118,9 @@ class ConsumerRole {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
     float s_acc[32];
+    trace_event(0, 0, pair.gblock);
     compute_scores(s_acc, first, pair.first_phase);
+    trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
     if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
     BlockWeights weights;
@@ -126,6 +129,7 @@ class ConsumerRole {
     rescale_o_if_moved(moved_by);
     store_weights(weights);
     consumer_barrier_arrive<kWeightsReady + 0>();
+    trace_event(0, 2, pair.gblock);
     accumulate_own(weights, first);
     // The first block's low half is free once this PV retires: the dequant's next write of this
     // tile starts with it, while the follower still runs its softmax.
@@ -133,9 +137,11 @@ class ConsumerRole {
     pin_registers(o_acc_);
     pin_registers(weights);
     release_half(first, kLowDims);
+    trace_event(0, 3, pair.gblock);
     if (pair.has_second) {
       wait_half(second, kLowDims, pair.first_phase ^ first);  // the second block's phase: one more on parity 1 -> 0
       consumer_barrier<kWeightsReady + 1>();
+      trace_event(0, 4, pair.gblock);
       release_half(second, kHighDims);
       // The follower's block may have moved the reference once more.
       float rescale[2];
@@ -151,6 +157,7 @@ class ConsumerRole {
       wgmma_wait<0>();
       pin_registers(o_acc_);
       release_half(second, kLowDims);
+      trace_event(0, 5, pair.gblock);
     }
   }
 
@@ -173,11 +180,14 @@ class ConsumerRole {
       return;
     }
     float s_acc[32];
+    trace_event(1, 0, pair.gblock);
     compute_scores(s_acc, second, pair.first_phase ^ first);
+    trace_event(1, 1, pair.gblock);
     release_half(second, kLowDims);
     if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
     wait_half(first, kHighDims, pair.first_phase);
     take_leader_reference();
+    trace_event(1, 2, pair.gblock);
     release_half(first, kLowDims);
     // The leader's block's PV runs during this consumer's softmax, so the first block's high half
     // is free early for the dequant's next write of this tile.
@@ -186,17 +196,20 @@ class ConsumerRole {
     float moved_by[2];
     softmax(s_acc, second, reference_, weights, moved_by);
     store_weights(weights);
+    trace_event(1, 3, pair.gblock);
     // The leader rewrites p[0] after this hand-over: the read of p[0] retires first.
     wgmma_wait<0>();
     pin_registers(o_acc_);
     release_half(first, kHighDims);
     consumer_barrier_arrive<kWeightsReady + 1>();
+    trace_event(1, 4, pair.gblock);
     rescale_o_if_moved(moved_by);
     accumulate_own(weights, second);
     wgmma_wait<0>();
     pin_registers(o_acc_);
     pin_registers(weights);
     release_half(second, kHighDims);
+    trace_event(1, 5, pair.gblock);
   }
 
   // The follower: waits for the leader's hand-over and moves its reference, sums and O to the

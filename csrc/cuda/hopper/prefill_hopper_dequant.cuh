@@ -106,9 +106,11 @@ class DequantRole {
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
       convert_low(slot, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
+      trace_event(2 + warpgroup_, 3, gblock);
 #ifndef CAKE_HOPPER_DEQUANT_ALONE
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
 #endif
+      trace_event(2 + warpgroup_, 4, gblock);
       copy_rope(slot, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
