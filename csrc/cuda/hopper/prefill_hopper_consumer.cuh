@@ -73,7 +73,7 @@ class ConsumerRole {
         finish_item(w);
         continue;
       }
-#ifndef CAKE_HOPPER_CONSUMERS_ALONE
+#if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       mbarrier_wait(smem_address(&smem_.q_full), q_items & 1);
 #endif
       fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
@@ -230,7 +230,7 @@ class ConsumerRole {
   // Waits until a dim half of the block of this parity is written; wgmma (the async proxy) then
   // reads it although other threads wrote it with ordinary stores.
   __device__ __forceinline__ void wait_half(int parity, int half, int phase) {
-#ifndef CAKE_HOPPER_CONSUMERS_ALONE
+#if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
     sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][half]), phase);
 #endif
     sm90::fence_proxy_async();

@@ -97,7 +97,7 @@ class DequantRole {
       // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
       // consumers fence after they observe half_full, before their wgmma (the async proxy) reads.
       const int empty_phase = ((gblock >> 1) - 1) & 1;
-#ifndef CAKE_HOPPER_DEQUANT_ALONE
+#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 1, gblock);
@@ -107,7 +107,7 @@ class DequantRole {
       convert_low(slot, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       trace_event(2 + warpgroup_, 3, gblock);
-#ifndef CAKE_HOPPER_DEQUANT_ALONE
+#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 4, gblock);
@@ -211,7 +211,7 @@ class DequantRole {
   // The item's Q into the Q tile, once both consumers are done with the previous item's Q. The
   // copies arrive on q_full themselves, so this thread does not wait for them.
   __device__ void load_q(const WorkItem<kSplitItems>& w, int q_items) {
-#ifndef CAKE_HOPPER_DEQUANT_ALONE
+#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
     if (q_items > 0) sm90::mbarrier_wait(smem_address(&smem_.q_empty), (q_items - 1) & 1);
 #endif
     const __nv_bfloat16* q_block = params_.q + (int64_t(w.token) * params_.num_heads + w.head0) * nvfp4::kHeadDim;
