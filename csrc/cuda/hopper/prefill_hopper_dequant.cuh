@@ -1,9 +1,9 @@
 // The dequant warpgroups of the Hopper prefill: gather the candidate rows of a block straight
-// into registers, convert NVFP4 -> bf16 and write the block's two K slots (which are also V).
-// Warpgroup d (0 or 1) converts half d (rows 32 d .. 32 d + 31) of every block into slot
-// 2 (j % 2) + d, block j of the CTA's walk; four threads per row. They run one block ahead of the
-// consumers: block j + 1 is converted while the consumers read block j. They also load each
-// item's Q.
+// into registers, convert NVFP4 -> bf16 and write the block's K tile (which is also V).
+// Warpgroup d (0 or 1) converts half d (rows 32 d .. 32 d + 31) of every block into K tile j % 2,
+// block j of the CTA's walk; four threads per row; dims 0..255 first, then 256..511, each half
+// handed over on its own mbarrier. They run up to a block ahead of the consumers. They also load
+// each item's Q.
 #pragma once
 
 #include "../common/candidate_gather.cuh"
@@ -57,9 +57,9 @@ class DequantRole {
         part_(thread % kPartsPerRow), num_items_(num_work_items<kSplitItems>(params)) {}
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
-  // scales, waits until the consumers are done with block j - 2 (same slots), copies its RoPE
-  // chunks, converts its codes (loaded into registers during block j - 1) and hands the slot
-  // over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
+  // scales, waits until the consumers are done with each dim half of block j - 2 (same tile),
+  // converts its codes (loaded into registers during block j - 1) and copies its RoPE chunks,
+  // handing each half over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
   // block to land.
   __device__ void run() {
     BlockCursor<kSplitItems> cur;
@@ -101,20 +101,20 @@ class DequantRole {
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 1, gblock);
-      const uint32_t slot = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
+      const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
       // The flags go with the low half: both consumers' arrivals on it follow the block's softmax.
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
-      convert_low(slot, parity);
+      convert_low(half_tile, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       trace_event(2 + warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 4, gblock);
-      copy_rope(slot, source);
+      copy_rope(half_tile, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
-      convert_high(slot, parity);
+      convert_high(half_tile, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
@@ -144,10 +144,10 @@ class DequantRole {
   SharedStorage& smem_;
   const int warpgroup_;  // 0 or 1: the half of each block it converts
   const int thread_;     // 0..127
-  const int row_;        // row of the slot (candidate 32 warpgroup + row of the block)
+  const int row_;        // row within the warpgroup's half of the block (candidate 32 warpgroup + row)
   const int part_;       // which quarter of the row's dims this thread converts
   const int num_items_;
-  uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their slot
+  uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
 
   __device__ __forceinline__ void seek_item(BlockCursor<kSplitItems>& cursor, int item) const {
@@ -175,8 +175,8 @@ class DequantRole {
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
     const CandidateListParams& list = params_.lists[w.in_main(block) ? 0 : 1];
-    const int64_t slot = index >= 0 && index < list.num_slots ? index : -1;
-    const CandidateRows rows = candidate_rows(list, slot);
+    const int64_t cache_slot = index >= 0 && index < list.num_slots ? index : -1;
+    const CandidateRows rows = candidate_rows(list, cache_slot);
     return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
   }
 
@@ -198,12 +198,12 @@ class DequantRole {
     }
   }
 
-  // The row's RoPE dims (bf16 already) straight into the slot: chunks 2 part, 2 part + 1 of 8.
-  __device__ __forceinline__ void copy_rope(uint32_t slot, const RowSource& source) {
+  // The row's RoPE dims (bf16 already) straight into the tile: chunks 2 part, 2 part + 1 of 8.
+  __device__ __forceinline__ void copy_rope(uint32_t half_tile, const RowSource& source) {
 #pragma unroll
     for (int k = 0; k < kRopeChunksPerPart; ++k) {
       const int chunk = kRopeChunksPerPart * part_ + k;
-      cp_async_16(slot + swizzled_chunk_offset<kKColumnBlockBytes>(row_, kRopeFirstChunk + chunk),
+      cp_async_16(half_tile + swizzled_chunk_offset<kKColumnBlockBytes>(row_, kRopeFirstChunk + chunk),
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
   }
@@ -228,41 +228,41 @@ class DequantRole {
     sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
   }
 
-  // Eight codes (one word) times a scale into 16-byte chunk `chunk` of this thread's slot row.
-  __device__ __forceinline__ void convert_word(uint32_t slot, uint32_t word, uint32_t scale_bf16x2, int chunk) {
+  // Eight codes (one word) times a scale into 16-byte chunk `chunk` of this thread's tile row.
+  __device__ __forceinline__ void convert_word(uint32_t half_tile, uint32_t word, uint32_t scale_bf16x2, int chunk) {
     uint32_t out[4];
     e2m1x8_to_bf16x8(word, scale_bf16x2, out);
-    sm90::st_shared_16(slot + swizzled_chunk_offset<kKColumnBlockBytes>(row_, chunk), out[0], out[1], out[2],
+    sm90::st_shared_16(half_tile + swizzled_chunk_offset<kKColumnBlockBytes>(row_, chunk), out[0], out[1], out[2],
                        out[3]);
   }
 
-  // Full unit i of this part (dims 32 (part + 4 i) ..) into its slot row, with the row's scales
+  // Full unit i of this part (dims 32 (part + 4 i) ..) into its tile row, with the row's scales
   // from stage `parity`.
-  __device__ __forceinline__ void convert_unit(uint32_t slot, int parity, int i) {
+  __device__ __forceinline__ void convert_unit(uint32_t half_tile, int parity, int i) {
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
     const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
     const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
     const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
-    convert_word(slot, codes_[i].x, scale_low, 4 * unit + 0);
-    convert_word(slot, codes_[i].y, scale_low, 4 * unit + 1);
-    convert_word(slot, codes_[i].z, scale_high, 4 * unit + 2);
-    convert_word(slot, codes_[i].w, scale_high, 4 * unit + 3);
+    convert_word(half_tile, codes_[i].x, scale_low, 4 * unit + 0);
+    convert_word(half_tile, codes_[i].y, scale_low, 4 * unit + 1);
+    convert_word(half_tile, codes_[i].z, scale_high, 4 * unit + 2);
+    convert_word(half_tile, codes_[i].w, scale_high, 4 * unit + 3);
   }
 
   // This part's codes of dims 0..255 (units part and part + 4).
-  __device__ __forceinline__ void convert_low(uint32_t slot, int parity) {
-    convert_unit(slot, parity, 0);
-    convert_unit(slot, parity, 1);
+  __device__ __forceinline__ void convert_low(uint32_t half_tile, int parity) {
+    convert_unit(half_tile, parity, 0);
+    convert_unit(half_tile, parity, 1);
   }
 
   // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
-  __device__ __forceinline__ void convert_high(uint32_t slot, int parity) {
-    convert_unit(slot, parity, 2);
+  __device__ __forceinline__ void convert_high(uint32_t half_tile, int parity) {
+    convert_unit(half_tile, parity, 2);
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
-    convert_word(slot, half_codes_.x, scale_half, kHalfUnitFirstChunk + 2 * part_);
-    convert_word(slot, half_codes_.y, scale_half, kHalfUnitFirstChunk + 2 * part_ + 1);
+    convert_word(half_tile, half_codes_.x, scale_half, kHalfUnitFirstChunk + 2 * part_);
+    convert_word(half_tile, half_codes_.y, scale_half, kHalfUnitFirstChunk + 2 * part_ + 1);
   }
 };
 

@@ -3,14 +3,14 @@
 //
 // CTA c walks the work items (token, 64 heads, split) c, c + gridDim.x, ..., block by block (64
 // candidates, one list chunk), with four warpgroups:
-//   - consumers 0 and 1 (prefill_hopper_consumer.cuh): per block, consumer c runs QK^T of half c
-//     (32 candidates), the two agree on the softmax reference, and each accumulates its 256 output
-//     dims over the whole block;
-//   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather half d of the next block's
-//     rows into registers, convert NVFP4 -> bf16 and write K slot 2 (j % 2) + d (the RoPE dims by
-//     cp.async); they also load each item's Q.
-// Four 32-row K slots hold two blocks: the dequant fills block j + 1 while the consumers read
-// block j, handing over on block_full / block_empty mbarriers.
+//   - consumers 0 and 1 (prefill_hopper_consumer.cuh): an item's blocks in pairs, consumer c runs
+//     QK^T and the softmax of the pair's block c, the reference handed from 0 to 1, and each
+//     accumulates its 256 output dims over both blocks;
+//   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather half d of each block's rows
+//     into registers, convert NVFP4 -> bf16 and write K tile j % 2 (the RoPE dims by cp.async);
+//     they also load each item's Q.
+// Two 64-row K tiles hold two blocks, each handed over by dim halves (half_full / half_empty
+// mbarriers), so a half is rewritten as soon as its last reader is done.
 // docs/hopper_kernel.md describes the schedule, the budgets and the measured profile.
 #pragma once
 
