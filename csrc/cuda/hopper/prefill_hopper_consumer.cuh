@@ -47,7 +47,7 @@ using BlockWeights = uint32_t[8][2];
 // Where a pair's blocks live and who waits for what.
 struct PairBlocks {
   int first_parity;   // K tile of the leader's block
-  int first_phase;    // its block_full phase
+  int first_phase;    // its half_full phase (the second block's: first_phase ^ first_parity)
   bool has_second;    // the follower has a block (false: the item's last block is the leader's)
   bool last;          // the item's last pair
   int gblock;         // the leader's block in the CTA's walk (development trace)
@@ -112,8 +112,8 @@ class ConsumerRole {
   }
 
   // The leader: S and the softmax of the pair's first block, then O += its weights V (from
-  // registers), then, once the follower handed over, O += the second block's weights V. It reads
-  // the first block's high dims only in QK^T and the second block's only never.
+  // registers), then, once the follower handed over, O += the second block's weights V. Of the
+  // high dims it reads the first block's in QK^T only and the second block's not at all.
   __device__ __forceinline__ void leader_pair(const PairBlocks& pair) {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
@@ -183,7 +183,6 @@ class ConsumerRole {
     trace_event(1, 0, pair.gblock);
     compute_scores(s_acc, second, pair.first_phase ^ first);
     trace_event(1, 1, pair.gblock);
-    release_half(second, kLowDims);
     if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
     wait_half(first, kHighDims, pair.first_phase);
     take_leader_reference();
@@ -197,6 +196,9 @@ class ConsumerRole {
     softmax(s_acc, second, reference_, weights, moved_by);
     store_weights(weights);
     trace_event(1, 3, pair.gblock);
+    // Its low dims were read by QK^T only, but the block's candidate flags travel with them and
+    // the softmax above read those.
+    release_half(second, kLowDims);
     // The leader rewrites p[0] after this hand-over: the read of p[0] retires first.
     wgmma_wait<0>();
     pin_registers(o_acc_);

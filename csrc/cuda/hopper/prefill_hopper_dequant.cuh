@@ -102,7 +102,7 @@ class DequantRole {
 #endif
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
-      // The flags go with the low half: both consumers' arrivals on it follow the block's softmax.
+      // The flags go with the low half: both consumers release it after the block's softmax.
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
       convert_low(half_tile, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));

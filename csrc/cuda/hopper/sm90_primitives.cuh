@@ -41,15 +41,6 @@ __device__ __forceinline__ void pin_registers(uint32_t (&a)[kRows][kCols]) {
     for (int j = 0; j < kCols; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
-// D[64 x 32] (+)= A[64 x 16] * B[16 x 32]^T: A and B K-major (QK^T: Q rows, K slot rows).
-__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
-}
-
 // D[64 x 64] (+)= A[64 x 16] * B[16 x 64]^T: A and B K-major (QK^T: Q rows, K rows).
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
   asm volatile(
