@@ -230,7 +230,11 @@ class ConsumerRole {
   }
 
   // Waits until a dim half of the block of this parity is written; wgmma (the async proxy) then
-  // reads it although other threads wrote it with ordinary stores.
+  // reads it although other threads wrote it with ordinary stores. A consumer skips the waits on
+  // halves it never reads (the leader: the second block's high half; the follower: the first
+  // block's low half). Its parity waits stay exact all the same: each release of such a half comes
+  // after a named-barrier hand-over from the consumer that did wait on it, so no barrier runs two
+  // phases ahead of a waiter.
   __device__ __forceinline__ void wait_half(int parity, int half, int phase) {
 #if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
     sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][half]), phase);
