@@ -54,7 +54,9 @@ class DequantRole {
  public:
   __device__ DequantRole(const DecodeParams& params, SharedStorage& smem, int warpgroup, int thread)
       : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / kPartsPerRow),
-        part_(thread % kPartsPerRow), num_items_(num_work_items<kSplitItems>(params)) {}
+        part_(thread % kPartsPerRow), num_items_(num_work_items<kSplitItems>(params)),
+        unit_offset_(unit_store_offset(thread / kPartsPerRow, thread % kPartsPerRow)),
+        tail_offset_(tail_store_offset(thread / kPartsPerRow, thread % kPartsPerRow)) {}
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
   // scales, waits until the consumers are done with each dim half of block j - 2 (same tile),
@@ -147,6 +149,16 @@ class DequantRole {
   const int row_;        // row within the warpgroup's half of the block (candidate 32 warpgroup + row)
   const int part_;       // which quarter of the row's dims this thread converts
   const int num_items_;
+  // Where this thread's 16-byte chunks go in its warpgroup's half of a K tile (offsets from its
+  // start). The swizzle XORs a row's chunk index with row % 8; the XOR's two low bits only flip
+  // bits 4..5 of an offset, which nothing else sets, so chunk w of a unit is one XOR away from
+  // chunk 0 and the units and column blocks are immediate offsets on top.
+  //   unit_offset_: chunk 0 of full unit `part` (unit part + 4 i: + 2 i column blocks; chunk w:
+  //     ^ 16 w).
+  //   tail_offset_: this part's first chunk of units 12, 13 (its second: ^ 16); its RoPE chunks
+  //     are the same two one column block further.
+  const uint32_t unit_offset_;
+  const uint32_t tail_offset_;
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
 
@@ -198,12 +210,23 @@ class DequantRole {
     }
   }
 
-  // The row's RoPE dims (bf16 already) straight into the tile: chunks 2 part, 2 part + 1 of 8.
+  static __device__ __forceinline__ uint32_t unit_store_offset(int row, int part) {
+    return swizzled_chunk_offset<kKColumnBlockBytes>(row, 4 * part);
+  }
+  static __device__ __forceinline__ uint32_t tail_store_offset(int row, int part) {
+    return swizzled_chunk_offset<kKColumnBlockBytes>(row, kHalfUnitFirstChunk + 2 * part);
+  }
+
+  // The row's RoPE dims (bf16 already) straight into the tile: chunks 2 part, 2 part + 1 of 8
+  // (tile chunks 56 + 2 part + k: the tail chunks' places one column block further).
   __device__ __forceinline__ void copy_rope(uint32_t half_tile, const RowSource& source) {
+    static_assert(kRopeFirstChunk == kHalfUnitFirstChunk + 8 && kRopeChunksPerPart == 2,
+                  "RoPE chunk k of a part sits one column block after its tail chunk k");
+    const uint32_t tail = half_tile + tail_offset_;
 #pragma unroll
     for (int k = 0; k < kRopeChunksPerPart; ++k) {
       const int chunk = kRopeChunksPerPart * part_ + k;
-      cp_async_16(half_tile + swizzled_chunk_offset<kKColumnBlockBytes>(row_, kRopeFirstChunk + chunk),
+      cp_async_16((tail ^ (16u * k)) + kKColumnBlockBytes,
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
   }
@@ -228,26 +251,28 @@ class DequantRole {
     sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
   }
 
-  // Eight codes (one word) times a scale into 16-byte chunk `chunk` of this thread's tile row.
-  __device__ __forceinline__ void convert_word(uint32_t half_tile, uint32_t word, uint32_t scale_bf16x2, int chunk) {
+  // Eight codes (one word) times a scale into the 16-byte chunk at `address`.
+  __device__ __forceinline__ void convert_word(uint32_t address, uint32_t word, uint32_t scale_bf16x2) {
     uint32_t out[4];
     e2m1x8_to_bf16x8(word, scale_bf16x2, out);
-    sm90::st_shared_16(half_tile + swizzled_chunk_offset<kKColumnBlockBytes>(row_, chunk), out[0], out[1], out[2],
-                       out[3]);
+    sm90::st_shared_16(address, out[0], out[1], out[2], out[3]);
   }
 
   // Full unit i of this part (dims 32 (part + 4 i) ..) into its tile row, with the row's scales
-  // from stage `parity`.
+  // from stage `parity`: chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
   __device__ __forceinline__ void convert_unit(uint32_t half_tile, int parity, int i) {
+    static_assert(kPartsPerRow * 4 == 2 * 8, "a unit's four chunks stay in one column block, unit + 4 is two blocks on");
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
     const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
     const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
     const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
-    convert_word(half_tile, codes_[i].x, scale_low, 4 * unit + 0);
-    convert_word(half_tile, codes_[i].y, scale_low, 4 * unit + 1);
-    convert_word(half_tile, codes_[i].z, scale_high, 4 * unit + 2);
-    convert_word(half_tile, codes_[i].w, scale_high, 4 * unit + 3);
+    const uint32_t chunk0 = half_tile + unit_offset_;
+    const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
+    convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
+    convert_word((chunk0 ^ 16u) + unit_step, codes_[i].y, scale_low);
+    convert_word((chunk0 ^ 32u) + unit_step, codes_[i].z, scale_high);
+    convert_word((chunk0 ^ 48u) + unit_step, codes_[i].w, scale_high);
   }
 
   // This part's codes of dims 0..255 (units part and part + 4).
@@ -261,8 +286,9 @@ class DequantRole {
     convert_unit(half_tile, parity, 2);
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
-    convert_word(half_tile, half_codes_.x, scale_half, kHalfUnitFirstChunk + 2 * part_);
-    convert_word(half_tile, half_codes_.y, scale_half, kHalfUnitFirstChunk + 2 * part_ + 1);
+    const uint32_t tail = half_tile + tail_offset_;
+    convert_word(tail, half_codes_.x, scale_half);
+    convert_word(tail ^ 16u, half_codes_.y, scale_half);
   }
 };
 
