@@ -53,10 +53,17 @@ template <bool kSplitItems>
 class DequantRole {
  public:
   __device__ DequantRole(const DecodeParams& params, SharedStorage& smem, int warpgroup, int thread)
-      : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / kPartsPerRow),
-        part_(thread % kPartsPerRow), num_items_(num_work_items<kSplitItems>(params)),
-        unit_offset_(unit_store_offset(thread / kPartsPerRow, thread % kPartsPerRow)),
-        tail_offset_(tail_store_offset(thread / kPartsPerRow, thread % kPartsPerRow)) {}
+      : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(row_of(thread)),
+        part_(part_of(thread)), num_items_(num_work_items<kSplitItems>(params)),
+        unit_offset_(unit_store_offset(row_of(thread), part_of(thread))),
+        tail_offset_(tail_store_offset(row_of(thread), part_of(thread))) {}
+
+  // A warp converts 8 rows, four parts each, lane 8 part + (row % 8): the eight lanes of a
+  // quarter warp hold one part of eight consecutive rows, whose 16-byte stores (the same chunk,
+  // swizzled by row % 8) fall in eight different bank groups. (Four parts of two rows would put
+  // parts p and p + 2, whose chunks are 8 apart, on the same banks: two-way conflicts.)
+  static __device__ __forceinline__ int row_of(int thread) { return (thread / 32) * 8 + thread % 8; }
+  static __device__ __forceinline__ int part_of(int thread) { return (thread % 32) / 8; }
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
   // scales, waits until the consumers are done with each dim half of block j - 2 (same tile),
