@@ -77,10 +77,13 @@ class DequantRole {
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
-    // cp.async groups, oldest first: each block's scales (issued a block ahead), its RoPE copies,
-    // then an item's Q or nothing. At the top of block j the newest group is block j - 1's Q (or
-    // empty), so waiting for all but one group waits for block j's scales only.
+    // cp.async groups, oldest first, per block j - 1: block j's scales (a block ahead), block
+    // j - 1's RoPE copies, then an item's Q or nothing. At the top of block j the two newest
+    // groups are block j - 1's RoPE and Q, which only the consumers wait for (their copies arrive
+    // on half_full / q_full themselves), so waiting for all but two groups waits for block j's
+    // scales only. Before the loop an empty group stands for block -1's RoPE.
     copy_scales(source, 0);
+    cp_async_commit();
     cp_async_commit();
     load_q(cur.w, q_items++);
     cp_async_commit();
@@ -90,7 +93,7 @@ class DequantRole {
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales (copied a block ago by parts 0 and 1 of the row) have landed.
-      cp_async_wait<1>();
+      cp_async_wait<2>();
       __syncwarp();
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
