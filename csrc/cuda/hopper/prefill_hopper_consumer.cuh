@@ -67,7 +67,8 @@ class ConsumerRole {
     int gblock = 0;   // blocks so far over this CTA's items: the phase of the block barriers
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-      const WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
+      WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
+      w.num_blocks = __shfl_sync(0xffffffffu, w.num_blocks, 0);
       reset();
       if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
         finish_item(w);
