@@ -68,6 +68,7 @@ class ConsumerRole {
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
+      // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       w.num_blocks = __shfl_sync(0xffffffffu, w.num_blocks, 0);
       reset();
       if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)

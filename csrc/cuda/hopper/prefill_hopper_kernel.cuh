@@ -29,6 +29,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   using namespace sm90;
   extern __shared__ __align__(1024) uint8_t smem_bytes[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
+  // Broadcast from lane 0 so that ptxas knows the role branches below are warp-uniform: code it
+  // sees as divergent gets its wgmmas serialised (ptxas info C7520), each waiting for the last.
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / kWarpgroupThreads, 0);
   if (threadIdx.x == 0) {
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
