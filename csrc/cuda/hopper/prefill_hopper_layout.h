@@ -25,9 +25,10 @@ constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
 constexpr int kDequantThreads = kDequantWarpgroups * kWarpgroupThreads;
 // setmaxnreg budgets, the whole register file between them. A consumer holds a 64 x 256 fp32 O
 // accumulator (128) and a 64 x 64 S accumulator (32, then its bf16 weights: 16); a dequant
-// thread holds a quarter row's codes of the next block (16).
+// thread holds a quarter row's codes of the next block (16). Below 192 the consumers spill (184:
+// ~900 bytes); at 208 the dequant, with 48, spills in its block loop.
 #ifndef CAKE_HOPPER_CONSUMER_REGISTERS
-#define CAKE_HOPPER_CONSUMER_REGISTERS 208
+#define CAKE_HOPPER_CONSUMER_REGISTERS 192
 #endif
 constexpr int kConsumerRegisters = CAKE_HOPPER_CONSUMER_REGISTERS;
 constexpr int kDequantRegisters = 256 - kConsumerRegisters;
