@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include "cuda/portable/prefill_variants.h"
+#include "format/nvfp4_format.h"
 #include "cuda/prefill_kernel_choice.h"
 #include "ops/decode_plan.h"
 #include "ops/prefill_kernel_override.h"
@@ -197,6 +198,16 @@ PYBIND11_MODULE(_C, module) {
       "a plan of num_splits splits whose largest holds chunks_per_block chunks",
       pybind11::arg("cc_major"), pybind11::arg("smem_per_block"), pybind11::arg("num_heads"),
       pybind11::arg("head_tiles"), pybind11::arg("num_splits"), pybind11::arg("chunks_per_block"));
+  module.def(
+      "divided_slot_pages",
+      [](long long page_size, const std::vector<long long>& slots) {
+        const cake::nvfp4::SlotPageDivisor divisor = cake::nvfp4::slot_page_divisor(page_size);
+        std::vector<long long> pages;
+        for (const long long slot : slots) pages.push_back(cake::nvfp4::divided_slot_page(slot, divisor));
+        return pages;
+      },
+      "The CUDA gathers' page of each slot (0 <= slot < 2^31) by multiply and shift, for tests",
+      pybind11::arg("page_size"), pybind11::arg("slots"));
   module.def("decode_splits_fit_hopper", &cake::cuda::decode_splits_fit_hopper,
              "Whether a decode plan of num_splits splits, the largest holding chunks_per_block chunks, gives the "
              "64-head Hopper kernel enough work a split (one split always does: it is the prefill's choice)",

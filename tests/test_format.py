@@ -1,6 +1,8 @@
 """The NVFP4 byte format and the writers (docs/contract.md sections 3, 5 and 8): known vector,
 rounding, saturation, signs, non-finite inputs, round trip, view independence. Run on every
 available device."""
+import random
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -148,3 +150,23 @@ def test_page_split_layout(device):
             slot = page * 5 + row
             assert torch.equal(cache[page, row * 352:(row + 1) * 352], ref_data[slot])
             assert torch.equal(cache[page, 5 * 352 + row * 32:5 * 352 + (row + 1) * 32], ref_scale[slot])
+
+
+def test_gather_page_division_by_multiply_and_shift():
+    """The CUDA gathers take a slot's page by a multiply and a shift (slot_page_divisor): the same
+    page as the division for every page size and for slots 0 .. 2^31 - 1, page boundaries and
+    the largest slot included; page sizes of 2^31 and more put every slot in page 0."""
+    rng = random.Random(7)
+    largest = 2**31 - 1
+    sizes = list(range(1, 1025)) + [1031, 4096, 65536, 65537, 2**20 + 7, 3 * 2**27, 2**30, 2**30 + 1,
+                                     2**31 - 2, largest, 2**31, 2**31 + 5, 2**40]
+    for page_size in sizes:
+        slots = {0, largest, largest - 1}
+        for k in (1, 2, 3, largest // page_size, largest // page_size - 1):
+            for delta in (-1, 0, 1):
+                if 0 <= k * page_size + delta <= largest:
+                    slots.add(k * page_size + delta)
+        slots.update(rng.randrange(0, largest + 1) for _ in range(64))
+        slots = sorted(slots)
+        pages = torch_ops._C.divided_slot_pages(page_size, slots)
+        assert pages == [slot // page_size for slot in slots], page_size

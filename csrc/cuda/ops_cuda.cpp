@@ -32,6 +32,7 @@ cuda::CandidateListParams list_params(const CandidateList& list) {
   params.indices = list.indices.data_ptr<int32_t>();
   params.lengths = list.lengths.defined() ? list.lengths.data_ptr<int32_t>() : nullptr;
   params.page_size = list.geometry.page_size;
+  params.page_divisor = nvfp4::slot_page_divisor(list.geometry.page_size);
   params.page_stride = list.geometry.page_stride;
   params.num_slots = list.geometry.num_slots();
   params.width = int(list.width);

@@ -37,13 +37,26 @@ constexpr int kHeadsPerTile = 16;
 // `page` = slot_page(slot, page_size). In page `page` (at page_offset from the view's base) all
 // page_size 352-byte data rows come first, then all 32-byte scale rows.
 CAKE_HOST_DEVICE int64_t slot_page(int64_t slot, int64_t page_size) { return slot / page_size; }
-// slot_page for 0 <= slot < 2^31, as the prefill's int32 candidate indices are: a 32-bit division
-// (a 64-bit one is a long instruction sequence on a GPU), or page 0 when the page holds more
-// tokens than the slot's index (so a page size beyond 32 bits is never truncated). Arguments by
-// reference: by value, nvcc negates the quotient rather than the page size for slot_row, which
-// puts two more instructions after the division in the kernels' gathers (same result).
-CAKE_HOST_DEVICE int64_t int32_slot_page(const int64_t& slot, const int64_t& page_size) {
-  return page_size > slot ? 0 : int64_t(uint32_t(slot) / uint32_t(page_size));
+// slot_page for 0 <= slot < 2^31 by a multiply and a shift, for the GPU kernels' gathers (a
+// 32-bit division is ~15 instructions there, with a reciprocal of the page size each time). For d
+// = page_size < 2^31, s = ceil(log2 d) and m = ceil(2^(31 + s) / d) < 2^32, m * d lies in
+// [2^(31 + s), 2^(31 + s) + d], so floor(slot / d) = (slot * m) >> (31 + s) for every slot < 2^31
+// (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994). A page
+// size of 2^31 or more holds every such slot in page 0: multiplier 0.
+struct SlotPageDivisor {
+  uint32_t multiplier;
+  uint32_t shift;
+};
+inline SlotPageDivisor slot_page_divisor(int64_t page_size) {
+  if (page_size >= (int64_t(1) << 31)) return {0u, 0u};
+  uint32_t s = 0;
+  while ((int64_t(1) << s) < page_size) ++s;
+  const uint64_t numerator = uint64_t(1) << (31 + s);
+  const uint64_t d = uint64_t(page_size);
+  return {uint32_t((numerator + d - 1) / d), 31 + s};
+}
+CAKE_HOST_DEVICE int64_t divided_slot_page(int64_t slot, const SlotPageDivisor& divisor) {
+  return int64_t((uint64_t(uint32_t(slot)) * divisor.multiplier) >> divisor.shift);
 }
 CAKE_HOST_DEVICE int64_t slot_row(int64_t slot, int64_t page, int64_t page_size) { return slot - page * page_size; }
 CAKE_HOST_DEVICE int64_t page_offset(int64_t page, int64_t page_stride) { return page * page_stride; }

@@ -24,7 +24,7 @@ struct CandidateRows {
 // The rows of slot `slot` of `list` (from candidate_slot; -1: masked, page 0 row 0 stand in).
 __device__ __forceinline__ CandidateRows candidate_rows(const CandidateListParams& list, int64_t slot) {
   const bool valid = slot >= 0;
-  const int64_t page = !valid ? 0 : nvfp4::int32_slot_page(slot, list.page_size);
+  const int64_t page = !valid ? 0 : nvfp4::divided_slot_page(slot, list.page_divisor);
   const int64_t row = valid ? nvfp4::slot_row(slot, page, list.page_size) : 0;
   const uint8_t* page_base = list.cache + nvfp4::page_offset(page, list.page_stride);
   return {page_base + nvfp4::data_row_in_page(row), page_base + nvfp4::scale_row_in_page(row, list.page_size), valid};

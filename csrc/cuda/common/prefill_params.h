@@ -14,6 +14,7 @@ struct CandidateListParams {
   const int32_t* indices;   // [num_tokens, width] slots; negative or >= num_slots masks
   const int32_t* lengths;   // [>= num_tokens] valid leading slots, or nullptr (all `width`)
   int64_t page_size;        // tokens per page
+  nvfp4::SlotPageDivisor page_divisor;  // slot_page_divisor(page_size): a slot's page without a division
   int64_t page_stride;      // bytes between pages (multiple of 16)
   int64_t num_slots;        // num_pages * page_size
   int width;                // topk of this list; 0 when the list is absent

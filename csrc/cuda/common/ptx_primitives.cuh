@@ -50,6 +50,12 @@ template <int kId, int kThreads>
 __device__ __forceinline__ void named_barrier() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
+// Arrives on named barrier kId without waiting: the other side of a one-sided hand-over waits
+// on it with named_barrier (kThreads counts both sides).
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
 
 // Sum / max over the 4 lanes of a quad (lane ^ 1, lane ^ 2), which hold one MMA fragment row;
 // the same fixed order in every lane, so all four get the same bits.

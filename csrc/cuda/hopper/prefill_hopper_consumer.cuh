@@ -1,8 +1,11 @@
-// The consumer warpgroups of the Hopper prefill. For each 64-candidate block, consumer c computes
-// S = Q K^T for half c of the block (64 heads x 32 candidates, wgmma m64n32k16, from K slot
-// 2 (j % 2) + c), the two agree on each head's softmax reference through shared memory, each
-// writes its half of the block's bf16 weights P, and then each accumulates O for its half of the
-// output dims over the whole block: O[:, its 256 dims] += P V (wgmma m64n128k16).
+// The consumer warpgroups of the Hopper prefill. An item's blocks go in pairs: consumer 0 (the
+// leader) computes S = Q K^T and the softmax of the pair's first block, consumer 1 (the follower)
+// of its second, so one consumer's softmax runs while the other's MMAs do. Each consumer
+// accumulates half of the output dims (consumer c: dims 256 c ..) over both blocks: its own
+// block's weights straight from registers (wgmma with A in registers), the other's from the P
+// tile that consumer wrote. The row reference is handed along: the leader moves it for its
+// block, the follower for its block on top of that; O is rescaled at each move, so both halves of
+// O, and both consumers' row sums, end every pair against the same reference.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,14 +21,37 @@
 
 namespace cake::cuda::hopper {
 
-// A row's softmax reference moves only when a pair's max exceeds it by more than this (log2):
+// A row's softmax reference moves only when a block's max exceeds it by more than this (log2):
 // weights stay <= 256, bf16 rounding is scale-free, and the O rescale becomes rare.
 constexpr float kLazyRescaleLog2 = 8.0f;
+
+// The reference after a block whose row max is `block_max` (-inf: all masked; NaN never moves it).
+__device__ __forceinline__ float next_reference(float reference, float block_max) {
+  return block_max > reference + kLazyRescaleLog2 ? block_max : reference;  // false while block_max == -inf
+}
 
 template <int kId>
 __device__ __forceinline__ void consumer_barrier() {
   named_barrier<kId, kConsumerThreads>();
 }
+template <int kId>
+__device__ __forceinline__ void consumer_barrier_arrive() {
+  named_barrier_arrive<kId, kConsumerThreads>();
+}
+
+// One block's bf16 weights in this thread: [column group i (8 columns)][row half r], the pair of
+// columns 8 i + 2 (lane % 4) + {0, 1} of row row0 + 8 r. Also the A fragments of PV from
+// registers: k-step kk (candidates 16 kk ..) takes groups 2 kk and 2 kk + 1.
+using BlockWeights = uint32_t[8][2];
+
+// Where a pair's blocks live and who waits for what.
+struct PairBlocks {
+  int first_parity;   // K tile of the leader's block
+  int first_phase;    // its half_full phase (the second block's: first_phase ^ first_parity)
+  bool has_second;    // the follower has a block (false: the item's last block is the leader's)
+  bool last;          // the item's last pair
+  int gblock;         // the leader's block in the CTA's walk (development trace)
+};
 
 template <bool kSplitItems>
 class ConsumerRole {
@@ -41,38 +67,28 @@ class ConsumerRole {
     int gblock = 0;   // blocks so far over this CTA's items: the phase of the block barriers
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-      const WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
+      WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
+      // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
+      w.num_blocks = __shfl_sync(0xffffffffu, w.num_blocks, 0);
       reset();
       if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
         finish_item(w);
         continue;
       }
+#if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       mbarrier_wait(smem_address(&smem_.q_full), q_items & 1);
+#endif
       fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
-      for (int block = 0; block < w.num_blocks; ++block, ++gblock) {
-        const int parity = gblock & 1;
-        trace_event(consumer_, 0, gblock);
-        mbarrier_wait(smem_address(&smem_.block_full[parity]), (gblock >> 1) & 1);
-        // Other threads wrote the slots with ordinary stores (and cp.async); this thread saw them
-        // complete through the mbarrier, and its wgmma reads them through the async proxy.
-        fence_proxy_async();
-        trace_event(consumer_, 1, gblock);
-        float s_acc[16];
-        compute_scores(s_acc, parity);
-        if (block + 1 == w.num_blocks) mbarrier_arrive(smem_address(&smem_.q_empty));
-        trace_event(consumer_, 2, gblock);
-        softmax(s_acc, parity);
-        trace_event(consumer_, 3, gblock);
-        consumer_barrier<kPReady>();  // both halves of P written
-        trace_event(consumer_, 4, gblock);
-        wgmma_fence();
-        accumulate_quarter<0>(parity);
-        accumulate_quarter<1>(parity);
-        wgmma_wait<0>();
-        pin_registers(o_acc_);
-        mbarrier_arrive(smem_address(&smem_.block_empty[parity]));
-        trace_event(consumer_, 5, gblock);
+      for (int block = 0; block < w.num_blocks; block += 2, gblock += 2) {
+        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < w.num_blocks,
+                                 block + 2 >= w.num_blocks, gblock};
+        if (consumer_ == 0) {
+          leader_pair(pair);
+        } else {
+          follower_pair(pair);
+        }
       }
+      gblock -= w.num_blocks & 1;  // an odd item used one block of its last pair
       finish_item(w);
       ++q_items;
     }
@@ -81,123 +97,284 @@ class ConsumerRole {
  private:
   const DecodeParams& params_;
   SharedStorage& smem_;
-  const int consumer_;  // 0 or 1: its block of each pair, and its half of the output dims
+  const int consumer_;  // 0: the leader (first block of each pair), 1: the follower
   const int lane_;
   const int row0_;      // this thread's accumulator rows (heads of the item): row0 and row0 + 8
   const float score_scale_;  // sm_scale * log2(e), NaN when sm_scale is not finite
 
-  float o_acc_[128];   // O[64 heads x 256 dims of this consumer] (see o_dim)
-  float row_max_[2];   // the softmax reference of each row
-  WeightSums sums_[2];  // of each row's weights
+  float o_acc_[128];    // O[64 heads x 256 dims of this consumer] (see o_dim)
+  float reference_[2];  // the softmax reference of each row (the same in both consumers after a pair)
+  WeightSums sums_[2];  // of the weights of this consumer's blocks, against reference_
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
     for (int i = 0; i < 128; ++i) o_acc_[i] = 0.0f;
-    row_max_[0] = row_max_[1] = -INFINITY;
+    reference_[0] = reference_[1] = -INFINITY;
     sums_[0] = sums_[1] = WeightSums{0.0f, 0.0f};
   }
 
-  // S[64 heads x 32 candidates] = Q K^T for this consumer's half of the block.
-  __device__ __forceinline__ void compute_scores(float (&s_acc)[16], int parity) {
+  // The leader: S and the softmax of the pair's first block, then O += its weights V (from
+  // registers), then, once the follower handed over, O += the second block's weights V. Of the
+  // high dims it reads the first block's in QK^T only and the second block's not at all.
+  __device__ __forceinline__ void leader_pair(const PairBlocks& pair) {
+    using namespace sm90;
+    const int first = pair.first_parity, second = first ^ 1;
+    float s_acc[32];
+    trace_event(0, 0, pair.gblock);
+    compute_scores(s_acc, first, pair.first_phase);
+    trace_event(0, 1, pair.gblock);
+    release_half(first, kHighDims);
+    if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
+    BlockWeights weights;
+    float moved_by[2];
+    softmax(s_acc, first, reference_, weights, moved_by);
+    rescale_o_if_moved(moved_by);
+    store_weights(weights);
+    consumer_barrier_arrive<kWeightsReady + 0>();
+    trace_event(0, 2, pair.gblock);
+    accumulate_own(weights, first);
+    // The first block's low half is free once this PV retires: the dequant's next write of this
+    // tile starts with it, while the follower still runs its softmax.
+    wgmma_wait<0>();
+    pin_registers(o_acc_);
+    pin_registers(weights);
+    release_half(first, kLowDims);
+    trace_event(0, 3, pair.gblock);
+    if (pair.has_second) {
+      wait_half(second, kLowDims, pair.first_phase ^ first);  // the second block's phase: one more on parity 1 -> 0
+      consumer_barrier<kWeightsReady + 1>();
+      trace_event(0, 4, pair.gblock);
+      release_half(second, kHighDims);
+      // The follower's block may have moved the reference once more.
+      float rescale[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float moved = smem_.reference_exchange[1][row0_ + 8 * r];
+        rescale[r] = moved != reference_[r] ? fast_exp2(reference_[r] - moved) : 1.0f;
+        reference_[r] = moved;
+        rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], WeightSums{0.0f, 0.0f});
+      }
+      rescale_o_if_moved(rescale);
+      accumulate_other(1, second);
+      wgmma_wait<0>();
+      pin_registers(o_acc_);
+      release_half(second, kLowDims);
+      trace_event(0, 5, pair.gblock);
+    }
+  }
+
+  // The follower: S of the pair's second block (while the leader runs its softmax), its softmax
+  // once the leader handed over its reference, then O += the leader's weights V (P tile) and
+  // O += its own weights V (registers). It reads the second block's low dims only in QK^T and
+  // the first block's never.
+  __device__ __forceinline__ void follower_pair(const PairBlocks& pair) {
+    using namespace sm90;
+    const int first = pair.first_parity, second = first ^ 1;
+    if (!pair.has_second) {  // the item's last block is the leader's: only its PV
+      if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
+      wait_half(first, kHighDims, pair.first_phase);
+      take_leader_reference();
+      release_half(first, kLowDims);
+      accumulate_other(0, first);
+      wgmma_wait<0>();
+      pin_registers(o_acc_);
+      release_half(first, kHighDims);
+      return;
+    }
+    float s_acc[32];
+    trace_event(1, 0, pair.gblock);
+    compute_scores(s_acc, second, pair.first_phase ^ first);
+    trace_event(1, 1, pair.gblock);
+    if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
+    wait_half(first, kHighDims, pair.first_phase);
+    take_leader_reference();
+    trace_event(1, 2, pair.gblock);
+    release_half(first, kLowDims);
+    // The leader's block's PV runs during this consumer's softmax, so the first block's high half
+    // is free early for the dequant's next write of this tile.
+    accumulate_other(0, first);
+    BlockWeights weights;
+    float moved_by[2];
+    softmax(s_acc, second, reference_, weights, moved_by);
+    store_weights(weights);
+    trace_event(1, 3, pair.gblock);
+    // Its low dims were read by QK^T only, but the block's candidate flags travel with them and
+    // the softmax above read those.
+    release_half(second, kLowDims);
+    // The leader rewrites p[0] after this hand-over: the read of p[0] retires first.
+    wgmma_wait<0>();
+    pin_registers(o_acc_);
+    release_half(first, kHighDims);
+    consumer_barrier_arrive<kWeightsReady + 1>();
+    trace_event(1, 4, pair.gblock);
+    rescale_o_if_moved(moved_by);
+    accumulate_own(weights, second);
+    wgmma_wait<0>();
+    pin_registers(o_acc_);
+    pin_registers(weights);
+    release_half(second, kHighDims);
+    trace_event(1, 5, pair.gblock);
+  }
+
+  // The follower: waits for the leader's hand-over and moves its reference, sums and O to the
+  // leader's reference.
+  __device__ __forceinline__ void take_leader_reference() {
+    consumer_barrier<kWeightsReady + 0>();
+    float rescale[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float moved = smem_.reference_exchange[0][row0_ + 8 * r];
+      rescale[r] = moved != reference_[r] ? fast_exp2(reference_[r] - moved) : 1.0f;
+      reference_[r] = moved;
+      rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], WeightSums{0.0f, 0.0f});
+    }
+    rescale_o_if_moved(rescale);
+  }
+
+  // Waits until a dim half of the block of this parity is written; wgmma (the async proxy) then
+  // reads it although other threads wrote it with ordinary stores. A consumer skips the waits on
+  // halves it never reads (the leader: the second block's high half; the follower: the first
+  // block's low half). Its parity waits stay exact all the same: each release of such a half comes
+  // after a named-barrier hand-over from the consumer that did wait on it, so no barrier runs two
+  // phases ahead of a waiter.
+  __device__ __forceinline__ void wait_half(int parity, int half, int phase) {
+#if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
+    sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][half]), phase);
+#endif
+    sm90::fence_proxy_async();
+  }
+  // This consumer no longer reads a dim half of the block of this parity (both consumers arrive
+  // once per block and half).
+  __device__ __forceinline__ void release_half(int parity, int half) {
+    sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]));
+  }
+
+  // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`: the low dims' k-steps
+  // are issued as soon as they are written, the high dims' after.
+  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int parity, int phase) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
-    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[2 * parity + consumer_]), 16, 1024);
-    wgmma_fence();
+    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #pragma unroll
-    for (int k = 0; k < kQkSteps; ++k) {  // +32 bytes within a row, a column block per 4 steps
-      const uint32_t q_offset = ((k / 4) * kQColumnBlockBytes + (k % 4) * 32) >> 4;
-      const uint32_t k_offset = ((k / 4) * kSlotColumnBlockBytes + (k % 4) * 32) >> 4;
-      wgmma_m64n32k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
+    for (int half = 0; half < 2; ++half) {
+      wait_half(parity, half, phase);
+      if (half == 0) wgmma_fence();
+#pragma unroll
+      for (int step = 0; step < kQkStepsPerHalf; ++step) {  // +32 bytes within a row, a column block per 4 steps
+        const int k = half * kQkStepsPerHalf + step;
+        const uint32_t q_offset = ((k / 4) * kQColumnBlockBytes + (k % 4) * 32) >> 4;
+        const uint32_t k_offset = ((k / 4) * kKColumnBlockBytes + (k % 4) * 32) >> 4;
+        wgmma_m64n64k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
+      }
     }
     wgmma_commit();
     wgmma_wait<0>();
     pin_registers(s_acc);
   }
 
-  // Masks and scales S, agrees on the reference with the other consumer, writes this block's P
-  // tile and updates the row sums; rescales O when the reference moved.
-  __device__ __forceinline__ void softmax(float (&s_acc)[16], int parity) {
-    using namespace sm90;
-    // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 32 consumer + 8 i + 2 (lane % 4) + e % 2.
-    const uint8_t* valid = smem_.valid[parity] + kSlotRows * consumer_;
-    float slice_max[2] = {-INFINITY, -INFINITY};
+  // Masks and scales S, moves the reference (given in `reference`, updated) where the block's max
+  // exceeds it by more than the lazy margin, forms the block's bf16 weights and adds them to the
+  // row sums (rescaled first). moved_by: the O rescale of each row (1 where nothing moved).
+  __device__ __forceinline__ void softmax(float (&s_acc)[32], int parity, float (&reference)[2],
+                                          BlockWeights& weights, float (&moved_by)[2]) {
+    // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 8 i + 2 (lane % 4) + e % 2.
+    const uint8_t* valid = smem_.valid[parity];
+    float block_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 8; ++i) {
       const int column = 8 * i + 2 * (lane_ % 4);
       const bool valid_even = valid[column] != 0;
       const bool valid_odd = valid[column + 1] != 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], e % 2 == 0 ? valid_even : valid_odd, score_scale_);
-        slice_max[e / 2] = fmaxf(slice_max[e / 2], s_acc[4 * i + e]);
+        block_max[e / 2] = fmaxf(block_max[e / 2], s_acc[4 * i + e]);
       }
     }
-    slice_max[0] = quad_max(slice_max[0]);
-    slice_max[1] = quad_max(slice_max[1]);
-    if (lane_ % 4 == 0) {
-      smem_.max_exchange[consumer_][row0_] = slice_max[0];
-      smem_.max_exchange[consumer_][row0_ + 8] = slice_max[1];
-    }
-    consumer_barrier<kMaxExchanged>();
-
-    // Both consumers see the same maxima, so they take the same decisions.
-    float rescale[2];
-    uint32_t p_pairs[4][2];  // bf16 weights: [column block][row half]
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = row0_ + 8 * r;
-      const float pair_max = fmaxf(smem_.max_exchange[0][row], smem_.max_exchange[1][row]);
-      const bool move = pair_max > row_max_[r] + kLazyRescaleLog2;  // false while pair_max == -inf
-      const float new_max = move ? pair_max : row_max_[r];
-      const float reference = softmax_reference(new_max);
-      rescale[r] = move ? fast_exp2(row_max_[r] - new_max) : 1.0f;
-      row_max_[r] = new_max;
+      const float new_reference = next_reference(reference[r], quad_max(block_max[r]));
+      const float base = softmax_reference(new_reference);
+      moved_by[r] = new_reference != reference[r] ? fast_exp2(reference[r] - new_reference) : 1.0f;
+      reference[r] = new_reference;
       WeightSums block = {0.0f, 0.0f};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        p_pairs[i][r] = add_weight_pair(block, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], reference);
+      for (int i = 0; i < 8; ++i) {
+        weights[i][r] = add_weight_pair(block, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], base);
       }
-      rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], block);
-    }
-    const uint32_t p_tile = smem_address(smem_.p);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int column = kSlotRows * consumer_ + 8 * i + 2 * (lane_ % 4);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column), p_pairs[i][r]);
-    }
-    fence_proxy_async();  // P is read by wgmma
-    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {  // rare: a branch, not predication
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        o_acc_[4 * i + 0] *= rescale[0], o_acc_[4 * i + 1] *= rescale[0];
-        o_acc_[4 * i + 2] *= rescale[1], o_acc_[4 * i + 3] *= rescale[1];
-      }
+      rescale_add(sums_[r].rounded, sums_[r].exact, moved_by[r], block);
     }
   }
 
-  // The quarter of the output dims (and of V) that this consumer's PV step `step` reads, and that
-  // o_acc[64 step ..] holds: consumer c quarters 2 c and 2 c + 1. Both consumers run the same
-  // instructions (the quarter is data in the descriptor): wgmma in warpgroup-divergent code makes
-  // ptxas serialise every wgmma of the kernel.
+  // This consumer's weights into p[consumer] and its reference into reference_exchange[consumer],
+  // for the other consumer (whose wgmma reads the tile: proxy fence before the hand-over).
+  __device__ __forceinline__ void store_weights(const BlockWeights& weights) {
+    const uint32_t p_tile = smem_address(smem_.p[consumer_]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int column = 8 * i + 2 * (lane_ % 4);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) sm90::st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column), weights[i][r]);
+    }
+    if (lane_ % 4 == 0) {
+      smem_.reference_exchange[consumer_][row0_] = reference_[0];
+      smem_.reference_exchange[consumer_][row0_ + 8] = reference_[1];
+    }
+    sm90::fence_proxy_async();
+  }
+
+  __device__ __forceinline__ void rescale_o_if_moved(const float (&moved_by)[2]) {
+    if (__any_sync(0xffffffffu, moved_by[0] != 1.0f || moved_by[1] != 1.0f)) scale_o(moved_by);  // rare
+  }
+  __device__ __forceinline__ void scale_o(const float (&factor)[2]) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      o_acc_[4 * i + 0] *= factor[0], o_acc_[4 * i + 1] *= factor[0];
+      o_acc_[4 * i + 2] *= factor[1], o_acc_[4 * i + 3] *= factor[1];
+    }
+  }
+
+  // The quarter of the output dims (and of V) that o_acc[64 step ..] holds: consumer c quarters
+  // 2 c and 2 c + 1. The output dim of accumulator column block i (o_acc[4 i ..], 8 columns).
   __device__ __forceinline__ int pv_quarter(int step) const { return 2 * consumer_ + step; }
-  // The output dim of accumulator column block i (o_acc[4 i ..], 8 columns).
   __device__ __forceinline__ int o_dim(int i) const { return 128 * pv_quarter(i / 16) + 8 * (i % 16); }
 
-  // O[64 x the 128 dims of quarter pv_quarter(kStep)] += P V over the block (candidates 0..31 from
-  // slot 2 parity, 32..63 from slot 2 parity + 1), into the 64 registers of O that hold that
-  // quarter (o_acc[64 kStep ..]); one commit group.
-  template <int kStep>
-  __device__ __forceinline__ void accumulate_quarter(int parity) {
+  // V rows 16 kk .. 16 kk + 15 of the block in K tile `parity`, quarter pv_quarter(step) of the dims.
+  __device__ __forceinline__ uint64_t v_descriptor(int parity, int step, int kk) const {
+    const uint32_t base = smem_address(smem_.k[parity]) + 2 * pv_quarter(step) * kKColumnBlockBytes +
+                          kk * 16 * kTileRowBytes;
+    return sm90::smem_descriptor(base, kKColumnBlockBytes, 1024);
+  }
+
+  // O[64 x this consumer's 256 dims] += the own block's weights (registers) x V; one commit group.
+  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity) {
     using namespace sm90;
-    float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * kStep);
-    const uint64_t p_desc = smem_descriptor(smem_address(smem_.p), 16, 1024);
+    wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < kBlockRows / 16; ++k) {  // 16 candidates a step: +32 bytes of P rows, +16 rows of V
-      const uint32_t v_base = smem_address(smem_.k[2 * parity + k / kPvStepsPerSlot]) +
-                              2 * pv_quarter(kStep) * kSlotColumnBlockBytes + (k % kPvStepsPerSlot) * 16 * kTileRowBytes;
-      const uint64_t v_desc = smem_descriptor(v_base, kSlotColumnBlockBytes, 1024);
-      wgmma_m64n128k16_ss_bt(o_part, p_desc + ((k * 32) >> 4), v_desc, true);
+    for (int step = 0; step < 2; ++step) {
+      float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * step);
+#pragma unroll
+      for (int kk = 0; kk < kPvSteps; ++kk) {
+        const uint32_t a[4] = {weights[2 * kk][0], weights[2 * kk][1], weights[2 * kk + 1][0], weights[2 * kk + 1][1]};
+        wgmma_m64n128k16_rs_bt(o_part, a, v_descriptor(parity, step, kk), true);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // O[64 x this consumer's 256 dims] += the other consumer's weights (P tile p[other]) x V; one
+  // commit group.
+  __device__ __forceinline__ void accumulate_other(int other, int parity) {
+    using namespace sm90;
+    const uint64_t p_desc = smem_descriptor(smem_address(smem_.p[other]), 16, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < 2; ++step) {
+      float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * step);
+#pragma unroll
+      for (int kk = 0; kk < kPvSteps; ++kk) {  // 16 candidates a step: +32 bytes of P rows
+        wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
+      }
     }
     wgmma_commit();
   }
@@ -225,7 +402,7 @@ class ConsumerRole {
                                  smem_.exact_exchange[0][row] + smem_.exact_exchange[1][row]};
       const int head = w.head0 + row;
       if constexpr (kSplitItems) {
-        const SoftmaxFinal final = finalize_split_row(row_max_[r], totals);
+        const SoftmaxFinal final = finalize_split_row(reference_[r], totals);
         float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
@@ -234,7 +411,7 @@ class ConsumerRole {
         }
         if (consumer_ == 0 && lane_ % 4 == 0) store_split_lse(params_, w.split, w.token, head, final.lse2);
       } else {
-        const SoftmaxFinal final = finalize_row(params_, head, row_max_[r], totals);
+        const SoftmaxFinal final = finalize_row(params_, head, reference_[r], totals);
         __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll
         for (int i = 0; i < 32; ++i) {

@@ -1,9 +1,9 @@
 // The dequant warpgroups of the Hopper prefill: gather the candidate rows of a block straight
-// into registers, convert NVFP4 -> bf16 and write the block's two K slots (which are also V).
-// Warpgroup d (0 or 1) converts half d (rows 32 d .. 32 d + 31) of every block into slot
-// 2 (j % 2) + d, block j of the CTA's walk; four threads per row. They run one block ahead of the
-// consumers: block j + 1 is converted while the consumers read block j. They also load each
-// item's Q.
+// into registers, convert NVFP4 -> bf16 and write the block's K tile (which is also V).
+// Warpgroup d (0 or 1) converts half d (rows 32 d .. 32 d + 31) of every block into K tile j % 2,
+// block j of the CTA's walk; four threads per row; dims 0..255 first, then 256..511, each half
+// handed over on its own mbarrier. They run up to a block ahead of the consumers. They also load
+// each item's Q.
 #pragma once
 
 #include "../common/candidate_gather.cuh"
@@ -53,13 +53,22 @@ template <bool kSplitItems>
 class DequantRole {
  public:
   __device__ DequantRole(const DecodeParams& params, SharedStorage& smem, int warpgroup, int thread)
-      : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(thread / kPartsPerRow),
-        part_(thread % kPartsPerRow), num_items_(num_work_items<kSplitItems>(params)) {}
+      : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(row_of(thread)),
+        part_(part_of(thread)), num_items_(num_work_items<kSplitItems>(params)),
+        unit_offset_(unit_store_offset(row_of(thread), part_of(thread))),
+        tail_offset_(tail_store_offset(row_of(thread), part_of(thread))) {}
+
+  // A warp converts 8 rows, four parts each, lane 8 part + (row % 8): the eight lanes of a
+  // quarter warp hold one part of eight consecutive rows, whose 16-byte stores (the same chunk,
+  // swizzled by row % 8) fall in eight different bank groups. (Four parts of two rows would put
+  // parts p and p + 2, whose chunks are 8 apart, on the same banks: two-way conflicts.)
+  static __device__ __forceinline__ int row_of(int thread) { return (thread / 32) * 8 + thread % 8; }
+  static __device__ __forceinline__ int part_of(int thread) { return (thread % 32) / 8; }
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
-  // scales, waits until the consumers are done with block j - 2 (same slots), copies its RoPE
-  // chunks, converts its codes (loaded into registers during block j - 1) and hands the slot
-  // over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
+  // scales, waits until the consumers are done with each dim half of block j - 2 (same tile),
+  // converts its codes (loaded into registers during block j - 1) and copies its RoPE chunks,
+  // handing each half over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
   // block to land.
   __device__ void run() {
     BlockCursor<kSplitItems> cur;
@@ -68,10 +77,13 @@ class DequantRole {
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
-    // cp.async groups, oldest first: each block's scales (issued a block ahead), its RoPE copies,
-    // then an item's Q or nothing. At the top of block j the newest group is block j - 1's Q (or
-    // empty), so waiting for all but one group waits for block j's scales only.
+    // cp.async groups, oldest first, per block j - 1: block j's scales (a block ahead), block
+    // j - 1's RoPE copies, then an item's Q or nothing. At the top of block j the two newest
+    // groups are block j - 1's RoPE and Q, which only the consumers wait for (their copies arrive
+    // on half_full / q_full themselves), so waiting for all but two groups waits for block j's
+    // scales only. Before the loop an empty group stands for block -1's RoPE.
     copy_scales(source, 0);
+    cp_async_commit();
     cp_async_commit();
     load_q(cur.w, q_items++);
     cp_async_commit();
@@ -81,7 +93,7 @@ class DequantRole {
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales (copied a block ago by parts 0 and 1 of the row) have landed.
-      cp_async_wait<1>();
+      cp_async_wait<2>();
       __syncwarp();
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
@@ -93,17 +105,29 @@ class DequantRole {
       if (has_next) advance(after_next);
       const int32_t after_next_index = has_next ? cursor_index(after_next) : -1;
 
-      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.block_empty[parity]), ((gblock >> 1) - 1) & 1);
+      // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
+      // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
+      // consumers fence after they observe half_full, before their wgmma (the async proxy) reads.
+      const int empty_phase = ((gblock >> 1) - 1) & 1;
+#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
+      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
+#endif
       trace_event(2 + warpgroup_, 1, gblock);
-      const uint32_t slot = smem_address(smem_.k[2 * parity + warpgroup_]);
-      if (part_ == 0) smem_.valid[parity][warpgroup_ * kSlotRows + row_] = source.valid;
-      copy_rope(slot, source);
-      sm90::cp_async_arrive_noinc(smem_address(&smem_.block_full[parity]));
+      const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
+      // The flags go with the low half: both consumers release it after the block's softmax.
+      if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
+      convert_low(half_tile, parity);
+      sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
+      trace_event(2 + warpgroup_, 3, gblock);
+#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
+      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
+#endif
+      trace_event(2 + warpgroup_, 4, gblock);
+      copy_rope(half_tile, source);
+      sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
-      convert(slot, parity);
-      // No proxy fence here: it would wait for the loads in flight. The consumers fence after
-      // they observe block_full, before their wgmma (the async proxy) reads the slot.
-      sm90::mbarrier_arrive(smem_address(&smem_.block_full[parity]));
+      convert_high(half_tile, parity);
+      sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
       load_codes(next_source);
@@ -132,10 +156,20 @@ class DequantRole {
   SharedStorage& smem_;
   const int warpgroup_;  // 0 or 1: the half of each block it converts
   const int thread_;     // 0..127
-  const int row_;        // row of the slot (candidate 32 warpgroup + row of the block)
+  const int row_;        // row within the warpgroup's half of the block (candidate 32 warpgroup + row)
   const int part_;       // which quarter of the row's dims this thread converts
   const int num_items_;
-  uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their slot
+  // Where this thread's 16-byte chunks go in its warpgroup's half of a K tile (offsets from its
+  // start). The swizzle XORs a row's chunk index with row % 8; the XOR's two low bits only flip
+  // bits 4..5 of an offset, which nothing else sets, so chunk w of a unit is one XOR away from
+  // chunk 0 and the units and column blocks are immediate offsets on top.
+  //   unit_offset_: chunk 0 of full unit `part` (unit part + 4 i: + 2 i column blocks; chunk w:
+  //     ^ 16 w).
+  //   tail_offset_: this part's first chunk of units 12, 13 (its second: ^ 16); its RoPE chunks
+  //     are the same two one column block further.
+  const uint32_t unit_offset_;
+  const uint32_t tail_offset_;
+  uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
 
   __device__ __forceinline__ void seek_item(BlockCursor<kSplitItems>& cursor, int item) const {
@@ -156,15 +190,15 @@ class DequantRole {
     if (cursor.item >= num_items_) return -1;
     const WorkItem<kSplitItems>& w = cursor.w;
     const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
-    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kSlotRows + row_;
+    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kHalfRows + row_;
     if (position >= w.length(cursor.block)) return -1;
     return __ldg(list.indices + int64_t(w.token) * list.width + position);
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
     const CandidateListParams& list = params_.lists[w.in_main(block) ? 0 : 1];
-    const int64_t slot = index >= 0 && index < list.num_slots ? index : -1;
-    const CandidateRows rows = candidate_rows(list, slot);
+    const int64_t cache_slot = index >= 0 && index < list.num_slots ? index : -1;
+    const CandidateRows rows = candidate_rows(list, cache_slot);
     return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
   }
 
@@ -186,12 +220,23 @@ class DequantRole {
     }
   }
 
-  // The row's RoPE dims (bf16 already) straight into the slot: chunks 2 part, 2 part + 1 of 8.
-  __device__ __forceinline__ void copy_rope(uint32_t slot, const RowSource& source) {
+  static __device__ __forceinline__ uint32_t unit_store_offset(int row, int part) {
+    return swizzled_chunk_offset<kKColumnBlockBytes>(row, 4 * part);
+  }
+  static __device__ __forceinline__ uint32_t tail_store_offset(int row, int part) {
+    return swizzled_chunk_offset<kKColumnBlockBytes>(row, kHalfUnitFirstChunk + 2 * part);
+  }
+
+  // The row's RoPE dims (bf16 already) straight into the tile: chunks 2 part, 2 part + 1 of 8
+  // (tile chunks 56 + 2 part + k: the tail chunks' places one column block further).
+  __device__ __forceinline__ void copy_rope(uint32_t half_tile, const RowSource& source) {
+    static_assert(kRopeFirstChunk == kHalfUnitFirstChunk + 8 && kRopeChunksPerPart == 2,
+                  "RoPE chunk k of a part sits one column block after its tail chunk k");
+    const uint32_t tail = half_tile + tail_offset_;
 #pragma unroll
     for (int k = 0; k < kRopeChunksPerPart; ++k) {
       const int chunk = kRopeChunksPerPart * part_ + k;
-      cp_async_16(slot + swizzled_chunk_offset<kSlotColumnBlockBytes>(row_, kRopeFirstChunk + chunk),
+      cp_async_16((tail ^ (16u * k)) + kKColumnBlockBytes,
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
   }
@@ -199,7 +244,9 @@ class DequantRole {
   // The item's Q into the Q tile, once both consumers are done with the previous item's Q. The
   // copies arrive on q_full themselves, so this thread does not wait for them.
   __device__ void load_q(const WorkItem<kSplitItems>& w, int q_items) {
+#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
     if (q_items > 0) sm90::mbarrier_wait(smem_address(&smem_.q_empty), (q_items - 1) & 1);
+#endif
     const __nv_bfloat16* q_block = params_.q + (int64_t(w.token) * params_.num_heads + w.head0) * nvfp4::kHeadDim;
     const uint32_t q_tile = smem_address(smem_.q);
     constexpr int kChunksPerRow = nvfp4::kHeadDim / 8;
@@ -214,32 +261,44 @@ class DequantRole {
     sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
   }
 
-  // Eight codes (one word) times a scale into 16-byte chunk `chunk` of this thread's slot row.
-  __device__ __forceinline__ void convert_word(uint32_t slot, uint32_t word, uint32_t scale_bf16x2, int chunk) {
+  // Eight codes (one word) times a scale into the 16-byte chunk at `address`.
+  __device__ __forceinline__ void convert_word(uint32_t address, uint32_t word, uint32_t scale_bf16x2) {
     uint32_t out[4];
     e2m1x8_to_bf16x8(word, scale_bf16x2, out);
-    sm90::st_shared_16(slot + swizzled_chunk_offset<kSlotColumnBlockBytes>(row_, chunk), out[0], out[1], out[2],
-                       out[3]);
+    sm90::st_shared_16(address, out[0], out[1], out[2], out[3]);
   }
 
-  // This part's codes of the block (in registers) into its slot row, with the row's scales from
-  // stage `parity`.
-  __device__ __forceinline__ void convert(uint32_t slot, int parity) {
+  // Full unit i of this part (dims 32 (part + 4 i) ..) into its tile row, with the row's scales
+  // from stage `parity`: chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
+  __device__ __forceinline__ void convert_unit(uint32_t half_tile, int parity, int i) {
+    static_assert(kPartsPerRow * 4 == 2 * 8, "a unit's four chunks stay in one column block, unit + 4 is two blocks on");
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
-#pragma unroll
-    for (int i = 0; i < kFullUnitsPerPart; ++i) {
-      const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
-      const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
-      const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
-      const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
-      convert_word(slot, codes_[i].x, scale_low, 4 * unit + 0);
-      convert_word(slot, codes_[i].y, scale_low, 4 * unit + 1);
-      convert_word(slot, codes_[i].z, scale_high, 4 * unit + 2);
-      convert_word(slot, codes_[i].w, scale_high, 4 * unit + 3);
-    }
+    const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
+    const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
+    const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
+    const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
+    const uint32_t chunk0 = half_tile + unit_offset_;
+    const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
+    convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
+    convert_word((chunk0 ^ 16u) + unit_step, codes_[i].y, scale_low);
+    convert_word((chunk0 ^ 32u) + unit_step, codes_[i].z, scale_high);
+    convert_word((chunk0 ^ 48u) + unit_step, codes_[i].w, scale_high);
+  }
+
+  // This part's codes of dims 0..255 (units part and part + 4).
+  __device__ __forceinline__ void convert_low(uint32_t half_tile, int parity) {
+    convert_unit(half_tile, parity, 0);
+    convert_unit(half_tile, parity, 1);
+  }
+
+  // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
+  __device__ __forceinline__ void convert_high(uint32_t half_tile, int parity) {
+    convert_unit(half_tile, parity, 2);
+    const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
-    convert_word(slot, half_codes_.x, scale_half, kHalfUnitFirstChunk + 2 * part_);
-    convert_word(slot, half_codes_.y, scale_half, kHalfUnitFirstChunk + 2 * part_ + 1);
+    const uint32_t tail = half_tile + tail_offset_;
+    convert_word(tail, half_codes_.x, scale_half);
+    convert_word(tail ^ 16u, half_codes_.y, scale_half);
   }
 };
 

@@ -3,14 +3,14 @@
 //
 // CTA c walks the work items (token, 64 heads, split) c, c + gridDim.x, ..., block by block (64
 // candidates, one list chunk), with four warpgroups:
-//   - consumers 0 and 1 (prefill_hopper_consumer.cuh): per block, consumer c runs QK^T of half c
-//     (32 candidates), the two agree on the softmax reference, and each accumulates its 256 output
-//     dims over the whole block;
-//   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather half d of the next block's
-//     rows into registers, convert NVFP4 -> bf16 and write K slot 2 (j % 2) + d (the RoPE dims by
-//     cp.async); they also load each item's Q.
-// Four 32-row K slots hold two blocks: the dequant fills block j + 1 while the consumers read
-// block j, handing over on block_full / block_empty mbarriers.
+//   - consumers 0 and 1 (prefill_hopper_consumer.cuh): an item's blocks in pairs, consumer c runs
+//     QK^T and the softmax of the pair's block c, the reference handed from 0 to 1, and each
+//     accumulates its 256 output dims over both blocks;
+//   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather half d of each block's rows
+//     into registers, convert NVFP4 -> bf16 and write K tile j % 2 (the RoPE dims by cp.async);
+//     they also load each item's Q.
+// Two 64-row K tiles hold two blocks, each handed over by dim halves (half_full / half_empty
+// mbarriers), so a half is rewritten as soon as its last reader is done.
 // docs/hopper_kernel.md describes the schedule, the budgets and the measured profile.
 #pragma once
 
@@ -29,25 +29,34 @@ __global__ void __launch_bounds__(kThreads, 1)
   using namespace sm90;
   extern __shared__ __align__(1024) uint8_t smem_bytes[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  // Broadcast from lane 0 so that ptxas knows the role branches below are warp-uniform: code it
+  // sees as divergent gets its wgmmas serialised (ptxas info C7520), each waiting for the last.
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / kWarpgroupThreads, 0);
   if constexpr (kSplitItems) launch_dependent_grids();  // the decode's merge waits for this grid's end
   if (threadIdx.x == 0) {
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     mbarrier_init(smem_address(&smem.q_full), kDequantThreads);    // one cp.async arrival per thread
     mbarrier_init(smem_address(&smem.q_empty), kConsumerThreads);
     for (int parity = 0; parity < 2; ++parity) {
-      // Each dequant thread arrives twice: once after its stores, once (cp.async) when its RoPE
-      // copies land.
-      mbarrier_init(smem_address(&smem.block_full[parity]), 2 * kDequantThreads);
-      mbarrier_init(smem_address(&smem.block_empty[parity]), kConsumerThreads);
+      // Each dequant thread arrives once on the low half (after its stores) and twice on the high
+      // half: after its stores, and (cp.async) when its RoPE copies land.
+      mbarrier_init(smem_address(&smem.half_full[parity][kLowDims]), kDequantThreads);
+      mbarrier_init(smem_address(&smem.half_full[parity][kHighDims]), 2 * kDequantThreads);
+      for (int half = 0; half < 2; ++half) mbarrier_init(smem_address(&smem.half_empty[parity][half]), kConsumerThreads);
     }
   }
   __syncthreads();
   if (warpgroup >= kConsumers) {
     release_registers<kDequantRegisters>();
+#ifdef CAKE_HOPPER_CONSUMERS_ALONE  // development timing only: wrong results
+    return;
+#endif
     DequantRole<kSplitItems>(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
   } else {
     claim_registers<kConsumerRegisters>();
+#ifdef CAKE_HOPPER_DEQUANT_ALONE  // development timing only: wrong results
+    return;
+#endif
     ConsumerRole<kSplitItems>(params, smem, warpgroup, threadIdx.x % kWarpgroupThreads).run();
   }
 #endif

@@ -1,5 +1,5 @@
 // The Hopper kernel's unit of work and tile addressing: a (token, 64 heads, split) item, its
-// candidate blocks of 64 (list chunks, each held as two 32-row K slots), and byte offsets in the
+// candidate blocks of 64 (list chunks, each held as one 64-row K tile), and byte offsets in the
 // swizzled tiles. The prefill has one split (the whole lists); a decode split takes its chunk
 // range (csrc/common/decode_splits.h). Items are walked by a persistent grid: CTA c takes c,
 // c + gridDim.x, ...
@@ -90,7 +90,7 @@ __device__ __forceinline__ uint32_t p_tile_offset(int row, int column) {
 }
 
 // Byte offset of 16-byte chunk `chunk` (0..63, 8 dims each) of row `row` in a swizzled tile whose
-// column blocks are `kColumnBlockBytes` apart (the Q tile's or a K slot's).
+// column blocks are `kColumnBlockBytes` apart (the Q tile's or a K tile's).
 template <int kColumnBlockBytes>
 __device__ __forceinline__ uint32_t swizzled_chunk_offset(int row, int chunk) {
   return (chunk / 8) * kColumnBlockBytes + row * kTileRowBytes + (((chunk % 8) ^ (row % 8)) * 16);
