@@ -72,7 +72,7 @@ void run_prefill_cuda(PrefillArgs& args) {
   const PrefillKernelOverride knobs = prefill_kernel_override();
   validate_prefill_args(args, cuda_prefill_target(q.device().index(), knobs));
   const PrefillPlan& plan = args.plan;
-  const bool use_hopper = plan.kernel == PrefillKernel::kHopper || plan.kernel == PrefillKernel::kHopperSmall;
+  const bool use_hopper = is_hopper_family(plan.kernel);
   cuda::PrefillVariant variant = cuda::prefill_variant_for(int(plan.head_tiles), props->sharedMemPerBlockOptin);
   if (knobs.variant.has_value()) variant = {int(plan.head_tiles), knobs.variant->stages, knobs.variant->k_tiles};
   TORCH_CHECK_VALUE(use_hopper || (variant.head_tiles > 0 && size_t(variant.smem_bytes()) <= props->sharedMemPerBlockOptin),
@@ -89,10 +89,8 @@ void run_prefill_cuda(PrefillArgs& args) {
     // persistent grids, each bounded by the plan's.
     const int wide_heads = int(cuda::hopper_small_wide_heads(args.num_heads));
     if (wide_heads > 0) {
-      cuda::DecodeParams wide{};
-      static_cast<cuda::PrefillParams&>(wide) = params;
+      cuda::DecodeParams wide = cuda::whole_list_params(params);
       wide.num_head_blocks = wide_heads / cuda::HopperPrefillLayout::kHeads;
-      wide.num_splits = 1;
       cuda::launch_sparse_mla_attention_hopper(wide, int(plan.grid_size), stream);
     }
     cuda::launch_sparse_mla_prefill_hopper_small(cuda::params_from_head(params, wide_heads),
@@ -102,10 +100,7 @@ void run_prefill_cuda(PrefillArgs& args) {
   if (use_hopper) {
     // One split: the whole lists, output and out_lse written directly. The plan's persistent
     // grid (min(items, SMs)) is the launcher's CTA bound.
-    cuda::DecodeParams whole{};
-    static_cast<cuda::PrefillParams&>(whole) = params;
-    whole.num_splits = 1;
-    cuda::launch_sparse_mla_attention_hopper(whole, int(plan.grid_size), stream);
+    cuda::launch_sparse_mla_attention_hopper(cuda::whole_list_params(params), int(plan.grid_size), stream);
     return;
   }
   TORCH_CHECK_VALUE(cuda::launch_sparse_mla_prefill(variant, params, stream), "head_tiles: no kernel instance for ",

@@ -16,4 +16,12 @@ struct DecodeParams : PrefillParams {
   int num_splits;  // splits per (token, head block); chunks as in csrc/common/decode_splits.h
 };
 
+// A call over the whole lists (one split, no scratch: the kernel writes output and out_lse).
+inline DecodeParams whole_list_params(const PrefillParams& params) {
+  DecodeParams whole{};
+  static_cast<PrefillParams&>(whole) = params;
+  whole.num_splits = 1;
+  return whole;
+}
+
 }  // namespace cake::cuda
