@@ -52,9 +52,17 @@ __device__ __forceinline__ void named_barrier() {
 }
 // Arrives on named barrier kId without waiting: the other side of a one-sided hand-over waits
 // on it with named_barrier (kThreads counts both sides).
+// compute-sanitizer's racecheck does not follow bar.arrive: it reports hazards on a correct
+// arrive/sync ping-pong (benchmarks/racecheck_arrive_probe.cu). The build it checks
+// (-DCAKE_RACECHECK_BUILD, benchmarks/run_sanitizer.sh) waits on both sides instead: the same
+// accesses in the same order, with one more wait.
 template <int kId, int kThreads>
 __device__ __forceinline__ void named_barrier_arrive() {
+#ifdef CAKE_RACECHECK_BUILD
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+#else
   asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+#endif
 }
 
 // Sum / max over the 4 lanes of a quad (lane ^ 1, lane ^ 2), which hold one MMA fragment row;
