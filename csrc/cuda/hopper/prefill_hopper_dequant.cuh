@@ -44,6 +44,7 @@ struct BlockCursor {
 // half h = p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
 // 112 dims each.
 constexpr int kFullUnitsPerPart = 3;
+constexpr int kLowUnitsPerPart = 2;  // units part and part + 4: dims 0..255
 constexpr int kHalfUnitFirstByte = 16 * kFullUnitsPerPart * kPartsPerRow;  // 192
 constexpr int kHalfUnitFirstChunk = kHalfUnitFirstByte / 4;                // tile chunk 48
 constexpr int kHalfUnitFirstScale = kHalfUnitFirstByte / 8;                // scale byte 24
@@ -66,10 +67,11 @@ class DequantRole {
   static __device__ __forceinline__ int part_of(int thread) { return (thread % 32) / 8; }
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
-  // scales, waits until the consumers are done with each dim half of block j - 2 (same tile),
-  // converts its codes (loaded into registers during block j - 1) and copies its RoPE chunks,
-  // handing each half over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
-  // block to land.
+  // scales and loads block j + 2's index (each has a whole block to land), waits until the
+  // consumers are done with each dim half of block j - 2 (same tile), converts that half's codes
+  // (loaded into registers during block j - 1) and copies its RoPE chunks, handing each half
+  // over; right after converting a half it loads that half's codes of block j + 1 into the
+  // registers just freed, so they have about half a block to land.
   __device__ void run() {
     BlockCursor<kSplitItems> cur;
     seek_item(cur, blockIdx.x);
@@ -118,6 +120,7 @@ class DequantRole {
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
       convert_low(half_tile, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
+      load_low_codes(next_source);  // their registers are free now: half a block to land
       trace_event(2 + warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
@@ -130,7 +133,7 @@ class DequantRole {
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
-      load_codes(next_source);
+      load_high_codes(next_source);
       // The next item's Q, once both consumers are done with this one's (after its first block is
       // converted, so the wait does not hold up the conversion).
       if (cur.block == 0 && gblock > 0) load_q(cur.w, q_items++);
@@ -202,13 +205,25 @@ class DequantRole {
     return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
   }
 
+  // This part's codes of a row into registers: the low half's units (part, part + 4) and the high
+  // half's (part + 8 and its half of units 12, 13), loaded separately so that each half's load
+  // is issued as soon as the previous block's conversion of that half frees its registers.
   __device__ __forceinline__ void load_codes(const RowSource& source) {
+    load_low_codes(source);
+    load_high_codes(source);
+  }
+  __device__ __forceinline__ void load_low_codes(const RowSource& source) {
 #pragma unroll
-    for (int i = 0; i < kFullUnitsPerPart; ++i) {
-      const int unit = part_ + kPartsPerRow * i;
-      codes_[i] = source.valid ? ld_global_nc_16(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
-    }
+    for (int i = 0; i < kLowUnitsPerPart; ++i) load_unit_codes(source, i);
+  }
+  __device__ __forceinline__ void load_high_codes(const RowSource& source) {
+#pragma unroll
+    for (int i = kLowUnitsPerPart; i < kFullUnitsPerPart; ++i) load_unit_codes(source, i);
     half_codes_ = source.valid ? ld_global_nc_8(source.data_row + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
+  }
+  __device__ __forceinline__ void load_unit_codes(const RowSource& source, int i) {
+    const int unit = part_ + kPartsPerRow * i;
+    codes_[i] = source.valid ? ld_global_nc_16(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
   }
 
   // The row's 32-byte scale row into stage `parity`, 16 bytes by each of parts 0 and 1 (a masked
@@ -287,13 +302,14 @@ class DequantRole {
 
   // This part's codes of dims 0..255 (units part and part + 4).
   __device__ __forceinline__ void convert_low(uint32_t half_tile, int parity) {
-    convert_unit(half_tile, parity, 0);
-    convert_unit(half_tile, parity, 1);
+#pragma unroll
+    for (int i = 0; i < kLowUnitsPerPart; ++i) convert_unit(half_tile, parity, i);
   }
 
   // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
   __device__ __forceinline__ void convert_high(uint32_t half_tile, int parity) {
-    convert_unit(half_tile, parity, 2);
+    static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
+    convert_unit(half_tile, parity, kLowUnitsPerPart);
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
     const uint32_t tail = half_tile + tail_offset_;
