@@ -67,7 +67,7 @@ class DequantRole {
   static __device__ __forceinline__ int part_of(int thread) { return (thread % 32) / 8; }
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
-  // scales and loads block j + 2's index (each has a whole block to land), waits until the
+  // scales and block j + 2's row index into shared memory (each has a whole block to land), waits until the
   // consumers are done with each dim half of block j - 2 (same tile), converts that half's codes
   // (loaded into registers during block j - 1) and copies its RoPE chunks, handing each half
   // over; right after converting a half it loads that half's codes of block j + 1 into the
@@ -79,11 +79,12 @@ class DequantRole {
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
-    // cp.async groups, oldest first, per block j - 1: block j's scales (a block ahead), block
-    // j - 1's RoPE copies, then an item's Q or nothing. At the top of block j the two newest
-    // groups are block j - 1's RoPE and Q, which only the consumers wait for (their copies arrive
-    // on half_full / q_full themselves), so waiting for all but two groups waits for block j's
-    // scales only. Before the loop an empty group stands for block -1's RoPE.
+    // cp.async groups, oldest first, per block j - 1: block j's scales and block j + 1's row
+    // index, block j - 1's RoPE copies, then an item's Q or nothing. At the top of block j the
+    // two newest groups are block j - 1's RoPE and Q, which only the consumers wait for (their
+    // copies arrive on half_full / q_full themselves), so waiting for all but two groups waits
+    // for block j's scales and block j + 1's index only. Before the loop an empty group stands
+    // for block -1's RoPE, and block 1's index is stored directly.
     copy_scales(source, 0);
     cp_async_commit();
     cp_async_commit();
@@ -91,21 +92,22 @@ class DequantRole {
     cp_async_commit();
     BlockCursor<kSplitItems> next = cur;
     advance(next);
-    int32_t next_index = cursor_index(next);
+    if (part_ == 0) row_index_slot(1) = cursor_index(next);
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
-      // This block's scales (copied a block ago by parts 0 and 1 of the row) have landed.
+      // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
+      // of the row) have landed.
       cp_async_wait<2>();
       __syncwarp();
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
-      const RowSource next_source = has_next ? row_source(next.w, next.block, next_index)
+      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
-      cp_async_commit();
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance(after_next);
-      const int32_t after_next_index = has_next ? cursor_index(after_next) : -1;
+      copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
+      cp_async_commit();
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
       // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
@@ -141,7 +143,6 @@ class DequantRole {
       if (!has_next) break;
       cur = next;
       next = after_next;
-      next_index = after_next_index;
       source = next_source;
     }
     cp_async_wait<0>();  // nothing in flight at exit
@@ -187,15 +188,34 @@ class DequantRole {
     if (++cursor.block == cursor.w.num_blocks) seek_item(cursor, cursor.item + gridDim.x);
   }
 
-  // The raw index of this thread's row in the cursor's block (-1 past the list's length or the
-  // CTA's blocks). Range-checked later, in row_source, so the load's latency hides behind a block.
-  __device__ __forceinline__ int32_t cursor_index(const BlockCursor<kSplitItems>& cursor) const {
-    if (cursor.item >= num_items_) return -1;
+  // Where the raw index of this thread's row in the cursor's block is (nullptr past the list's
+  // length or the CTA's blocks). Range-checked later, in row_source.
+  __device__ __forceinline__ const int32_t* cursor_index_address(const BlockCursor<kSplitItems>& cursor) const {
+    if (cursor.item >= num_items_) return nullptr;
     const WorkItem<kSplitItems>& w = cursor.w;
     const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
     const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kHalfRows + row_;
-    if (position >= w.length(cursor.block)) return -1;
-    return __ldg(list.indices + int64_t(w.token) * list.width + position);
+    if (position >= w.length(cursor.block)) return nullptr;
+    return list.indices + int64_t(w.token) * list.width + position;
+  }
+  __device__ __forceinline__ int32_t cursor_index(const BlockCursor<kSplitItems>& cursor) const {
+    const int32_t* address = cursor_index_address(cursor);
+    return address != nullptr ? __ldg(address) : -1;
+  }
+  // The row's index in the cursor's block into row_index stage `stage` (part 0 of the row; the
+  // block-top wait and __syncwarp make it visible to the other parts): by cp.async, so its first
+  // use waits on the cp.async group, not on the scoreboard of this thread's register loads.
+  __device__ __forceinline__ void copy_row_index(const BlockCursor<kSplitItems>& cursor, int stage) {
+    if (part_ != 0) return;
+    const int32_t* address = cursor_index_address(cursor);
+    if (address != nullptr) {
+      cp_async_4(smem_address(&row_index_slot(stage)), address);
+    } else {
+      row_index_slot(stage) = -1;
+    }
+  }
+  __device__ __forceinline__ int32_t& row_index_slot(int stage) const {
+    return smem_.row_index[stage][warpgroup_][row_];
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
