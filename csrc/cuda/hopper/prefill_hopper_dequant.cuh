@@ -44,6 +44,7 @@ struct BlockCursor {
 // half h = p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
 // 112 dims each.
 constexpr int kFullUnitsPerPart = 3;
+constexpr int kLowUnitsPerPart = 2;  // units part and part + 4: dims 0..255
 constexpr int kHalfUnitFirstByte = 16 * kFullUnitsPerPart * kPartsPerRow;  // 192
 constexpr int kHalfUnitFirstChunk = kHalfUnitFirstByte / 4;                // tile chunk 48
 constexpr int kHalfUnitFirstScale = kHalfUnitFirstByte / 8;                // scale byte 24
@@ -66,10 +67,11 @@ class DequantRole {
   static __device__ __forceinline__ int part_of(int thread) { return (thread % 32) / 8; }
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
-  // scales, waits until the consumers are done with each dim half of block j - 2 (same tile),
-  // converts its codes (loaded into registers during block j - 1) and copies its RoPE chunks,
-  // handing each half over; then it loads block j + 1's codes and block j + 2's index: every load has a whole
-  // block to land.
+  // scales and block j + 2's row index into shared memory (each has a whole block to land), waits until the
+  // consumers are done with each dim half of block j - 2 (same tile), converts that half's codes
+  // (loaded into registers during block j - 1) and copies its RoPE chunks, handing each half
+  // over; right after converting a half it loads that half's codes of block j + 1 into the
+  // registers just freed, so they have about half a block to land.
   __device__ void run() {
     BlockCursor<kSplitItems> cur;
     seek_item(cur, blockIdx.x);
@@ -77,11 +79,12 @@ class DequantRole {
     int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
-    // cp.async groups, oldest first, per block j - 1: block j's scales (a block ahead), block
-    // j - 1's RoPE copies, then an item's Q or nothing. At the top of block j the two newest
-    // groups are block j - 1's RoPE and Q, which only the consumers wait for (their copies arrive
-    // on half_full / q_full themselves), so waiting for all but two groups waits for block j's
-    // scales only. Before the loop an empty group stands for block -1's RoPE.
+    // cp.async groups, oldest first, per block j - 1: block j's scales and block j + 1's row
+    // index, block j - 1's RoPE copies, then an item's Q or nothing. At the top of block j the
+    // two newest groups are block j - 1's RoPE and Q, which only the consumers wait for (their
+    // copies arrive on half_full / q_full themselves), so waiting for all but two groups waits
+    // for block j's scales and block j + 1's index only. Before the loop an empty group stands
+    // for block -1's RoPE, and block 1's index is stored directly.
     copy_scales(source, 0);
     cp_async_commit();
     cp_async_commit();
@@ -89,21 +92,22 @@ class DequantRole {
     cp_async_commit();
     BlockCursor<kSplitItems> next = cur;
     advance(next);
-    int32_t next_index = cursor_index(next);
+    if (part_ == 0) row_index_slot(1) = cursor_index(next);
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
-      // This block's scales (copied a block ago by parts 0 and 1 of the row) have landed.
+      // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
+      // of the row) have landed.
       cp_async_wait<2>();
       __syncwarp();
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
-      const RowSource next_source = has_next ? row_source(next.w, next.block, next_index)
+      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
-      cp_async_commit();
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance(after_next);
-      const int32_t after_next_index = has_next ? cursor_index(after_next) : -1;
+      copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
+      cp_async_commit();
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
       // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
@@ -118,6 +122,7 @@ class DequantRole {
       if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
       convert_low(half_tile, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
+      load_low_codes(next_source);  // their registers are free now: half a block to land
       trace_event(2 + warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
@@ -130,7 +135,7 @@ class DequantRole {
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
-      load_codes(next_source);
+      load_high_codes(next_source);
       // The next item's Q, once both consumers are done with this one's (after its first block is
       // converted, so the wait does not hold up the conversion).
       if (cur.block == 0 && gblock > 0) load_q(cur.w, q_items++);
@@ -138,7 +143,6 @@ class DequantRole {
       if (!has_next) break;
       cur = next;
       next = after_next;
-      next_index = after_next_index;
       source = next_source;
     }
     cp_async_wait<0>();  // nothing in flight at exit
@@ -184,15 +188,34 @@ class DequantRole {
     if (++cursor.block == cursor.w.num_blocks) seek_item(cursor, cursor.item + gridDim.x);
   }
 
-  // The raw index of this thread's row in the cursor's block (-1 past the list's length or the
-  // CTA's blocks). Range-checked later, in row_source, so the load's latency hides behind a block.
-  __device__ __forceinline__ int32_t cursor_index(const BlockCursor<kSplitItems>& cursor) const {
-    if (cursor.item >= num_items_) return -1;
+  // Where the raw index of this thread's row in the cursor's block is (nullptr past the list's
+  // length or the CTA's blocks). Range-checked later, in row_source.
+  __device__ __forceinline__ const int32_t* cursor_index_address(const BlockCursor<kSplitItems>& cursor) const {
+    if (cursor.item >= num_items_) return nullptr;
     const WorkItem<kSplitItems>& w = cursor.w;
     const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
     const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kHalfRows + row_;
-    if (position >= w.length(cursor.block)) return -1;
-    return __ldg(list.indices + int64_t(w.token) * list.width + position);
+    if (position >= w.length(cursor.block)) return nullptr;
+    return list.indices + int64_t(w.token) * list.width + position;
+  }
+  __device__ __forceinline__ int32_t cursor_index(const BlockCursor<kSplitItems>& cursor) const {
+    const int32_t* address = cursor_index_address(cursor);
+    return address != nullptr ? __ldg(address) : -1;
+  }
+  // The row's index in the cursor's block into row_index stage `stage` (part 0 of the row; the
+  // block-top wait and __syncwarp make it visible to the other parts): by cp.async, so its first
+  // use waits on the cp.async group, not on the scoreboard of this thread's register loads.
+  __device__ __forceinline__ void copy_row_index(const BlockCursor<kSplitItems>& cursor, int stage) {
+    if (part_ != 0) return;
+    const int32_t* address = cursor_index_address(cursor);
+    if (address != nullptr) {
+      cp_async_4(smem_address(&row_index_slot(stage)), address);
+    } else {
+      row_index_slot(stage) = -1;
+    }
+  }
+  __device__ __forceinline__ int32_t& row_index_slot(int stage) const {
+    return smem_.row_index[stage][warpgroup_][row_];
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
@@ -202,13 +225,25 @@ class DequantRole {
     return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
   }
 
+  // This part's codes of a row into registers: the low half's units (part, part + 4) and the high
+  // half's (part + 8 and its half of units 12, 13), loaded separately so that each half's load
+  // is issued as soon as the previous block's conversion of that half frees its registers.
   __device__ __forceinline__ void load_codes(const RowSource& source) {
+    load_low_codes(source);
+    load_high_codes(source);
+  }
+  __device__ __forceinline__ void load_low_codes(const RowSource& source) {
 #pragma unroll
-    for (int i = 0; i < kFullUnitsPerPart; ++i) {
-      const int unit = part_ + kPartsPerRow * i;
-      codes_[i] = source.valid ? ld_global_nc_16(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
-    }
+    for (int i = 0; i < kLowUnitsPerPart; ++i) load_unit_codes(source, i);
+  }
+  __device__ __forceinline__ void load_high_codes(const RowSource& source) {
+#pragma unroll
+    for (int i = kLowUnitsPerPart; i < kFullUnitsPerPart; ++i) load_unit_codes(source, i);
     half_codes_ = source.valid ? ld_global_nc_8(source.data_row + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
+  }
+  __device__ __forceinline__ void load_unit_codes(const RowSource& source, int i) {
+    const int unit = part_ + kPartsPerRow * i;
+    codes_[i] = source.valid ? ld_global_nc_16(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
   }
 
   // The row's 32-byte scale row into stage `parity`, 16 bytes by each of parts 0 and 1 (a masked
@@ -287,13 +322,14 @@ class DequantRole {
 
   // This part's codes of dims 0..255 (units part and part + 4).
   __device__ __forceinline__ void convert_low(uint32_t half_tile, int parity) {
-    convert_unit(half_tile, parity, 0);
-    convert_unit(half_tile, parity, 1);
+#pragma unroll
+    for (int i = 0; i < kLowUnitsPerPart; ++i) convert_unit(half_tile, parity, i);
   }
 
   // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
   __device__ __forceinline__ void convert_high(uint32_t half_tile, int parity) {
-    convert_unit(half_tile, parity, 2);
+    static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
+    convert_unit(half_tile, parity, kLowUnitsPerPart);
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
     const uint32_t tail = half_tile + tail_offset_;

@@ -75,6 +75,9 @@ struct alignas(1024) SharedStorage {
   // Scale rows of the block halves being converted, by block parity and half: copied one block ahead.
   uint8_t scales[2][kDequantWarpgroups][kHalfRows][nvfp4::kScaleRowBytes];
   uint8_t valid[2][kBlockRows];  // candidate flags of each block parity
+  // The cache slot of each row of block k (-1: masked), by k's parity: copied two blocks ahead,
+  // so the dequant's first use of it does not wait on a load of its own registers.
+  int32_t row_index[2][kDequantWarpgroups][kHalfRows];
   // mbarriers
   uint64_t q_full;         // the item's Q landed (one cp.async arrival per dequant thread)
   uint64_t q_empty;        // both consumers finished the item's last QK^T
