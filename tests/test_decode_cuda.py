@@ -65,6 +65,19 @@ def test_forced_and_planned_splits(shape, num_heads):
     assert plan["head_tiles"] == max(tiles)
 
 
+@pytest.mark.parametrize("many_rows", [False, True])
+def test_merge_row_mappings(many_rows):
+    """The merge maps a row onto four warps while T * H <= 8 rows an SM, onto one warp beyond
+    (decode_merge.cu): both mappings, each with splits that fit one round of a lane's loads (2)
+    and more than one (11: the LSE pass first), against the reference and the partials."""
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_tokens = 8 * num_sms // 64 + 2 if many_rows else 2
+    assert (num_tokens * 64 > 8 * num_sms) == many_rows
+    problem = list_problem("2048", 64, seed=11 + many_rows, num_tokens=num_tokens)
+    for num_splits in (2, 11):
+        check_decode(problem, num_splits, 32, 4)
+
+
 @pytest.mark.parametrize("kernel", [None, "portable"])
 @pytest.mark.parametrize("num_heads,head_tiles,topk,extra_topk", [
     (16, 1, 700, 300), (64, 1, 700, 300), (64, 2, 700, 300), (64, 4, 700, 300), (128, 4, 700, 300), (96, 2, 700, 300),
