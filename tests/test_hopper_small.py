@@ -119,7 +119,7 @@ def small_call_units_per_token(heads):
     """Per token, what the larger of a small-heads call's grids walks: the 64-head kernel's items
     (H = 48, 112: every head, the last block of 64 padded; H = 80, 96: heads 0..63) and the
     small-heads kernel's units over the rest."""
-    wide = -(-heads // 64) * 64 if heads % 64 == 48 else heads // 64 * 64
+    wide = 0 if heads % 64 == 0 else (-(-heads // 64) * 64 if heads % 64 == 48 else heads // 64 * 64)
     rest = heads - wide if wide < heads else 0
     group = 48 if rest % 48 == 0 else (32 if rest % 32 == 0 else 16)
     return max(wide // 64, rest // group)

@@ -49,9 +49,10 @@ inline bool hopper_prefill_serves(long long num_heads, long long head_tiles) {
 //   kernel (docs/hopper_small_kernel.md), so the padding costs less than the small kernel saves.
 // - H = 80, 96 (H % 64 == 16, 32): heads 0..63, the rest on the small-heads kernel (faster there
 //   than padding: 888 + 565 / 717 us against 1723 us for 128 heads).
-// - Otherwise (16, 32): none.
+// - Otherwise (16, 32; and 64, 128, which reach this kernel only with head_tiles below 4): none.
 inline long long hopper_small_wide_heads(long long num_heads) {
   constexpr long long kBlock = HopperPrefillLayout::kHeads;
+  if (num_heads % kBlock == 0) return 0;
   if (num_heads % kBlock == 48) return (num_heads / kBlock + 1) * kBlock;
   return num_heads / kBlock * kBlock;
 }
