@@ -1,8 +1,10 @@
 """The small-heads Hopper (sm_90a) prefill kernel (docs/hopper_small_kernel.md): which calls it
 serves (on Hopper, by default, every call the 64-head kernel does not), and the contract on it.
 
-These tests run with no kernel override (the device's own choice). They cover 16, 32 and 48 heads
-a unit (and the head counts that take several units a token), masks, both caches, sinks, the
+These tests run with no kernel override (the device's own choice). They cover 16 and 32 heads a
+unit, the head counts that take several units a token or heads 0..63 on the 64-head kernel, and
+48 and 112 heads (the 64-head kernel with its last head block padded, planned as small-heads
+calls), masks, both caches, sinks, the
 non-finite rules, empty rows, repeatability and a persistent grid that crosses units; everything
 against the float64 reference. The override "hopper_small" is a synonym of "hopper"."""
 import dataclasses
