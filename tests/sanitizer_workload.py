@@ -3,7 +3,7 @@ partial chunks, both caches with page sizes 1 and 2, padded strides, every view,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
 valid page; plus both writers. On Hopper every call runs on its Hopper kernel (the 64-head one
 for 4 tiles, the small-heads one for the rest) and again on the portable kernel, and more
-small-heads cases run 16, 32, 48 and 96 heads. Then the decode (split kernel
+small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads. Then the decode (split kernel
 and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head tile (64 heads
 per item: the Hopper kernel's splits on Hopper), one split and several, splits past a token's
 length or holding only masked slots, more than 1024 candidates over both caches. Small shapes, so
@@ -45,8 +45,9 @@ def main():
                 torch.cuda.synchronize()
                 assert plan["kernel"] == "portable"
                 assert_matches_reference(output, out_lse, *problem.reference())
-    # The small-heads Hopper kernel (the default on Hopper for these head counts): 16, 32 and 48
-    # heads a unit, 96 as two units a token, more units than SMs with empty ones among them.
+    # The small-heads calls (the default on Hopper for these head counts): 16 and 32 heads a unit,
+    # 48 on the 64-head kernel with its head block padded, 96 as heads 0..63 on the 64-head kernel
+    # and a unit of 32, more units than SMs with empty ones among them.
     small_cases = [
         dict(num_tokens=3, num_heads=16, topk=100, main=CacheSpec(3, 64), extra=CacheSpec(7, 1), extra_topk=33,
              lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),

@@ -1,8 +1,10 @@
 """The small-heads Hopper (sm_90a) prefill kernel (docs/hopper_small_kernel.md): which calls it
 serves (on Hopper, by default, every call the 64-head kernel does not), and the contract on it.
 
-These tests run with no kernel override (the device's own choice). They cover 16, 32 and 48 heads
-a unit (and the head counts that take several units a token), masks, both caches, sinks, the
+These tests run with no kernel override (the device's own choice). They cover 16 and 32 heads a
+unit, the head counts that take several units a token or heads 0..63 on the 64-head kernel, and
+48 and 112 heads (the 64-head kernel with its last head block padded, planned as small-heads
+calls), masks, both caches, sinks, the
 non-finite rules, empty rows, repeatability and a persistent grid that crosses units; everything
 against the float64 reference. The override "hopper_small" is a synonym of "hopper"."""
 import dataclasses
@@ -116,18 +118,19 @@ def test_small_heads_matches_reference(case):
 
 
 def small_call_units_per_token(heads):
-    """Per token, what the larger of a small-heads call's grids walks: with H = 80, 96, 112 the
-    64-head kernel's item over heads 0..63 and the small-heads kernel's units over the rest."""
-    wide = heads // 64 * 64 if heads % 64 else 0
-    rest = heads - wide
+    """Per token, what the larger of a small-heads call's grids walks: the 64-head kernel's items
+    (H = 48, 112: every head, the last block of 64 padded; H = 80, 96: heads 0..63) and the
+    small-heads kernel's units over the rest."""
+    wide = 0 if heads % 64 == 0 else (-(-heads // 64) * 64 if heads % 64 == 48 else heads // 64 * 64)
+    rest = heads - wide if wide < heads else 0
     group = 48 if rest % 48 == 0 else (32 if rest % 32 == 0 else 16)
     return max(wide // 64, rest // group)
 
 
 @needs_small_heads
-@pytest.mark.parametrize("heads", [80, 96, 112])
+@pytest.mark.parametrize("heads", [80, 96])
 def test_leading_64_heads_run_on_the_64_head_kernel(heads):
-    """With H = 80, 96 or 112, heads 0..63 run on the 64-head Hopper kernel: the same bits as a
+    """With H = 80 or 96, heads 0..63 run on the 64-head Hopper kernel: the same bits as a
     64-head call on those heads' q and sink (which the 64-head kernel runs); the other heads run on
     the small-heads kernel and meet the contract."""
     problem = make_problem(num_tokens=150, num_heads=heads, topk=300, main=CacheSpec(12, 64), device="cuda",
@@ -142,6 +145,31 @@ def test_leading_64_heads_run_on_the_64_head_kernel(heads):
     assert leading_plan["kernel"] == "hopper"
     assert torch.equal(output[:, :64].contiguous().view(torch.int16), leading_out.view(torch.int16))
     assert torch.equal(out_lse[:, :64].contiguous(), leading_lse)
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [48, 112])
+def test_padded_last_head_block(heads):
+    """With H = 48 or 112 the 64-head Hopper kernel runs every head, its last block of 64 padded
+    with zero q rows that are never stored: the contract holds, and each head's output and LSE
+    are the same bits as in a call with H rounded up to 64 / 128 whose extra heads carry other
+    (random) q and sink values, which the 64-head kernel runs without padding."""
+    problem = make_problem(num_tokens=70, num_heads=heads, topk=300, main=CacheSpec(12, 64), device="cuda",
+                           seed=90 + heads, extra=CacheSpec(5, 2), extra_topk=40, lengths="random",
+                           extra_lengths="random", sink=1.0)
+    output, out_lse, plan = problem.run()
+    assert plan["kernel"] == "hopper_small"
+    assert_matches_reference(output, out_lse, *problem.reference())
+    full_heads = heads + 16
+    generator = torch.Generator(device="cuda").manual_seed(heads)
+    extra_q = torch.randn(problem.q.shape[0], 16, problem.q.shape[2], device="cuda", generator=generator)
+    extra_sink = torch.randn(16, device="cuda", generator=generator)
+    full = dataclasses.replace(problem, q=torch.cat([problem.q, extra_q.to(problem.q.dtype)], dim=1),
+                               kwargs=dict(problem.kwargs, attn_sink=torch.cat([problem.kwargs["attn_sink"], extra_sink])))
+    full_out, full_lse, full_plan = full.run()
+    assert full_plan["kernel"] == "hopper" and full_out.shape[1] == full_heads
+    assert torch.equal(output.view(torch.int16), full_out[:, :heads].contiguous().view(torch.int16))
+    assert torch.equal(out_lse, full_lse[:, :heads].contiguous())
 
 
 @needs_small_heads

@@ -81,14 +81,15 @@ def test_plan_details_small_heads_on_hopper():
     """The Hopper family plans every call the 64-head kernel does not serve on the small-heads
     kernel (measured faster than the portable kernel at every shape, docs/hopper_small_kernel.md):
     a persistent grid over its own units (a token and G = 48, 32 or 16 heads, the largest that
-    divides the heads it runs), whatever head_tiles says; with H = 80, 96 or 112 the 64-head kernel
-    runs heads 0..63 in a grid of its own and the small-heads kernel the rest (one unit a token
-    each: the grid is min(T, SMs)); the table is the Hopper one. kernel="hopper_small" names the
-    same family."""
+    divides the heads it runs), whatever head_tiles says; with H = 48 and 112 the 64-head kernel
+    runs every head in blocks of 64, the last padded (ceil(H / 64) items a token); with H = 80 and
+    96 it runs heads 0..63 in a grid of its own and the small-heads kernel the rest (one unit a
+    token each: the grid is min(T, SMs)); the table is the Hopper one. kernel="hopper_small" names
+    the same family."""
     small = dict(topk=512, num_sms=132, kernel="hopper")
     for num_tokens, num_heads, head_tiles, grid in (
             (1000, 16, 1, 132), (100, 16, 1, 100), (1000, 32, 2, 132), (50, 32, 1, 50), (100, 48, 1, 100),
-            (200, 48, 1, 132), (40, 96, 2, 40), (40, 80, 1, 40), (30, 112, 1, 30), (8, 112, 1, 8), (0, 48, 1, 0),
+            (200, 48, 1, 132), (40, 96, 2, 40), (40, 80, 1, 40), (30, 112, 1, 60), (8, 112, 1, 16), (0, 48, 1, 0),
             (1, 16, 1, 1), (200, 112, 1, 132)):
         assert details(num_tokens=num_tokens, num_heads=num_heads, **small) == \
             {"head_tiles": head_tiles, "num_ctas": num_tokens * num_heads // (16 * head_tiles), "grid_size": grid,

@@ -49,9 +49,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
     (num_ctas, or min(num_ctas, SMs) for the Hopper kernel's persistent grid), "kernel": "hopper"
     | "hopper_small" | "portable" | "cpu"}``. On Hopper the 64-head kernel ("hopper") serves
     H % 64 == 0 at head_tiles 4 and the small-heads kernel ("hopper_small") every other call: its
-    persistent grid is min(T * H / G, SMs) with G = 48, 32 or 16, the largest dividing H; with
-    H = 80, 96 or 112 heads 0..63 run on the 64-head kernel and the small-heads kernel takes the
-    rest, two grids of min(T, SMs) CTAs each (docs/contract.md, the plan's keys).
+    persistent grid is min(T * H / G, SMs) with G = 32 or 16, the largest dividing H; with
+    H = 48 and 112 the 64-head kernel runs every head in blocks of 64, the last padded (grid
+    min(T * ceil(H / 64), SMs)); with H = 80 and 96 heads 0..63 run on the 64-head kernel and the
+    small-heads kernel takes the rest, two grids of min(T, SMs) CTAs each (docs/contract.md, the
+    plan's keys).
 
     Args:
         num_tokens: T, the query tokens of the call (>= 0).

@@ -84,17 +84,22 @@ void run_prefill_cuda(PrefillArgs& args) {
   const cuda::PrefillParams params = attention_params(args, prefill_items_per_token(args.num_heads, plan.head_tiles));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (plan.kernel == PrefillKernel::kHopperSmall) {
-    // H = 80, 96, 112: heads 0..63 on the 64-head kernel, the rest on the small-heads kernel's
-    // own units (a token and 16, 32 or 48 heads; its launcher sets num_head_blocks). Two
-    // persistent grids, each bounded by the plan's.
+    // Heads 0.. on the 64-head kernel in blocks of 64 (H = 48, 112: all of them, the last block
+    // padded; H = 80, 96: heads 0..63), the rest on the small-heads kernel's own units (a token
+    // and 16, 32 or 48 heads; its launcher sets num_head_blocks). One or two persistent grids,
+    // each bounded by the plan's.
     const int wide_heads = int(cuda::hopper_small_wide_heads(args.num_heads));
+    const int narrow_heads = int(cuda::hopper_small_narrow_heads(args.num_heads));
     if (wide_heads > 0) {
       cuda::DecodeParams wide = cuda::whole_list_params(params);
       wide.num_head_blocks = wide_heads / cuda::HopperPrefillLayout::kHeads;
       cuda::launch_sparse_mla_attention_hopper(wide, int(plan.grid_size), stream);
     }
-    cuda::launch_sparse_mla_prefill_hopper_small(cuda::params_from_head(params, wide_heads),
-                                                 int(args.num_heads) - wide_heads, int(plan.grid_size), stream);
+    if (narrow_heads > 0) {
+      const int first = int(args.num_heads) - narrow_heads;
+      cuda::launch_sparse_mla_prefill_hopper_small(cuda::params_from_head(params, first), narrow_heads,
+                                                   int(plan.grid_size), stream);
+    }
     return;
   }
   if (use_hopper) {

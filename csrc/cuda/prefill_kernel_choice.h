@@ -41,22 +41,35 @@ inline bool hopper_prefill_serves(long long num_heads, long long head_tiles) {
   return head_tiles * nvfp4::kHeadsPerTile == HopperPrefillLayout::kHeads && num_heads % HopperPrefillLayout::kHeads == 0;
 }
 
-// In a call the small-heads kernel serves, the leading heads the 64-head kernel runs instead: the
-// largest multiple of 64 below H when H is not one (H = 80, 96, 112: heads 0..63, faster there
-// per head than in units of 16, 32 or 48; docs/hopper_small_kernel.md), else none.
+// In a call the small-heads kernel serves, the heads the 64-head kernel runs instead, in blocks of
+// 64 from head 0:
+// - H = 48, 112 (H % 64 == 48): all of them, the last block padded (48 of its 64 rows are
+//   heads; the padding rows get zero q and are never stored). Measured on the H200 at T = 4096,
+//   topk 512, a 64-head block took 888 us (H = 64) against 1206 us for 48 heads on the small-heads
+//   kernel (docs/hopper_small_kernel.md), so the padding costs less than the small kernel saves.
+// - H = 80, 96 (H % 64 == 16, 32): heads 0..63, the rest on the small-heads kernel (faster there
+//   than padding: 888 + 565 / 717 us against 1723 us for 128 heads).
+// - Otherwise (16, 32; and 64, 128, which reach this kernel only with head_tiles below 4): none.
 inline long long hopper_small_wide_heads(long long num_heads) {
-  return num_heads % HopperPrefillLayout::kHeads != 0 ? num_heads / HopperPrefillLayout::kHeads * HopperPrefillLayout::kHeads
-                                                       : 0;
+  constexpr long long kBlock = HopperPrefillLayout::kHeads;
+  if (num_heads % kBlock == 0) return 0;
+  if (num_heads % kBlock == 48) return (num_heads / kBlock + 1) * kBlock;
+  return num_heads / kBlock * kBlock;
 }
 
-// What each of the two persistent grids of a small-heads call walks per token, the larger of:
-// the 64-head kernel's items over the wide heads, and the small-heads kernel's units (a token and
-// G heads, G the largest of 48, 32, 16 that divides the heads left).
-inline long long hopper_small_units_per_token(long long num_heads) {
+// The heads of such a call left to the small-heads kernel (0: it does not run).
+inline long long hopper_small_narrow_heads(long long num_heads) {
   const long long wide = hopper_small_wide_heads(num_heads);
-  const long long rest = num_heads - wide;
-  const long long units = rest / hopper_small::group_heads_for(rest);
-  const long long items = wide / HopperPrefillLayout::kHeads;
+  return wide < num_heads ? num_heads - wide : 0;
+}
+
+// What each of the (one or two) persistent grids of a small-heads call walks per token, the
+// larger of: the 64-head kernel's items over the wide heads, and the small-heads kernel's units
+// (a token and G heads, G the largest of 48, 32, 16 that divides the heads left).
+inline long long hopper_small_units_per_token(long long num_heads) {
+  const long long rest = hopper_small_narrow_heads(num_heads);
+  const long long units = rest > 0 ? rest / hopper_small::group_heads_for(rest) : 0;
+  const long long items = hopper_small_wide_heads(num_heads) / HopperPrefillLayout::kHeads;
   return units > items ? units : items;
 }
 

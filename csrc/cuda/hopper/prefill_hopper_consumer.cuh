@@ -401,6 +401,7 @@ class ConsumerRole {
       const WeightSums totals = {smem_.sum_exchange[0][row] + smem_.sum_exchange[1][row],
                                  smem_.exact_exchange[0][row] + smem_.exact_exchange[1][row]};
       const int head = w.head0 + row;
+      if (head >= params_.num_heads) continue;  // a padding row of the last head block: no output, no sink
       if constexpr (kSplitItems) {
         const SoftmaxFinal final = finalize_split_row(reference_[r], totals);
         float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);

@@ -283,6 +283,9 @@ class DequantRole {
     if (q_items > 0) sm90::mbarrier_wait(smem_address(&smem_.q_empty), (q_items - 1) & 1);
 #endif
     const __nv_bfloat16* q_block = params_.q + (int64_t(w.token) * params_.num_heads + w.head0) * nvfp4::kHeadDim;
+    // A padded last head block (H = 48, 112: 48 heads of 64) gets zero rows past the last head,
+    // read from nowhere (src-size 0): its S rows are zeros, never stored.
+    const int q_rows = params_.num_heads - w.head0 < kHeads ? params_.num_heads - w.head0 : kHeads;
     const uint32_t q_tile = smem_address(smem_.q);
     constexpr int kChunksPerRow = nvfp4::kHeadDim / 8;
 #pragma unroll 4
@@ -290,8 +293,9 @@ class DequantRole {
          unit += kDequantThreads) {
       const int q_row = unit / kChunksPerRow;
       const int chunk = unit % kChunksPerRow;
+      const bool real = q_row < q_rows;
       cp_async_16(q_tile + swizzled_chunk_offset<kQColumnBlockBytes>(q_row, chunk),
-                  q_block + q_row * nvfp4::kHeadDim + chunk * 8, true);
+                  q_block + (real ? q_row * nvfp4::kHeadDim + chunk * 8 : 0), real);
     }
     sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
   }
