@@ -64,19 +64,22 @@ class ConsumerRole {
   __device__ void run() {
     using namespace sm90;
     const int num_items = num_work_items<kSplitItems>(params_);
-    int gblock = 0;   // blocks so far over this CTA's items: the phase of the block barriers
-    int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
+    int gblock = 0;  // blocks so far over this CTA's items: the phase of the block barriers
+    // Every item's Q is loaded by the consumers themselves: the first here, each next one in the
+    // epilogue of the one before (finish_item), once neither consumer reads the Q tile any more,
+    // so it lands while the epilogue runs.
+    if (blockIdx.x < num_items) load_q(blockIdx.x);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       w.num_blocks = __shfl_sync(0xffffffffu, w.num_blocks, 0);
       reset();
       if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
-        finish_item(w);
+        finish_item(w, item);
         continue;
       }
-#if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      mbarrier_wait(smem_address(&smem_.q_full), q_items & 1);
+#if !defined(CAKE_HOPPER_NO_WAITS)
+      mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
       fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
       for (int block = 0; block < w.num_blocks; block += 2, gblock += 2) {
@@ -89,8 +92,7 @@ class ConsumerRole {
         }
       }
       gblock -= w.num_blocks & 1;  // an odd item used one block of its last pair
-      finish_item(w);
-      ++q_items;
+      finish_item(w, item);
     }
   }
 
@@ -124,7 +126,6 @@ class ConsumerRole {
     compute_scores(s_acc, first, pair.first_phase);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
-    if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, first, reference_, weights, moved_by);
@@ -171,8 +172,7 @@ class ConsumerRole {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
-      if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
-      wait_half(first, kHighDims, pair.first_phase);
+        wait_half(first, kHighDims, pair.first_phase);
       take_leader_reference();
       release_half(first, kLowDims);
       accumulate_other(0, first);
@@ -185,7 +185,6 @@ class ConsumerRole {
     trace_event(1, 0, pair.gblock);
     compute_scores(s_acc, second, pair.first_phase ^ first);
     trace_event(1, 1, pair.gblock);
-    if (pair.last) mbarrier_arrive(smem_address(&smem_.q_empty));
     wait_half(first, kHighDims, pair.first_phase);
     take_leader_reference();
     trace_event(1, 2, pair.gblock);
@@ -379,12 +378,41 @@ class ConsumerRole {
     wgmma_commit();
   }
 
+  // q_full's phase for item `item`: its parity in this CTA's walk (one Q load per item, with or
+  // without candidates). Computed when needed: the consumers have no register to keep a count in.
+  static __device__ __forceinline__ int q_phase(int item) { return ((item - int(blockIdx.x)) / int(gridDim.x)) & 1; }
+
+  // Item `item`'s Q into the Q tile, 16 bytes a copy, 16 copies a thread; the copies arrive on
+  // q_full themselves, so this thread does not wait for them. A padded last head block (fewer
+  // than 64 heads left) gets zero rows, read from nowhere (src-size 0).
+  __device__ void load_q(int item) {
+    const int row_item = kSplitItems ? item / params_.num_splits : item;
+    const int token = row_item / params_.num_head_blocks;
+    const int head0 = (row_item % params_.num_head_blocks) * kHeads;
+    const __nv_bfloat16* q_block = params_.q + (int64_t(token) * params_.num_heads + head0) * nvfp4::kHeadDim;
+    const int q_rows = params_.num_heads - head0 < kHeads ? params_.num_heads - head0 : kHeads;
+    const uint32_t q_tile = smem_address(smem_.q);
+    constexpr int kChunksPerRow = nvfp4::kHeadDim / 8;
+    // The consumers are warpgroups 0 and 1: threadIdx.x numbers their 256 threads (not kept in a
+    // register across the item loop, where the consumers have none to spare).
+    static_assert(kConsumers * kWarpgroupThreads == kConsumerThreads, "consumers first");
+#pragma unroll 1
+    for (int unit = int(threadIdx.x); unit < kHeads * kChunksPerRow; unit += kConsumerThreads) {
+      const int q_row = unit / kChunksPerRow;
+      const int chunk = unit % kChunksPerRow;
+      const bool real = q_row < q_rows;
+      cp_async_16(q_tile + swizzled_chunk_offset<kQColumnBlockBytes>(q_row, chunk),
+                  q_block + (real ? q_row * nvfp4::kHeadDim + chunk * 8 : 0), real);
+    }
+    sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
+  }
+
   // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
   // lists (the prefill, or a decode that does not split): the sink, normalise, store O (bf16
   // pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE. Split items:
   // the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the scratch
   // (the merge kernel adds the sink).
-  __device__ void finish_item(const WorkItem<kSplitItems>& w) {
+  __device__ void finish_item(const WorkItem<kSplitItems>& w, int item) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float rounded = quad_sum(sums_[r].rounded);
@@ -395,6 +423,13 @@ class ConsumerRole {
       }
     }
     consumer_barrier<kSumsExchanged>();
+    // Both consumers' wgmmas of this item have retired (each waited for its last before the
+    // epilogue): the Q tile is free. This item's own Q load has landed (an item without
+    // candidates never waited for it), so the next item's copies are the only ones in flight.
+#if !defined(CAKE_HOPPER_NO_WAITS)
+    sm90::mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
+#endif
+    if (item + int(gridDim.x) < num_work_items<kSplitItems>(params_)) load_q(item + gridDim.x);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;

@@ -2,8 +2,8 @@
 // into registers, convert NVFP4 -> bf16 and write the block's K tile (which is also V).
 // Warpgroup d (0 or 1) converts half d (rows 32 d .. 32 d + 31) of every block into K tile j % 2,
 // block j of the CTA's walk; four threads per row; dims 0..255 first, then 256..511, each half
-// handed over on its own mbarrier. They run up to a block ahead of the consumers. They also load
-// each item's Q.
+// handed over on its own mbarrier. They run up to a block ahead of the consumers (who load each
+// item's Q themselves).
 #pragma once
 
 #include "../common/candidate_gather.cuh"
@@ -76,19 +76,16 @@ class DequantRole {
     BlockCursor<kSplitItems> cur;
     seek_item(cur, blockIdx.x);
     if (cur.item >= num_items_) return;
-    int q_items = 0;  // items with candidates so far: the phase of q_full / q_empty
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
     // cp.async groups, oldest first, per block j - 1: block j's scales and block j + 1's row
-    // index, block j - 1's RoPE copies, then an item's Q or nothing. At the top of block j the
-    // two newest groups are block j - 1's RoPE and Q, which only the consumers wait for (their
-    // copies arrive on half_full / q_full themselves), so waiting for all but two groups waits
-    // for block j's scales and block j + 1's index only. Before the loop an empty group stands
-    // for block -1's RoPE, and block 1's index is stored directly.
+    // index, then block j - 1's RoPE copies. At the top of block j the newest group is block
+    // j - 1's RoPE, which only the consumers wait for (the copies arrive on half_full
+    // themselves), so waiting for all but one group waits for block j's scales and block j + 1's
+    // index only. Before the loop an empty group stands for block -1's RoPE, and block 1's index
+    // is stored directly. (Q is the consumers' to load.)
     copy_scales(source, 0);
     cp_async_commit();
-    cp_async_commit();
-    load_q(cur.w, q_items++);
     cp_async_commit();
     BlockCursor<kSplitItems> next = cur;
     advance(next);
@@ -97,7 +94,7 @@ class DequantRole {
       const int parity = gblock & 1;
       // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
       // of the row) have landed.
-      cp_async_wait<2>();
+      cp_async_wait<1>();
       __syncwarp();
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
@@ -136,10 +133,6 @@ class DequantRole {
       trace_event(2 + warpgroup_, 2, gblock);
 
       load_high_codes(next_source);
-      // The next item's Q, once both consumers are done with this one's (after its first block is
-      // converted, so the wait does not hold up the conversion).
-      if (cur.block == 0 && gblock > 0) load_q(cur.w, q_items++);
-      cp_async_commit();
       if (!has_next) break;
       cur = next;
       next = after_next;
@@ -274,30 +267,6 @@ class DequantRole {
       cp_async_16((tail ^ (16u * k)) + kKColumnBlockBytes,
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
-  }
-
-  // The item's Q into the Q tile, once both consumers are done with the previous item's Q. The
-  // copies arrive on q_full themselves, so this thread does not wait for them.
-  __device__ void load_q(const WorkItem<kSplitItems>& w, int q_items) {
-#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-    if (q_items > 0) sm90::mbarrier_wait(smem_address(&smem_.q_empty), (q_items - 1) & 1);
-#endif
-    const __nv_bfloat16* q_block = params_.q + (int64_t(w.token) * params_.num_heads + w.head0) * nvfp4::kHeadDim;
-    // A padded last head block (H = 48, 112: 48 heads of 64) gets zero rows past the last head,
-    // read from nowhere (src-size 0): its S rows are zeros, never stored.
-    const int q_rows = params_.num_heads - w.head0 < kHeads ? params_.num_heads - w.head0 : kHeads;
-    const uint32_t q_tile = smem_address(smem_.q);
-    constexpr int kChunksPerRow = nvfp4::kHeadDim / 8;
-#pragma unroll 4
-    for (int unit = warpgroup_ * kWarpgroupThreads + thread_; unit < kHeads * kChunksPerRow;
-         unit += kDequantThreads) {
-      const int q_row = unit / kChunksPerRow;
-      const int chunk = unit % kChunksPerRow;
-      const bool real = q_row < q_rows;
-      cp_async_16(q_tile + swizzled_chunk_offset<kQColumnBlockBytes>(q_row, chunk),
-                  q_block + (real ? q_row * nvfp4::kHeadDim + chunk * 8 : 0), real);
-    }
-    sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
   }
 
   // Eight codes (one word) times a scale into the 16-byte chunk at `address`.

@@ -35,8 +35,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kSplitItems) launch_dependent_grids();  // the decode's merge waits for this grid's end
   if (threadIdx.x == 0) {
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
-    mbarrier_init(smem_address(&smem.q_full), kDequantThreads);    // one cp.async arrival per thread
-    mbarrier_init(smem_address(&smem.q_empty), kConsumerThreads);
+    mbarrier_init(smem_address(&smem.q_full), kConsumerThreads);  // one cp.async arrival per thread
     for (int parity = 0; parity < 2; ++parity) {
       // Each dequant thread arrives once on the low half (after its stores) and twice on the high
       // half: after its stores, and (cp.async) when its RoPE copies land.

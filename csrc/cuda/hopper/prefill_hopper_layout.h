@@ -79,8 +79,7 @@ struct alignas(1024) SharedStorage {
   // so the dequant's first use of it does not wait on a load of its own registers.
   int32_t row_index[2][kDequantWarpgroups][kHalfRows];
   // mbarriers
-  uint64_t q_full;         // the item's Q landed (one cp.async arrival per dequant thread)
-  uint64_t q_empty;        // both consumers finished the item's last QK^T
+  uint64_t q_full;  // the item's Q landed (one cp.async arrival per consumer thread)
   // By block parity and dim half (kLowDims: dims 0..255 and the candidate flags, kHighDims: dims
   // 256..511, RoPE included), so a half is rewritten as soon as its last reader is done.
   uint64_t half_full[2][2];   // the half is written (stores; for the high half also the RoPE copies)
