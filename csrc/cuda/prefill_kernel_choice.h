@@ -27,9 +27,9 @@ inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block, c
          !knobs.forces_portable();
 }
 
-// Whether such a device runs the small-heads kernel too: it needs more shared memory than the
-// 64-head kernel (220 KB at 48 heads a unit; every sm_90 part offers 227 KB a block). A device
-// with room for the 64-head kernel only runs the other calls on the portable kernel.
+// Whether such a device runs the small-heads kernel too: it needs 220 KB at 48 heads a unit, as
+// much as the 64-head kernel (every sm_90 part offers 227 KB a block). A device without room for
+// it runs the other calls on the portable kernel.
 inline bool device_runs_hopper_small_prefill(int cc_major, long long smem_per_block,
                                              const PrefillKernelOverride& knobs) {
   return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) &&
