@@ -64,13 +64,16 @@ def test_kernel_choice():
                 assert choose(9, HOPPER_SMEM, heads, head_tiles) == "portable", (knobs, heads, head_tiles)
     for cc_major, smem in [(8, 166912), (12, 101376), (10, HOPPER_SMEM), (9, 101376)]:
         assert choose(cc_major, smem, 16, 1) == "portable" and not runs_small(cc_major, smem), (cc_major, smem)
-    # Room for the 64-head kernel but not for the small-heads one (48 heads a unit need more): the
-    # other calls stay on the portable kernel.
+    # The small-heads kernel runs where both Hopper kernels fit (it falls back on the 64-head one
+    # for some heads); one byte short of either keeps its calls on the portable kernel, and one
+    # byte short of the 64-head kernel's keeps the 64-head calls there too.
     hopper_smem, small_smem = torch_ops._C.HOPPER_PREFILL_SMEM_BYTES, torch_ops._C.HOPPER_SMALL_PREFILL_SMEM_BYTES
-    assert hopper_smem < small_smem <= HOPPER_SMEM
-    assert runs_small(9, small_smem) == (built == "hopper_small") and not runs_small(9, small_smem - 1)
-    assert choose(9, small_smem - 1, 16, 1) == "portable" and choose(9, small_smem, 16, 1) == built
-    assert choose(9, small_smem - 1, 64, 4) == choose(9, HOPPER_SMEM, 64, 4)
+    both = max(hopper_smem, small_smem)
+    assert both <= HOPPER_SMEM
+    assert runs_small(9, both) == (built == "hopper_small") and not runs_small(9, both - 1)
+    assert choose(9, both - 1, 16, 1) == "portable" and choose(9, both, 16, 1) == built
+    assert choose(9, hopper_smem, 64, 4) == choose(9, HOPPER_SMEM, 64, 4)
+    assert choose(9, hopper_smem - 1, 64, 4) == "portable"
 
 
 def test_decode_keeps_its_split_kernels():
@@ -123,7 +126,7 @@ def small_call_units_per_token(heads):
     small-heads kernel's units over the rest."""
     wide = 0 if heads % 64 == 0 else (-(-heads // 64) * 64 if heads % 64 == 48 else heads // 64 * 64)
     rest = heads - wide if wide < heads else 0
-    group = 48 if rest % 48 == 0 else (32 if rest % 32 == 0 else 16)
+    group = 32 if rest % 32 == 0 else 16
     return max(wide // 64, rest // group)
 
 
