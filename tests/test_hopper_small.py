@@ -126,7 +126,7 @@ def small_call_units_per_token(heads):
     small-heads kernel's units over the rest."""
     wide = 0 if heads % 64 == 0 else (-(-heads // 64) * 64 if heads % 64 == 48 else heads // 64 * 64)
     rest = heads - wide if wide < heads else 0
-    group = 48 if rest % 48 == 0 else (32 if rest % 32 == 0 else 16)
+    group = 32 if rest % 32 == 0 else 16
     return max(wide // 64, rest // group)
 
 

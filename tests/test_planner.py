@@ -80,7 +80,7 @@ def test_plan_details_kernel_and_grid():
 def test_plan_details_small_heads_on_hopper():
     """The Hopper family plans every call the 64-head kernel does not serve on the small-heads
     kernel (measured faster than the portable kernel at every shape, docs/hopper_small_kernel.md):
-    a persistent grid over its own units (a token and G = 48, 32 or 16 heads, the largest that
+    a persistent grid over its own units (a token and G = 32 or 16 heads, the largest that
     divides the heads it runs), whatever head_tiles says; with H = 48 and 112 the 64-head kernel
     runs every head in blocks of 64, the last padded (ceil(H / 64) items a token); with H = 80 and
     96 it runs heads 0..63 in a grid of its own and the small-heads kernel the rest (one unit a

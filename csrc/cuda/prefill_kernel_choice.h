@@ -27,9 +27,9 @@ inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block, c
          !knobs.forces_portable();
 }
 
-// Whether such a device runs the small-heads kernel too: it needs 220 KB at 48 heads a unit, as
-// much as the 64-head kernel (every sm_90 part offers 227 KB a block). A device without room for
-// it runs the other calls on the portable kernel.
+// Whether such a device runs the small-heads kernel too: it needs its own shared memory (186 KB at
+// 32 heads a unit, less than the 64-head kernel's; every sm_90 part offers 227 KB a block) and,
+// for the heads it leaves to the 64-head kernel, that one's.
 inline bool device_runs_hopper_small_prefill(int cc_major, long long smem_per_block,
                                              const PrefillKernelOverride& knobs) {
   return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) &&
@@ -65,7 +65,7 @@ inline long long hopper_small_narrow_heads(long long num_heads) {
 
 // What each of the (one or two) persistent grids of a small-heads call walks per token, the
 // larger of: the 64-head kernel's items over the wide heads, and the small-heads kernel's units
-// (a token and G heads, G the largest of 48, 32, 16 that divides the heads left).
+// (a token and G heads, G = 32 where it divides the heads left, else 16).
 inline long long hopper_small_units_per_token(long long num_heads) {
   const long long rest = hopper_small_narrow_heads(num_heads);
   const long long units = rest > 0 ? rest / hopper_small::group_heads_for(rest) : 0;
@@ -74,8 +74,8 @@ inline long long hopper_small_units_per_token(long long num_heads) {
 }
 
 // The kernel of a call in the Hopper family: the 64-head kernel for its shapes; the small-heads
-// kernel for every other call where the device runs it (16, 32 or 48 heads a unit,
-// prefill_small_layout.h: group_heads_for, several units per token above 48 heads, whatever
+// kernel for every other call where the device runs it (16 or 32 heads a unit,
+// prefill_small_layout.h: group_heads_for, several units per token above 32 heads, whatever
 // head_tiles says; faster than the portable kernel at every shape measured on the H200,
 // docs/hopper_small_kernel.md); else the portable kernel. The planner (csrc/ops/prefill_plan.cpp)
 // and select_prefill_kernel both ask it.

@@ -28,16 +28,10 @@ void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int num
   const int group_heads = hopper_small::group_heads_for(num_heads_run);
   PrefillParams unit_params = params;
   unit_params.num_head_blocks = num_heads_run / group_heads;
-  switch (group_heads) {
-    case 16:
-      launch_group<16>(unit_params, max_ctas, stream);
-      break;
-    case 32:
-      launch_group<32>(unit_params, max_ctas, stream);
-      break;
-    default:
-      launch_group<48>(unit_params, max_ctas, stream);
-      break;
+  if (group_heads == 16) {
+    launch_group<16>(unit_params, max_ctas, stream);
+  } else {
+    launch_group<32>(unit_params, max_ctas, stream);
   }
 }
 

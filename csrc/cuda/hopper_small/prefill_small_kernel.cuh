@@ -1,5 +1,5 @@
 // Small-heads Hopper (sm_90a) sparse-MLA prefill over the NVFP4 cache: a persistent,
-// warp-specialised kernel for 16, 32 or 48 heads a unit (docs/hopper_small_kernel.md).
+// warp-specialised kernel for 16 or 32 heads a unit (docs/hopper_small_kernel.md).
 //
 // CTA c walks the units (token, kGroupHeads heads) c, c + gridDim.x, ..., chunk by chunk (64
 // candidates, one list chunk), with three warpgroups:

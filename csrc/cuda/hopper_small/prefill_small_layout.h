@@ -10,18 +10,18 @@
 
 namespace cake::cuda::hopper_small {
 
-// A work unit is one token and a group of kGroupHeads consecutive heads (16, 32 or 48): every
+// A work unit is one token and a group of kGroupHeads consecutive heads (16 or 32): every
 // candidate row is gathered and converted once per unit, so the conversion is shared by all the
 // unit's heads. A chunk is 64 candidates (one list chunk): the M of the QK^T wgmma.
 constexpr int kChunkRows = nvfp4::kChunkSize;
 constexpr int kWarpgroupThreads = 128;
 
-// The heads of a unit for a call with `num_heads` heads: the largest of 48, 32, 16 that divides it
-// (H = 64 and 128 give 32, H = 80 and 112 give 16; the CTA walks H / group units per token).
-constexpr int group_heads_for(long long num_heads) {
-  return num_heads % 48 == 0 ? 48 : (num_heads % 32 == 0 ? 32 : 16);
-}
-constexpr int kMaxGroupHeads = 48;
+// The heads of a unit for the `num_heads` heads this kernel runs: 32 where it divides them, else
+// 16 (the CTA walks num_heads / group units per token). It runs 16 or 32 heads of a call (H = 16,
+// 32, and the heads past the first 64 of H = 80, 96), or all of H = 64, 128 with head_tiles below
+// 4; H = 48 and 112 run on the 64-head kernel (../prefill_kernel_choice.h), so no unit has 48.
+constexpr int group_heads_for(long long num_heads) { return num_heads % 32 == 0 ? 32 : 16; }
+constexpr int kMaxGroupHeads = 32;
 
 // Warpgroup 0 attends (softmax, PV, the unit's epilogue); warpgroups 1 and 2 convert: converter h
 // gathers and converts dims half h of every candidate row of a chunk (h = 0: NoPE dims 0..255;
@@ -56,7 +56,7 @@ constexpr int kRopeFirstWord = nvfp4::kNopeDim / 8;  // 56
 
 template <int kGroupHeads>
 struct Geometry {
-  static_assert(kGroupHeads == 16 || kGroupHeads == 32 || kGroupHeads == 48, "16, 32 or 48 heads a unit");
+  static_assert(kGroupHeads == 16 || kGroupHeads == 32, "16 or 32 heads a unit");
   static constexpr int kHeads = kGroupHeads;
   // Each converter's Q half: kHeads rows x 256 dims (in the order its A fragments hold them), 4
   // column blocks of 64.
@@ -73,9 +73,9 @@ struct Geometry {
   // t / 8 + 16 k, k < kSoftmaxHeads.
   static constexpr int kSoftmaxHeads = kHeads / 16;
   // setmaxnreg budgets: the attend warpgroup holds O^T and one head's softmax at a time (48 more
-  // registers leave it without spills; at 48 heads 40, so that the converters keep 136); the
-  // converters get the rest (capped at 200: they need about 130).
-  static constexpr int kAttendRegisters = kOAccumulators + (kGroupHeads == 48 ? 40 : 48);
+  // registers leave it without spills); the converters get the rest (capped at 200: they need
+  // about 130).
+  static constexpr int kAttendRegisters = kOAccumulators + 48;
   static constexpr int kConvertRegistersLeft = (3 * kLaunchRegisters - kAttendRegisters) / kConverters / 8 * 8;
   static constexpr int kConvertRegisters = kConvertRegistersLeft < 200 ? kConvertRegistersLeft : 200;
   static_assert(kAttendRegisters % 8 == 0 && kAttendRegisters <= 256, "setmaxnreg takes multiples of 8 up to 256");
@@ -106,9 +106,9 @@ template <int kGroupHeads>
 constexpr int smem_bytes() {
   return int(sizeof(SharedStorage<kGroupHeads>));
 }
-static_assert(smem_bytes<48>() <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
+static_assert(smem_bytes<kMaxGroupHeads>() <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
 static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 && offsetof(SharedStorage<16>, p) % 1024 == 0 &&
-                  offsetof(SharedStorage<48>, p) % 1024 == 0,
+                  offsetof(SharedStorage<32>, p) % 1024 == 0,
               "swizzled tiles start on 1024-byte boundaries");
 
 // Named barriers (id 0 is __syncthreads): among the attend warpgroup's 128 threads, and within

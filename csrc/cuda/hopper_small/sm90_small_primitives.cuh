@@ -1,6 +1,6 @@
 // The sm_90a instructions the small-heads Hopper prefill adds to ../hopper/sm90_primitives.cuh (whose
 // mbarrier, fence, setmaxnreg and descriptor wrappers it uses): wgmma with a register A operand
-// (QK^T) and with a transposed shared-memory A operand (PV) at N = 16, 32 and 48, a named barrier
+// (QK^T) and with a transposed shared-memory A operand (PV) at N = 16 and 32, a named barrier
 // that ORs a predicate, the global loads of the conversion, stmatrix, an 8-byte shared store and
 // an L2 prefetch. One instruction
 // each. Only meaningful in code compiled for sm_90a.
@@ -32,17 +32,6 @@ __device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
 }
 
-// D[64 x 48] (+)= A[64 x 16] * B[16 x 48]: A from registers (the wgmma A fragment: warp w holds
-// rows 16 w .. 16 w + 15), B K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n48k16_rs(float (&d)[24], const uint32_t (&a)[4], uint64_t desc_b,
-                                                   bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, {%24, %25, %26, %27}, %28, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
-}
-
 // D[64 x 16] += A[64 x 16] * B[16 x 16]: A MN-major (transposed), B K-major, both in shared memory.
 __device__ __forceinline__ void wgmma_m64n16k16_ss_ta(float (&d)[8], uint64_t desc_a, uint64_t desc_b) {
   asm volatile(
@@ -59,35 +48,23 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss_ta(float (&d)[16], uint64_t d
       : "l"(desc_a), "l"(desc_b));
 }
 
-// D[64 x 48] += A[64 x 16] * B[16 x 48]: A MN-major (transposed), B K-major, both in shared memory.
-__device__ __forceinline__ void wgmma_m64n48k16_ss_ta(float (&d)[24], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, 1, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-      : "l"(desc_a), "l"(desc_b));
-}
-
-// The shape for N = kN (16, 32 or 48) heads.
+// The shape for N = kN (16 or 32) heads.
 template <int kN>
 __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc_b, bool accumulate) {
-  static_assert(kN == 16 || kN == 32 || kN == 48, "N = 16, 32 or 48");
+  static_assert(kN == 16 || kN == 32, "N = 16 or 32");
   if constexpr (kN == 16) {
     wgmma_m64n16k16_rs(d, a, desc_b, accumulate);
-  } else if constexpr (kN == 32) {
-    wgmma_m64n32k16_rs(d, a, desc_b, accumulate);
   } else {
-    wgmma_m64n48k16_rs(d, a, desc_b, accumulate);
+    wgmma_m64n32k16_rs(d, a, desc_b, accumulate);
   }
 }
 template <int kN>
 __device__ __forceinline__ void wgmma_ss_ta(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b) {
-  static_assert(kN == 16 || kN == 32 || kN == 48, "N = 16, 32 or 48");
+  static_assert(kN == 16 || kN == 32, "N = 16 or 32");
   if constexpr (kN == 16) {
     wgmma_m64n16k16_ss_ta(d, desc_a, desc_b);
-  } else if constexpr (kN == 32) {
-    wgmma_m64n32k16_ss_ta(d, desc_a, desc_b);
   } else {
-    wgmma_m64n48k16_ss_ta(d, desc_a, desc_b);
+    wgmma_m64n32k16_ss_ta(d, desc_a, desc_b);
   }
 }
 
