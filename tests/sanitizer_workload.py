@@ -46,8 +46,9 @@ def main():
                 assert plan["kernel"] == "portable"
                 assert_matches_reference(output, out_lse, *problem.reference())
     # The small-heads calls (the default on Hopper for these head counts): 16 and 32 heads a unit,
-    # 48 on the 64-head kernel with its head block padded, 96 as heads 0..63 on the 64-head kernel
-    # and a unit of 32, more units than SMs with empty ones among them.
+    # 48 and 112 on the 64-head kernel with the last head block padded (the last token's padding
+    # rows end where q, the output and the sink end), 96 as heads 0..63 on the 64-head kernel and
+    # a unit of 32, more units than SMs with empty ones among them.
     small_cases = [
         dict(num_tokens=3, num_heads=16, topk=100, main=CacheSpec(3, 64), extra=CacheSpec(7, 1), extra_topk=33,
              lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),
@@ -55,6 +56,8 @@ def main():
              extra_topk=1, sink=20.0, invalid_fraction=0.5),
         dict(num_tokens=2, num_heads=48, topk=1024, main=CacheSpec(9, 256, "HND", 1024), lengths="random"),
         dict(num_tokens=2, num_heads=48, topk=64, main=CacheSpec(2, 64), invalid_fraction=1.0, sink=1.0),
+        dict(num_tokens=3, num_heads=112, topk=130, main=CacheSpec(4, 64), extra=CacheSpec(3, 2), extra_topk=9,
+             lengths="random", sink=1.0),
         dict(num_tokens=150, num_heads=96, topk=70, main=CacheSpec(6, 64), extra=CacheSpec(3, 2), extra_topk=20,
              lengths="random", extra_lengths="random", sink=1.0),
     ]
