@@ -1,6 +1,6 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
-decode benchmark's command line, its kernel names and its forced split counts; on a GPU, the
-decode benchmark's CUDA-graph replay."""
+decode benchmark's command line, its kernel names and its forced split counts, the item / block
+cost fit; on a GPU, the decode benchmark's CUDA-graph replay."""
 import json
 import pathlib
 import subprocess
@@ -94,3 +94,47 @@ def test_decode_benchmark_graph_replays_the_decode():
                                     mid_out=mid_out, mid_lse=mid_lse, num_splits=6, **problem.kwargs)
 
     assert_replays_follow_inplace_changes(bench_decode.capture_graph(decode), problem, graph_problem, output, out_lse)
+
+
+def import_item_cost():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import item_cost
+    finally:
+        sys.path.pop(0)
+    return item_cost
+
+
+def test_item_cost_fit_recovers_the_split():
+    """Rows made from a known cost per item and per block give those costs back; rows of other
+    kernels, dual-cache rows and grids of fewer than two items an SM are left out."""
+    item_cost = import_item_cost()
+    item_us, block_us, sms = 6.25, 2.5, 100
+    rows = []
+    for topk in (100, 512, 1000):
+        blocks = -(-topk // 64)
+        for num_tokens, num_heads in ((800, 64), (400, 128)):
+            items_per_sm = num_tokens * num_heads / 64 / sms
+            rows.append(dict(T=num_tokens, H=num_heads, topk=topk, kernel="hopper",
+                             us=(item_us + block_us * blocks) * items_per_sm))
+    rows.append(dict(T=800, H=64, topk=256, kernel="portable", us=1.0))
+    rows.append(dict(T=800, H=64, topk=256, kernel="hopper", dual=True, us=1.0))
+    rows += [dict(T=100, H=64, topk=topk, kernel="hopper", us=50.0 + topk) for topk in (128, 512)]  # 1 item an SM
+    fits = item_cost.fit_item_cost(rows, sms)
+    assert set(fits) == {(800, 64), (400, 128)}
+    for fitted_item, fitted_block, shares in fits.values():
+        assert fitted_item == pytest.approx(item_us) and fitted_block == pytest.approx(block_us)
+        assert [topk for topk, _, _ in shares] == [100, 512, 1000]
+        assert shares[0][2] == pytest.approx(item_us / (item_us + 2 * block_us))
+
+
+def test_item_cost_of_the_recorded_run():
+    """The command line on the recorded 86f428e run: a row per (T, H) with positive costs."""
+    recorded = ROOT / "docs" / "data" / "bench_h200_86f428e.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "item_cost.py"), str(recorded)], check=True,
+                            capture_output=True, text=True)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("| 4096 |")]
+    assert len(lines) == 2
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[2]) > 0 and float(cells[3]) > 0
