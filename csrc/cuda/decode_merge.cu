@@ -1,12 +1,12 @@
 // The decode's merge: four warps per (token, head) row, warp w folding dims 128 w .. 128 w + 127
 // (one float4 a lane), a CTA a row, so that a small call spreads over more SMs (T = 1, H = 64:
 // 64 CTAs, where one warp a row gave 16), and each lane keeps kMergeSplitsInFlight splits' loads
-// in flight. The row's splits are
-// candidates with base-2 logit mid_lse[s] and value mid_out[s]: weights 2^(mid_lse[s] -
-// reference) against the largest partial LSE (decode_merge_reference), summed in split order
-// with the partials, then the softmax end every kernel shares (finalize_softmax: the sink, the
-// non-finite rules), exactly as the CPU merge (csrc/cpu/decode_cpu.cpp) does. A NaN partial makes
-// its weight, and so the row, NaN; a row whose splits are all empty is an empty row.
+// in flight. The row's splits are candidates with base-2 logit mid_lse[s] and value mid_out[s]:
+// weights 2^(mid_lse[s] - reference) against the largest partial LSE (decode_merge_reference),
+// summed in split order with the partials, then the softmax end every kernel shares
+// (finalize_softmax: the sink, the non-finite rules), exactly as the CPU merge
+// (csrc/cpu/decode_cpu.cpp) does. A NaN partial makes its weight, and so the row, NaN; a row whose
+// splits are all empty is an empty row.
 #include <c10/cuda/CUDAException.h>
 #include <cuda_bf16.h>
 
