@@ -1,6 +1,7 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
 decode benchmark's command line, its kernel names and its forced split counts, the item / block
 cost fit; on a GPU, the decode benchmark's CUDA-graph replay."""
+import importlib
 import json
 import pathlib
 import subprocess
@@ -14,14 +15,13 @@ import torch_ops
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def import_bench_decode():
-    """benchmarks/bench_decode.py as a module (it imports bench_prefill from its own folder)."""
+def import_benchmark(name):
+    """benchmarks/<name>.py as a module (bench_decode imports bench_prefill from its own folder)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        import bench_decode
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return bench_decode
 
 
 def test_plot_from_recorded_json(tmp_path):
@@ -45,7 +45,7 @@ def test_decode_benchmark_command_line():
 def test_decode_benchmark_kernel_names():
     """--kernels names each kernel by its function, without namespaces, template arguments or
     parameters (an anonymous namespace included)."""
-    bench_decode = import_bench_decode()
+    bench_decode = import_benchmark("bench_decode")
     name = bench_decode.short_kernel_name
     assert name("void cake::cuda::hopper::sparse_mla_attention_hopper_kernel<true>(cake::cuda::DecodeParams)") == \
         "sparse_mla_attention_hopper_kernel"
@@ -57,7 +57,7 @@ def test_decode_benchmark_kernel_names():
 def test_decode_benchmark_split_range_is_what_the_decode_accepts():
     """--splits times only the split counts the decode accepts: every count in split_range plans,
     one below and one above raise."""
-    bench_decode = import_bench_decode()
+    bench_decode = import_benchmark("bench_decode")
     for candidates in (1, 64, 100, 512, 1000, 2048, 4096):
         for max_splits in (1, 4, 16):
             accepted = bench_decode.split_range(candidates, max_splits)
@@ -80,7 +80,7 @@ def test_decode_benchmark_split_range_is_what_the_decode_accepts():
 def test_decode_benchmark_graph_replays_the_decode():
     """--graph times replays of the graph capture_graph makes: they rerun the split kernel and the
     merge on the inputs as they are at replay time (changed in place) and repeat bit for bit."""
-    bench_decode = import_bench_decode()
+    bench_decode = import_benchmark("bench_decode")
     from helpers import assert_replays_follow_inplace_changes
     from test_decode_cuda import graph_problem
     problem = graph_problem(1)
@@ -96,19 +96,10 @@ def test_decode_benchmark_graph_replays_the_decode():
     assert_replays_follow_inplace_changes(bench_decode.capture_graph(decode), problem, graph_problem, output, out_lse)
 
 
-def import_item_cost():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import item_cost
-    finally:
-        sys.path.pop(0)
-    return item_cost
-
-
 def test_item_cost_fit_recovers_the_split():
     """Rows made from a known cost per item and per block give those costs back; rows of other
     kernels, dual-cache rows and grids of fewer than two items an SM are left out."""
-    item_cost = import_item_cost()
+    item_cost = import_benchmark("item_cost")
     item_us, block_us, sms = 6.25, 2.5, 100
     rows = []
     for topk in (100, 512, 1000):
