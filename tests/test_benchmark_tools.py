@@ -1,6 +1,7 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
-decode benchmark's command line, its kernel names and its forced split counts; on a GPU, the
-decode benchmark's CUDA-graph replay."""
+decode benchmark's command line, its kernel names and its forced split counts, the item / block
+cost fit; on a GPU, the decode benchmark's CUDA-graph replay."""
+import importlib
 import json
 import pathlib
 import subprocess
@@ -14,14 +15,13 @@ import torch_ops
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def import_bench_decode():
-    """benchmarks/bench_decode.py as a module (it imports bench_prefill from its own folder)."""
+def import_benchmark(name):
+    """benchmarks/<name>.py as a module (bench_decode imports bench_prefill from its own folder)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        import bench_decode
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return bench_decode
 
 
 def test_plot_from_recorded_json(tmp_path):
@@ -45,7 +45,7 @@ def test_decode_benchmark_command_line():
 def test_decode_benchmark_kernel_names():
     """--kernels names each kernel by its function, without namespaces, template arguments or
     parameters (an anonymous namespace included)."""
-    bench_decode = import_bench_decode()
+    bench_decode = import_benchmark("bench_decode")
     name = bench_decode.short_kernel_name
     assert name("void cake::cuda::hopper::sparse_mla_attention_hopper_kernel<true>(cake::cuda::DecodeParams)") == \
         "sparse_mla_attention_hopper_kernel"
@@ -57,7 +57,7 @@ def test_decode_benchmark_kernel_names():
 def test_decode_benchmark_split_range_is_what_the_decode_accepts():
     """--splits times only the split counts the decode accepts: every count in split_range plans,
     one below and one above raise."""
-    bench_decode = import_bench_decode()
+    bench_decode = import_benchmark("bench_decode")
     for candidates in (1, 64, 100, 512, 1000, 2048, 4096):
         for max_splits in (1, 4, 16):
             accepted = bench_decode.split_range(candidates, max_splits)
@@ -80,7 +80,7 @@ def test_decode_benchmark_split_range_is_what_the_decode_accepts():
 def test_decode_benchmark_graph_replays_the_decode():
     """--graph times replays of the graph capture_graph makes: they rerun the split kernel and the
     merge on the inputs as they are at replay time (changed in place) and repeat bit for bit."""
-    bench_decode = import_bench_decode()
+    bench_decode = import_benchmark("bench_decode")
     from helpers import assert_replays_follow_inplace_changes
     from test_decode_cuda import graph_problem
     problem = graph_problem(1)
@@ -94,3 +94,38 @@ def test_decode_benchmark_graph_replays_the_decode():
                                     mid_out=mid_out, mid_lse=mid_lse, num_splits=6, **problem.kwargs)
 
     assert_replays_follow_inplace_changes(bench_decode.capture_graph(decode), problem, graph_problem, output, out_lse)
+
+
+def test_item_cost_fit_recovers_the_split():
+    """Rows made from a known cost per item and per block give those costs back; rows of other
+    kernels, dual-cache rows and grids of fewer than two items an SM are left out."""
+    item_cost = import_benchmark("item_cost")
+    item_us, block_us, sms = 6.25, 2.5, 100
+    rows = []
+    for topk in (100, 512, 1000):
+        blocks = -(-topk // 64)
+        for num_tokens, num_heads in ((800, 64), (400, 128)):
+            items_per_sm = num_tokens * num_heads / 64 / sms
+            rows.append(dict(T=num_tokens, H=num_heads, topk=topk, kernel="hopper",
+                             us=(item_us + block_us * blocks) * items_per_sm))
+    rows.append(dict(T=800, H=64, topk=256, kernel="portable", us=1.0))
+    rows.append(dict(T=800, H=64, topk=256, kernel="hopper", dual=True, us=1.0))
+    rows += [dict(T=100, H=64, topk=topk, kernel="hopper", us=50.0 + topk) for topk in (128, 512)]  # 1 item an SM
+    fits = item_cost.fit_item_cost(rows, sms)
+    assert set(fits) == {(800, 64), (400, 128)}
+    for fitted_item, fitted_block, shares in fits.values():
+        assert fitted_item == pytest.approx(item_us) and fitted_block == pytest.approx(block_us)
+        assert [topk for topk, _, _ in shares] == [100, 512, 1000]
+        assert shares[0][2] == pytest.approx(item_us / (item_us + 2 * block_us))
+
+
+def test_item_cost_of_the_recorded_run():
+    """The command line on the recorded 86f428e run: a row per (T, H) with positive costs."""
+    recorded = ROOT / "docs" / "data" / "bench_h200_86f428e.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "item_cost.py"), str(recorded)], check=True,
+                            capture_output=True, text=True)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("| 4096 |")]
+    assert len(lines) == 2
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[2]) > 0 and float(cells[3]) > 0

@@ -146,16 +146,7 @@ class ConsumerRole {
       consumer_barrier<kWeightsReady + 1>();
       trace_event(0, 4, pair.gblock);
       release_half(second, kHighDims);
-      // The follower's block may have moved the reference once more.
-      float rescale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float moved = smem_.reference_exchange[1][row0_ + 8 * r];
-        rescale[r] = moved != reference_[r] ? fast_exp2(reference_[r] - moved) : 1.0f;
-        reference_[r] = moved;
-        rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], WeightSums{0.0f, 0.0f});
-      }
-      rescale_o_if_moved(rescale);
+      adopt_reference(1);  // the follower's block may have moved it once more
       accumulate_other(1, second);
       wgmma_wait<0>();
       pin_registers(o_acc_);
@@ -215,14 +206,19 @@ class ConsumerRole {
     trace_event(1, 5, pair.gblock);
   }
 
-  // The follower: waits for the leader's hand-over and moves its reference, sums and O to the
-  // leader's reference.
+  // The follower: waits for the leader's hand-over and moves to the leader's reference.
   __device__ __forceinline__ void take_leader_reference() {
     consumer_barrier<kWeightsReady + 0>();
+    adopt_reference(0);
+  }
+
+  // Moves this consumer's reference, sums and O to the reference consumer `owner` handed over in
+  // reference_exchange (after the hand-over barrier).
+  __device__ __forceinline__ void adopt_reference(int owner) {
     float rescale[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float moved = smem_.reference_exchange[0][row0_ + 8 * r];
+      const float moved = smem_.reference_exchange[owner][row0_ + 8 * r];
       rescale[r] = moved != reference_[r] ? fast_exp2(reference_[r] - moved) : 1.0f;
       reference_[r] = moved;
       rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], WeightSums{0.0f, 0.0f});
