@@ -1,6 +1,6 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
 decode benchmark's command line, its kernel names and its forced split counts, the item / block
-cost fit; on a GPU, the decode benchmark's CUDA-graph replay."""
+cost fit, the item trace summary; on a GPU, the decode benchmark's CUDA-graph replay."""
 import importlib
 import json
 import pathlib
@@ -129,3 +129,50 @@ def test_item_cost_of_the_recorded_run():
     for line in lines:
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert float(cells[2]) > 0 and float(cells[3]) > 0
+
+
+def synthetic_trace(parts_per_item, start=1000):
+    """A trace build's output for items of two blocks, the leader's clocks made from known parts
+    (pair, entry, sums, q, next_q, stored, to_next): a `LAUNCH 0` line of junk, then `LAUNCH 1`."""
+    lines = ["LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]
+    t = start
+    rows = {}
+    for i, (pair, entry, sums, q, next_q, stored, to_next) in enumerate(parts_per_item):
+        g = 2 * i
+        rows[g] = [t, t + 10, t + 20, t + 30, t + 40, t + pair, 0, 0]
+        e0 = t + pair + entry
+        rows[g + 1] = [e0, e0 + sums, e0 + sums + q, e0 + sums + q + next_q, e0 + sums + q + next_q + stored,
+                       0, t + 5, t + 6]
+        t = rows[g + 1][4] + to_next
+    rows[2 * len(parts_per_item)] = [t, t + 10, t + 20, t + 30, t + 40, t + 50, 0, 0]
+    lines += [f"TRACE 0 {row} " + " ".join(str(c) for c in clocks) for row, clocks in sorted(rows.items())]
+    lines += ["TRACE 2 0 7 8 9 10 11 0 0 0", "some other output"]
+    return "\n".join(lines) + "\n"
+
+
+def test_trace_items_recovers_the_parts(tmp_path):
+    """Item parts written into a synthetic timeline come back per item, from the last launch; the
+    median leaves the first item out; the command line prints a row per item."""
+    trace_items = import_benchmark("trace_items")
+    parts = [(9000, 50, 150, 100, 3500, 7000, 1500), (6800, 60, 160, 90, 3600, 6900, 1600),
+             (6700, 70, 170, 95, 3700, 6800, 1700), (6900, 80, 180, 99, 3650, 7100, 1400)]
+    text = synthetic_trace(parts)
+    launches = trace_items.parse_launches(text)
+    assert len(launches) == 2
+    items = trace_items.item_parts(launches[-1])
+    assert len(items) == len(parts)
+    for item, (pair, entry, sums, q, next_q, stored, to_next) in zip(items, parts):
+        assert (item["pair"], item["sums_exchanged"], item["q_confirmed"], item["next_q_issued"],
+                item["o_stored"], item["to_next_pair"]) == (pair, sums, q, next_q, stored, to_next)
+        assert item["period"] == pair + entry + sums + q + next_q + stored + to_next
+    medians = trace_items.summary(items)
+    assert medians["pair"] == 6800 and medians["o_stored"] == 6900
+    log = tmp_path / "trace.log"
+    log.write_text(text)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(log)], check=True,
+                            capture_output=True, text=True)
+    assert len([line for line in result.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]) == 4
+    empty = tmp_path / "empty.log"
+    empty.write_text("no trace here\n")
+    assert subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(empty)],
+                          capture_output=True, text=True).returncode != 0

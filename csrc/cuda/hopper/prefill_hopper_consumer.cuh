@@ -73,14 +73,16 @@ class ConsumerRole {
       WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       w.num_blocks = __shfl_sync(0xffffffffu, w.num_blocks, 0);
+      trace_event(consumer_, 6, gblock + 1);
       reset();
       if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
-        finish_item(w, item);
+        finish_item(w, item, gblock - 1);
         continue;
       }
 #if !defined(CAKE_HOPPER_NO_WAITS)
       mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
+      trace_event(consumer_, 7, gblock + 1);
       fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
       for (int block = 0; block < w.num_blocks; block += 2, gblock += 2) {
         const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < w.num_blocks,
@@ -92,7 +94,7 @@ class ConsumerRole {
         }
       }
       gblock -= w.num_blocks & 1;  // an odd item used one block of its last pair
-      finish_item(w, item);
+      finish_item(w, item, gblock - 1);
     }
   }
 
@@ -408,7 +410,8 @@ class ConsumerRole {
   // pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE. Split items:
   // the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the scratch
   // (the merge kernel adds the sink).
-  __device__ void finish_item(const WorkItem<kSplitItems>& w, int item) {
+  __device__ void finish_item(const WorkItem<kSplitItems>& w, int item, int trace_row) {
+    trace_event(consumer_, 0, trace_row);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float rounded = quad_sum(sums_[r].rounded);
@@ -419,13 +422,16 @@ class ConsumerRole {
       }
     }
     consumer_barrier<kSumsExchanged>();
+    trace_event(consumer_, 1, trace_row);
     // Both consumers' wgmmas of this item have retired (each waited for its last before the
     // epilogue): the Q tile is free. This item's own Q load has landed (an item without
     // candidates never waited for it), so the next item's copies are the only ones in flight.
 #if !defined(CAKE_HOPPER_NO_WAITS)
     sm90::mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
+    trace_event(consumer_, 2, trace_row);
     if (item + int(gridDim.x) < num_work_items<kSplitItems>(params_)) load_q(item + gridDim.x);
+    trace_event(consumer_, 3, trace_row);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;
@@ -453,6 +459,7 @@ class ConsumerRole {
         if (consumer_ == 0 && lane_ % 4 == 0) store_lse(params_, w.token, head, final.lse2);
       }
     }
+    trace_event(consumer_, 4, trace_row);
     consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them
   }
 };

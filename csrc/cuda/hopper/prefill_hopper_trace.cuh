@@ -2,6 +2,18 @@
 // build time) the first thread of each warpgroup of CTA 0 records clock64() at named points of
 // its first kTraceBlocks blocks, and the launch prints them after the kernel ("TRACE role block
 // clocks..."): the timeline that shows which role waits for which. Compiled out otherwise.
+//
+// The points (benchmarks/trace_items.py reads them):
+// - roles 0 and 1, the leader and the follower, row = the first block of a pair: 0 start, 1 QK^T
+//   done, 2 leader: weights handed over / follower: the leader's reference taken, 3 leader: its
+//   own PV retired / follower: its weights stored, 4 leader: the follower's hand-over seen /
+//   follower: hand-over done, 5 pair done;
+// - the same roles, row = the item's last block (odd for an item of an even block count, so no
+//   pair's row): the item epilogue, 0 entry, 1 row sums exchanged, 2 this item's Q confirmed
+//   landed, 3 the next item's Q copies issued, 4 O and the LSE stored; and at the item's start,
+//   row = its first block + 1: 6 the item's list read, 7 its Q landed;
+// - roles 2 and 3, the dequant warpgroups, row = the block: 0 top, 1 low half free, 3 low half
+//   written, 4 high half free, 2 high half written.
 #pragma once
 
 #include <cstdio>
@@ -28,6 +40,7 @@ inline void print_trace() {
       printf("\n");
     }
   }
+  fflush(stdout);  // before the caller's own output (benchmarks/trace_items.py marks launches)
 }
 #else
 __device__ __forceinline__ void trace_event(int, int, int) {}
