@@ -86,7 +86,7 @@ void run_prefill_cuda(PrefillArgs& args) {
   if (plan.kernel == PrefillKernel::kHopperSmall) {
     // Heads 0.. on the 64-head kernel in blocks of 64 (H = 48, 112: all of them, the last block
     // padded; H = 80, 96: heads 0..63), the rest on the small-heads kernel's own units (a token
-    // and 16, 32 or 48 heads; its launcher sets num_head_blocks). One or two persistent grids,
+    // and 16 or 32 heads; its launcher sets num_head_blocks). One or two persistent grids,
     // each bounded by the plan's.
     const int wide_heads = int(cuda::hopper_small_wide_heads(args.num_heads));
     const int narrow_heads = int(cuda::hopper_small_narrow_heads(args.num_heads));

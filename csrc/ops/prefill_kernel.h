@@ -12,7 +12,7 @@ enum class PrefillKernel {
   kCpu,       // the CPU kernel (one task per token)
   kPortable,  // the mma.sync CUDA kernel (sm_80 and up): one CTA per work item
   kHopper,    // the wgmma CUDA kernel (sm_90a): 64 heads per work item, a persistent grid
-  // The small-heads wgmma kernel (sm_90a): units of 16, 32 or 48 heads, a persistent grid; on
+  // The small-heads wgmma kernel (sm_90a): units of 16 or 32 heads, a persistent grid; on
   // Hopper it serves every call the 64-head kernel does not (docs/hopper_small_kernel.md). For
   // planning it is the Hopper family (its table), with its own grid: as a family name (kernel
   // override or planner argument) "hopper_small" means the same as "hopper".

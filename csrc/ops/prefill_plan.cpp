@@ -38,7 +38,7 @@ PrefillKernel kernel_for(const PrefillTarget& target, int64_t num_heads, int64_t
 }
 
 // What a kernel's grid walks per token: the work items, except a small-heads call's (its units
-// of 16, 32 or 48 heads, whatever head_tiles says, and the 64-head kernel's items over its
+// of 16 or 32 heads, whatever head_tiles says, and the 64-head kernel's items over its
 // leading heads where H is not a multiple of 64: two grids, the larger counted).
 int64_t grid_units_per_token(PrefillKernel kernel, int64_t num_heads, int64_t head_tiles) {
   return kernel == PrefillKernel::kHopperSmall ? cuda::hopper_small_units_per_token(num_heads)
