@@ -4,8 +4,8 @@ With a trace build (`CAKE_NVCC_EXTRA="-DCAKE_HOPPER_TRACE" bash benchmarks/build
 every launch prints CTA 0's clock64() timeline (`TRACE role row clocks...`, the points are listed
 in csrc/cuda/hopper/prefill_hopper_trace.cuh). At topk 128 an item is one pair of blocks, so the
 48 traced blocks hold 24 items and the timeline shows each item's parts: the pair's work, the
-epilogue (row sums exchanged, Q confirmed, the next Q's copies issued, O stored) and the start of
-the next item (its list read, its Q landed, the first block converted).
+epilogue (row sums exchanged, Q confirmed, its two memory steps: O out and the next Q in) and the
+start of the next item (its list read, its Q landed, the first block converted).
 
     python3 benchmarks/trace_items.py --run > trace.log     # on the GPU, trace build
     python3 benchmarks/trace_items.py trace.log             # anywhere: the summary
@@ -24,9 +24,14 @@ LEADER_PARTS = (
     ("pair", 0, 0, 5),             # start .. pair done
     ("sums_exchanged", 1, 0, 1),   # epilogue entry .. both consumers' row sums exchanged
     ("q_confirmed", 1, 1, 2),      # .. this item's Q confirmed landed
-    ("next_q_issued", 1, 2, 3),    # .. the next item's Q copies issued
-    ("o_stored", 1, 3, 4),         # .. O and the LSE stored
+    ("epilogue_a", 1, 2, 3),       # .. O written (see below)
+    ("epilogue_b", 1, 3, 4),       # .. O stored by TMA and the next Q issued (see below)
 )
+# The epilogue's two memory steps changed with the TMA epilogue: before it (the recorded log of
+# cf7b196), epilogue_a was issuing the next item's Q copies (cp.async) and epilogue_b the O
+# stores from registers; since, epilogue_a writes O into the Q tile (or, where O does not go by
+# TMA, issues the next Q and stores O from registers) and epilogue_b is the copy thread's TMA
+# stores of O, their wait until the stores read the tile, and the next Q's TMA loads.
 
 
 def parse_launches(text):

@@ -162,11 +162,11 @@ def test_trace_items_recovers_the_parts(tmp_path):
     items = trace_items.item_parts(launches[-1])
     assert len(items) == len(parts)
     for item, (pair, entry, sums, q, next_q, stored, to_next) in zip(items, parts):
-        assert (item["pair"], item["sums_exchanged"], item["q_confirmed"], item["next_q_issued"],
-                item["o_stored"], item["to_next_pair"]) == (pair, sums, q, next_q, stored, to_next)
+        assert (item["pair"], item["sums_exchanged"], item["q_confirmed"], item["epilogue_a"],
+                item["epilogue_b"], item["to_next_pair"]) == (pair, sums, q, next_q, stored, to_next)
         assert item["period"] == pair + entry + sums + q + next_q + stored + to_next
     medians = trace_items.summary(items)
-    assert medians["pair"] == 6800 and medians["o_stored"] == 6900
+    assert medians["pair"] == 6800 and medians["epilogue_b"] == 6900
     log = tmp_path / "trace.log"
     log.write_text(text)
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(log)], check=True,

@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "prefill_hopper.h"
+#include "../common/tensor_map.h"
 #include "prefill_hopper_kernel.cuh"
 
 namespace cake::cuda {
@@ -11,7 +12,7 @@ namespace cake::cuda {
 namespace {
 
 template <bool kSplitItems>
-void launch_instance(const DecodeParams& params, unsigned num_ctas, cudaStream_t stream) {
+void launch_instance(const HopperParams& params, unsigned num_ctas, cudaStream_t stream) {
   constexpr int kSmemBytes = HopperPrefillLayout::kSmemBytes;
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
   C10_CUDA_CHECK(cudaFuncSetAttribute(hopper::sparse_mla_attention_hopper_kernel<kSplitItems>,
@@ -19,6 +20,17 @@ void launch_instance(const DecodeParams& params, unsigned num_ctas, cudaStream_t
   hopper::sparse_mla_attention_hopper_kernel<kSplitItems>
       <<<num_ctas, HopperPrefillLayout::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The tensor maps of the call: q always (each item's Q is a TMA load); output where whole-list
+// items store O by TMA, which needs a 16-byte aligned output (the op accepts 4-byte aligned views).
+HopperParams hopper_params(const DecodeParams& params) {
+  HopperParams hopper{};
+  static_cast<DecodeParams&>(hopper) = params;
+  hopper.q_map = head_rows_tensor_map(params.q, params.num_tokens, params.num_heads);
+  hopper.output_by_tma = params.num_splits == 1 && reinterpret_cast<uintptr_t>(params.output) % 16 == 0;
+  if (hopper.output_by_tma) hopper.output_map = head_rows_tensor_map(params.output, params.num_tokens, params.num_heads);
+  return hopper;
 }
 
 }  // namespace
@@ -29,10 +41,11 @@ void launch_sparse_mla_attention_hopper(const DecodeParams& params, int max_ctas
   const long long num_items = (long long)params.num_tokens * params.num_head_blocks * params.num_splits;
   const unsigned num_ctas = unsigned(num_items < max_ctas ? num_items : max_ctas);
   // One split keeps the split arithmetic out of the block loop (the prefill's instance).
+  const HopperParams hopper = hopper_params(params);
   if (params.num_splits > 1) {
-    launch_instance<true>(params, num_ctas, stream);
+    launch_instance<true>(hopper, num_ctas, stream);
   } else {
-    launch_instance<false>(params, num_ctas, stream);
+    launch_instance<false>(hopper, num_ctas, stream);
   }
   hopper::print_trace();
 }

@@ -15,6 +15,7 @@
 #include "../common/split_epilogue.cuh"
 #include "../common/ptx_primitives.cuh"
 #include "prefill_hopper_layout.h"
+#include "prefill_hopper_params.h"
 #include "prefill_hopper_trace.cuh"
 #include "prefill_hopper_work.cuh"
 #include "sm90_primitives.cuh"
@@ -56,7 +57,7 @@ struct PairBlocks {
 template <bool kSplitItems>
 class ConsumerRole {
  public:
-  __device__ ConsumerRole(const DecodeParams& params, SharedStorage& smem, int consumer, int thread)
+  __device__ ConsumerRole(const HopperParams& params, SharedStorage& smem, int consumer, int thread)
       : params_(params), smem_(smem), consumer_(consumer), lane_(thread % 32),
         row0_((thread / 32) * 16 + (thread % 32) / 4),
         score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
@@ -65,10 +66,9 @@ class ConsumerRole {
     using namespace sm90;
     const int num_items = num_work_items<kSplitItems>(params_);
     int gblock = 0;  // blocks so far over this CTA's items: the phase of the block barriers
-    // Every item's Q is loaded by the consumers themselves: the first here, each next one in the
-    // epilogue of the one before (finish_item), once neither consumer reads the Q tile any more,
-    // so it lands while the epilogue runs.
-    if (blockIdx.x < num_items) load_q(blockIdx.x);
+    // Every item's Q is loaded by the consumers themselves, each its half: the first here, each
+    // next one in the epilogue of the one before (finish_item), once the Q tile is free.
+    if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
@@ -96,10 +96,12 @@ class ConsumerRole {
       gblock -= w.num_blocks & 1;  // an odd item used one block of its last pair
       finish_item(w, item, gblock - 1);
     }
+    // The last O stores must have written (and read the Q tile) before the CTA exits.
+    if (copies_thread()) sm90::bulk_wait_group<0>();
   }
 
  private:
-  const DecodeParams& params_;
+  const HopperParams& params_;
   SharedStorage& smem_;
   const int consumer_;  // 0: the leader (first block of each pair), 1: the follower
   const int lane_;
@@ -380,36 +382,57 @@ class ConsumerRole {
   // without candidates). Computed when needed: the consumers have no register to keep a count in.
   static __device__ __forceinline__ int q_phase(int item) { return ((item - int(blockIdx.x)) / int(gridDim.x)) & 1; }
 
-  // Item `item`'s Q into the Q tile, 16 bytes a copy, 16 copies a thread; the copies arrive on
-  // q_full themselves, so this thread does not wait for them. A padded last head block (fewer
-  // than 64 heads left) gets zero rows, read from nowhere (src-size 0).
-  __device__ void load_q(int item) {
+  // The thread of each consumer that issues its TMA copies (and waits for its stores).
+  static __device__ __forceinline__ bool copies_thread() { return threadIdx.x % kWarpgroupThreads == 0; }
+
+  // This consumer's half of item `item`'s Q: column blocks 4 c .. 4 c + 3 of the Q tile (dims
+  // 256 c ..), four TMA boxes of 64 dims x 64 heads that complete on q_full with the other
+  // consumer's half. A padded last head block's rows past num_heads load as zeros.
+  __device__ void load_q_half(int item) {
     const int row_item = kSplitItems ? item / params_.num_splits : item;
     const int token = row_item / params_.num_head_blocks;
     const int head0 = (row_item % params_.num_head_blocks) * kHeads;
-    const __nv_bfloat16* q_block = params_.q + (int64_t(token) * params_.num_heads + head0) * nvfp4::kHeadDim;
-    const int q_rows = params_.num_heads - head0 < kHeads ? params_.num_heads - head0 : kHeads;
-    const uint32_t q_tile = smem_address(smem_.q);
-    constexpr int kChunksPerRow = nvfp4::kHeadDim / 8;
-    // The consumers are warpgroups 0 and 1: threadIdx.x numbers their 256 threads (not kept in a
-    // register across the item loop, where the consumers have none to spare).
-    static_assert(kConsumers * kWarpgroupThreads == kConsumerThreads, "consumers first");
-#pragma unroll 1
-    for (int unit = int(threadIdx.x); unit < kHeads * kChunksPerRow; unit += kConsumerThreads) {
-      const int q_row = unit / kChunksPerRow;
-      const int chunk = unit % kChunksPerRow;
-      const bool real = q_row < q_rows;
-      cp_async_16(q_tile + swizzled_chunk_offset<kQColumnBlockBytes>(q_row, chunk),
-                  q_block + (real ? q_row * nvfp4::kHeadDim + chunk * 8 : 0), real);
+    const uint32_t q_full = smem_address(&smem_.q_full);
+    sm90::mbarrier_arrive_expect_tx(q_full, kQTileBytes / kConsumers);
+#pragma unroll
+    for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
+      const int block = kColumnBlocksPerConsumer * consumer_ + k;
+      sm90::tma_load_3d(smem_address(smem_.q) + block * kQColumnBlockBytes, &params_.q_map, q_full,
+                        block * kColumnBlockDims, head0, token);
     }
-    sm90::cp_async_arrive_noinc(smem_address(&smem_.q_full));
+  }
+
+  // This consumer's half of the item's O, staged in its half of the Q tile, to `output`: four TMA
+  // boxes; rows past num_heads are not stored. Returns once the stores have read the tile.
+  __device__ void store_output_half(const WorkItem<kSplitItems>& w) {
+#pragma unroll
+    for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
+      const int block = kColumnBlocksPerConsumer * consumer_ + k;
+      sm90::tma_store_3d(&params_.output_map, smem_address(smem_.q) + block * kQColumnBlockBytes,
+                         block * kColumnBlockDims, w.head0, w.token);
+    }
+    sm90::bulk_commit_group();
+    sm90::bulk_wait_group_read<0>();
+  }
+
+  // Barrier of this consumer's 128 threads only (kOutputStaged + consumer; ids known at compile
+  // time, so ptxas reserves only the barriers the kernel uses).
+  __device__ __forceinline__ void consumer_half_barrier() const {
+    if (consumer_ == 0) {
+      named_barrier<kOutputStaged + 0, kWarpgroupThreads>();
+    } else {
+      named_barrier<kOutputStaged + 1, kWarpgroupThreads>();
+    }
   }
 
   // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
-  // lists (the prefill, or a decode that does not split): the sink, normalise, store O (bf16
-  // pairs; a warp writes 16 contiguous bytes of 8 rows per instruction) and the LSE. Split items:
-  // the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the scratch
-  // (the merge kernel adds the sink).
+  // lists (the prefill, or a decode that does not split): the sink, normalise, O in bf16 and the
+  // LSE. O goes through the Q tile (each consumer writes its half there, conflict-free, and TMA
+  // stores it: 4-byte stores from registers straight to global memory, 16 bytes of 8 rows a warp
+  // instruction, cost about a third of a topk-128 item), or from registers where output_by_tma
+  // is 0. Split items: the split's partial, O normalised over the split in fp32 and its base-2
+  // LSE, from registers into the scratch (the merge kernel adds the sink). The next item's Q
+  // follows the O stores through the tile, or is loaded before the register stores.
   __device__ void finish_item(const WorkItem<kSplitItems>& w, int item, int trace_row) {
     trace_event(consumer_, 0, trace_row);
 #pragma unroll
@@ -424,14 +447,15 @@ class ConsumerRole {
     consumer_barrier<kSumsExchanged>();
     trace_event(consumer_, 1, trace_row);
     // Both consumers' wgmmas of this item have retired (each waited for its last before the
-    // epilogue): the Q tile is free. This item's own Q load has landed (an item without
-    // candidates never waited for it), so the next item's copies are the only ones in flight.
+    // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item
+    // without candidates never waited for it).
 #if !defined(CAKE_HOPPER_NO_WAITS)
     sm90::mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
     trace_event(consumer_, 2, trace_row);
-    if (item + int(gridDim.x) < num_work_items<kSplitItems>(params_)) load_q(item + gridDim.x);
-    trace_event(consumer_, 3, trace_row);
+    const bool has_next = item + int(gridDim.x) < num_work_items<kSplitItems>(params_);
+    const bool by_tma = !kSplitItems && params_.output_by_tma != 0;
+    if (!by_tma && has_next && copies_thread()) load_q_half(item + gridDim.x);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;
@@ -450,13 +474,44 @@ class ConsumerRole {
         if (consumer_ == 0 && lane_ % 4 == 0) store_split_lse(params_, w.split, w.token, head, final.lse2);
       } else {
         const SoftmaxFinal final = finalize_row(params_, head, reference_[r], totals);
-        __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
+        if (by_tma) {
+          // Row `row` of the tile, dims o_dim(i) + 2 (lane % 4) ..: chunk o_dim(i) / 8, whose
+          // place in its column block is (i % 8) ^ (row % 8). `row_base` holds row % 8 in the
+          // chunk bits (the tile is 1024-aligned, rows 128 bytes), so chunk i % 8 is one XOR
+          // away and the column block an immediate offset. The 8 rows of a warp instruction land
+          // in 8 different chunks: no bank conflict.
+          uint32_t row_base = smem_address(smem_.q) + row * kTileRowBytes + (row % 8) * 16 + 4 * (lane_ % 4);
+          // Opaque here, so ptxas computes the 32 addresses in the epilogue instead of keeping
+          // them in registers across the item loop (where they spill).
+          asm volatile("" : "+r"(row_base));
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          *reinterpret_cast<uint32_t*>(out_row + o_dim(i)) =
-              pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+          for (int i = 0; i < 32; ++i) {
+            const int column_block = o_dim(i) / kColumnBlockDims;
+            sm90::st_shared_4((row_base ^ ((i % 8) * 16)) + column_block * kQColumnBlockBytes,
+                              pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale,
+                                          o_acc_[4 * i + 2 * r + 1] * final.out_scale));
+          }
+        } else {
+          __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
+#pragma unroll
+          for (int i = 0; i < 32; ++i) {
+            *reinterpret_cast<uint32_t*>(out_row + o_dim(i)) =
+                pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+          }
         }
         if (consumer_ == 0 && lane_ % 4 == 0) store_lse(params_, w.token, head, final.lse2);
+      }
+    }
+    trace_event(consumer_, 3, trace_row);
+    if (by_tma) {
+      // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
+      // fences its own, the barrier orders them before the copy thread's stores. The next Q
+      // overwrites this half once the stores have read it.
+      sm90::fence_proxy_async();
+      consumer_half_barrier();
+      if (copies_thread()) {
+        store_output_half(w);
+        if (has_next) load_q_half(item + gridDim.x);
       }
     }
     trace_event(consumer_, 4, trace_row);

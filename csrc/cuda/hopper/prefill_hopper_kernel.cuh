@@ -7,8 +7,8 @@
 //     QK^T and the softmax of the pair's block c, the reference handed from 0 to 1, and each
 //     accumulates its 256 output dims over both blocks;
 //   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather half d of each block's rows
-//     into registers, convert NVFP4 -> bf16 and write K tile j % 2 (the RoPE dims by cp.async);
-//     they also load each item's Q.
+//     into registers, convert NVFP4 -> bf16 and write K tile j % 2 (the RoPE dims by cp.async).
+// The consumers also move each item's Q in and its O out through the Q tile, by TMA.
 // Two 64-row K tiles hold two blocks, each handed over by dim halves (half_full / half_empty
 // mbarriers), so a half is rewritten as soon as its last reader is done.
 // docs/hopper_kernel.md describes the schedule, the budgets and the measured profile.
@@ -17,6 +17,7 @@
 #include "prefill_hopper_consumer.cuh"
 #include "prefill_hopper_dequant.cuh"
 #include "prefill_hopper_layout.h"
+#include "prefill_hopper_params.h"
 
 namespace cake::cuda::hopper {
 
@@ -24,7 +25,7 @@ namespace cake::cuda::hopper {
 // (output and LSE written directly) when false, which is the prefill's instance.
 template <bool kSplitItems>
 __global__ void __launch_bounds__(kThreads, 1)
-    sparse_mla_attention_hopper_kernel(const __grid_constant__ DecodeParams params) {
+    sparse_mla_attention_hopper_kernel(const __grid_constant__ HopperParams params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   extern __shared__ __align__(1024) uint8_t smem_bytes[];
@@ -35,7 +36,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kSplitItems) launch_dependent_grids();  // the decode's merge waits for this grid's end
   if (threadIdx.x == 0) {
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
-    mbarrier_init(smem_address(&smem.q_full), kConsumerThreads);  // one cp.async arrival per thread
+    mbarrier_init(smem_address(&smem.q_full), kConsumers);  // each consumer loads half of Q (one expect_tx arrival)
     for (int parity = 0; parity < 2; ++parity) {
       // Each dequant thread arrives once on the low half (after its stores) and twice on the high
       // half: after its stores, and (cp.async) when its RoPE copies land.

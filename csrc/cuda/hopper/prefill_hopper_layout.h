@@ -44,7 +44,10 @@ constexpr int kTileRowBytes = 128;
 constexpr int kQColumnBlockBytes = kHeads * kTileRowBytes;      // 8 KB
 constexpr int kKColumnBlockBytes = kBlockRows * kTileRowBytes;  // 8 KB
 constexpr int kHalfTileBytes = kHalfRows * kTileRowBytes;       // half a block's rows in a column block: 4 KB
-constexpr int kQTileBytes = 8 * kQColumnBlockBytes;
+constexpr int kColumnBlocks = 8;                                 // of 64 dims: 512 / 64
+constexpr int kColumnBlockDims = kTileRowBytes / 2;              // bf16: 64
+constexpr int kQTileBytes = kColumnBlocks * kQColumnBlockBytes;
+constexpr int kColumnBlocksPerConsumer = kColumnBlocks / kConsumers;  // of Q in, of O out: consumer c's dims 256 c ..
 constexpr int kKTileBytes = 8 * kKColumnBlockBytes;
 constexpr int kPTileBytes = kHeads * kBlockRows * 2;
 
@@ -66,7 +69,7 @@ constexpr int kRopeFirstChunk = nvfp4::kNopeBytes / 4;  // tile chunk (8 dims) o
 static_assert(kWarpgroupThreads == kHalfRows * kPartsPerRow, "a dequant warpgroup converts half a block");
 
 struct alignas(1024) SharedStorage {
-  uint8_t q[kQTileBytes];       // the item's Q, 64 heads x 512, swizzled
+  uint8_t q[kQTileBytes];       // the item's Q, 64 heads x 512, swizzled; in the epilogue its bf16 O
   uint8_t k[kKTiles][kKTileBytes];  // K (= V) of two blocks, by block parity
   uint8_t p[kConsumers][kPTileBytes];  // bf16 weights of consumer c's block of the pair, for the other
   float reference_exchange[kConsumers][kHeads];  // each row's softmax reference after consumer c's block
@@ -79,7 +82,7 @@ struct alignas(1024) SharedStorage {
   // so the dequant's first use of it does not wait on a load of its own registers.
   int32_t row_index[2][kDequantWarpgroups][kHalfRows];
   // mbarriers
-  uint64_t q_full;  // the item's Q landed (one cp.async arrival per consumer thread)
+  uint64_t q_full;  // the item's Q landed (each consumer's TMA loads of its half complete on it)
   // By block parity and dim half (kLowDims: dims 0..255 and the candidate flags, kHighDims: dims
   // 256..511, RoPE included), so a half is rewritten as soon as its last reader is done.
   uint64_t half_full[2][2];   // the half is written (stores; for the high half also the RoPE copies)
@@ -95,10 +98,11 @@ enum DimHalf : int { kLowDims = 0, kHighDims = 1 };
 constexpr int kQkStepsPerHalf = kQkSteps / 2;
 
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
-// consumer c arrives, the other waits (one-sided).
+// consumer c arrives, the other waits (one-sided). kOutputStaged + c: consumer c's threads only.
 enum ConsumerBarrier : int {
   kWeightsReady = 1,   // + c: consumer c's weights are in p[c], its reference in reference_exchange[c]
   kSumsExchanged = 3,  // item epilogue: both consumers' row sums are in sum/exact_exchange
+  kOutputStaged = 4,   // + c: consumer c's 128 threads wrote their O into its half of the Q tile
 };
 
 }  // namespace cake::cuda::hopper

@@ -10,8 +10,9 @@
 //   follower: hand-over done, 5 pair done;
 // - the same roles, row = the item's last block (odd for an item of an even block count, so no
 //   pair's row): the item epilogue, 0 entry, 1 row sums exchanged, 2 this item's Q confirmed
-//   landed, 3 the next item's Q copies issued, 4 O and the LSE stored; and at the item's start,
-//   row = its first block + 1: 6 the item's list read, 7 its Q landed;
+//   landed, 3 O written (into the Q tile, or from registers to global memory), 4 the copy
+//   thread's TMA stores of O have read the tile and the next Q's TMA loads are issued; and at
+//   the item's start, row = its first block + 1: 6 the item's list read, 7 its Q landed;
 // - roles 2 and 3, the dequant warpgroups, row = the block: 0 top, 1 low half free, 3 low half
 //   written, 4 high half free, 2 high half written.
 #pragma once
