@@ -5,7 +5,8 @@ These tests run with no kernel override (the device's own choice). They cover 16
 unit, the head counts that take several units a token or heads 0..63 on the 64-head kernel, and
 48 and 112 heads (the 64-head kernel with its last head block padded, planned as small-heads
 calls), masks, both caches, sinks, the
-non-finite rules, empty rows, repeatability and a persistent grid that crosses units; everything
+non-finite rules, empty rows, repeatability, a persistent grid that crosses units and both ways
+O leaves the kernel (TMA stores, register stores for a 4-byte aligned output); everything
 against the float64 reference. The override "hopper_small" is a synonym of "hopper"."""
 import dataclasses
 import math
@@ -300,3 +301,32 @@ def test_small_heads_persistent_grid_crosses_units(heads):
     assert first[2]["kernel"] == "hopper_small" and first[2]["grid_size"] == num_sms
     assert_matches_reference(first[0], first[1], *problem.reference())
     assert_repeatable(first, problem.run())
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [16, 32, 80, 96])
+def test_small_heads_output_views_of_each_alignment(heads):
+    """The small-heads kernel stores each unit's O through a staging tile and TMA stores when the
+    output is 16-byte aligned, from registers when it is only 4-byte aligned (a view 2 bf16 into
+    its storage). Both paths match the reference and give the same bits, and neither writes
+    outside the view (the guard elements around it keep their NaN). The persistent grid walks
+    several units a CTA, so the staging tile is reused; with H = 80 and 96 the kernel runs heads
+    64.. through a tensor map of those heads only (heads 0..63 run on the 64-head kernel)."""
+    problem = persistent_walk_problem(heads)
+    expected_out, expected_lse, expected_plan = problem.run()
+    assert expected_plan["kernel"] == "hopper_small"
+    reference = problem.reference()
+    num_tokens = problem.q.shape[0]
+    size = num_tokens * heads * 512
+    for offset_elements in (0, 2, 8):
+        storage = torch.full((size + offset_elements + 16,), float("nan"), dtype=torch.bfloat16, device="cuda")
+        output = storage[offset_elements:offset_elements + size].view(num_tokens, heads, 512)
+        assert (output.data_ptr() % 16 == 0) == (offset_elements % 8 == 0)
+        out_lse = torch.full((num_tokens, heads), float("nan"), dtype=torch.float32, device="cuda")
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(problem.q, problem.kv_cache, problem.indices, output,
+                                                                  out_lse, problem.sm_scale, **problem.kwargs)
+        assert plan == expected_plan
+        assert_matches_reference(output, out_lse, *reference)
+        assert torch.equal(output.view(torch.int16), expected_out.view(torch.int16)), offset_elements
+        assert torch.equal(out_lse, expected_lse), offset_elements
+        assert torch.isnan(storage[:offset_elements]).all() and torch.isnan(storage[offset_elements + size:]).all()

@@ -48,6 +48,11 @@ constexpr int kKTiles = 2;  // chunk j in tile j % 2: the converters fill j + 1 
 constexpr int kKStepsPerConverter = nvfp4::kHeadDim / 16 / kConverters;  // 16
 constexpr int kPvKSteps = kChunkRows / 16;                               // 4
 constexpr int kPvMTiles = nvfp4::kHeadDim / 64;                          // 8
+// The output's column blocks of 64 dims: O^T m-tile t holds the dims of column block t
+// (prefill_small_work.cuh).
+constexpr int kOColumnBlocks = nvfp4::kHeadDim / 64;  // 8
+constexpr int kOColumnBlockDims = kTileRowBytes / 2;  // bf16: 64
+static_assert(kOColumnBlocks == kPvMTiles, "one output column block per PV m-tile");
 // S partials are stored [head][candidate] with 4 floats of padding a head: the converters' stores
 // (8 heads x 4 lane pairs a warp instruction) then hit 32 different banks.
 constexpr int kSPartialStride = kChunkRows + 4;
@@ -62,6 +67,10 @@ struct Geometry {
   // column blocks of 64.
   static constexpr int kQColumnBlockBytes = kHeads * kTileRowBytes;
   static constexpr int kQHalfBytes = 4 * kQColumnBlockBytes;
+  // The unit's O staged for the TMA stores of the epilogue: kHeads rows x 512 dims (bf16), 8
+  // column blocks of 64 dims, each a box of the output's tensor map (common/tensor_map.h).
+  static constexpr int kOColumnBlockBytes = kHeads * kTileRowBytes;
+  static constexpr int kOTileBytes = kOColumnBlocks * kOColumnBlockBytes;
   // P^T, the B operand of PV: kHeads rows x 64 candidates (K-major), one column block.
   static constexpr int kPTileBytes = kHeads * kTileRowBytes;
   // n-blocks of 8 heads in the wgmma accumulators: S^T holds 4 * kHeadBlocks floats a thread, each
@@ -88,6 +97,10 @@ struct alignas(1024) SharedStorage {
   using G = Geometry<kGroupHeads>;
   uint8_t k[kKTiles][kKTileBytes];                   // K (= V) of two chunks, bf16, swizzled
   uint8_t q[kConverters][G::kQHalfBytes];            // the unit's Q, one half per converter
+  // The unit's O, bf16, swizzled: written by the attend warpgroup in its epilogue, read by its
+  // TMA stores (which must have read it before the next unit's epilogue rewrites it). Its own
+  // buffer: in the epilogue the converters already fill the K tiles, Q and S for the next unit.
+  uint8_t o[G::kOTileBytes];
   // bf16 weights of the chunk, [head][candidate], per chunk parity: a warp's wgmma_wait need not
   // cover the other warps' share of PV, so P is rewritten for chunk j + 2 only after the kPReady
   // barrier of chunk j + 1, which every warp reaches after its PV of chunk j.
@@ -107,7 +120,8 @@ constexpr int smem_bytes() {
   return int(sizeof(SharedStorage<kGroupHeads>));
 }
 static_assert(smem_bytes<kMaxGroupHeads>() <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
-static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 && offsetof(SharedStorage<16>, p) % 1024 == 0 &&
+static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 && offsetof(SharedStorage<16>, o) % 1024 == 0 &&
+                  offsetof(SharedStorage<16>, p) % 1024 == 0 && offsetof(SharedStorage<32>, o) % 1024 == 0 &&
                   offsetof(SharedStorage<32>, p) % 1024 == 0,
               "swizzled tiles start on 1024-byte boundaries");
 
@@ -115,7 +129,9 @@ static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 && offsetof(SharedStora
 // each converter warpgroup.
 enum NamedBarrier : int {
   kPReady = 1,          // P, the rescale factors and the "some head moved" flag are written
-  kScalesReady = 2,     // unit epilogue: the output scales are written / read
+  // Unit epilogue, twice: the output scales are written (and the staging tile free again: the
+  // previous unit's TMA stores have read it); then they are read and O is staged.
+  kScalesReady = 2,
   kQBarrierFirst = 3,   // + converter: its warps are done with the previous Q / stored the new one
 };
 

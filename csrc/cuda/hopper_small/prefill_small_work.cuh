@@ -88,7 +88,8 @@ __device__ __forceinline__ uint32_t q_pair_offset(int head, int kstep, int posit
 constexpr int k_tile_chunk(int half, int kstep, int hi) { return 32 * half + 2 * kstep + hi; }
 
 // The dim at position `position` (0..15) of converter `half`'s k-step `kstep` (see above).
-__device__ __forceinline__ int position_dim(int half, int kstep, int position) {
+// constexpr (host and device): the epilogue's assumptions on it are checked at compile time below.
+__host__ __device__ constexpr int position_dim(int half, int kstep, int position) {
   const int q = (position % 8) / 2;
   const int element = position % 2;  // low or high half of the pair
   const int hi = position / 8;        // a0 / a1 (0) or a2 / a3 (1)
@@ -102,8 +103,54 @@ __device__ __forceinline__ int position_dim(int half, int kstep, int position) {
 }
 
 // The output dim that column `column` (0..7) of K-tile chunk `chunk` (0..63) holds.
-__device__ __forceinline__ int k_tile_dim(int chunk, int column) {
+__host__ __device__ constexpr int k_tile_dim(int chunk, int column) {
   return position_dim(chunk / 32, (chunk % 32) / 2, 8 * (chunk % 2) + column);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The output dims a thread of the attend warpgroup holds.
+//
+// The PV accumulator fragment gives thread (warp w, lane) rows 16 w + lane / 4 + 8 h (h = 0, 1) of
+// each m-tile t of O^T, i.e. the dims k_tile_dim(8 t + 2 w + h, lane / 4), for the heads
+// 8 n + 2 (lane % 4) + e (e = 0, 1). All dims of m-tile t lie in output column block t (dims
+// 64 t ..). In the NoPE m-tiles (t < 7) rows h = 0 and 1 are two adjacent dims, the first even,
+// the same for every t: a head's pair is one aligned 4-byte word of its output row. In the RoPE
+// m-tile (t = 7) they are d and d + 2, and the lane of the next column (lane + 4, column odd)
+// holds d + 1 and d + 3: once the two lanes swap one value, each holds an adjacent pair
+// (d, d + 1 and d + 2, d + 3).
+constexpr int kWarpsPerWarpgroup = kWarpgroupThreads / 32;
+constexpr int kRopeMTile = kPvMTiles - 1;
+static_assert(kRopeMTile * 64 == nvfp4::kNopeDim, "the last m-tile holds the RoPE dims");
+
+// The first dim, within its column block, of the pair that thread (warp, column = lane / 4)
+// writes of each NoPE m-tile, and of the RoPE m-tile once the lanes have swapped.
+__host__ __device__ constexpr int nope_pair_dim(int warp, int column) { return k_tile_dim(2 * warp, column); }
+__host__ __device__ constexpr int rope_pair_dim(int warp, int column) {
+  return k_tile_dim(8 * kRopeMTile + 2 * warp, column) - nvfp4::kNopeDim + column % 2;
+}
+
+// Checks the paragraph above over every thread and m-tile.
+constexpr bool output_pairs_hold() {
+  for (int warp = 0; warp < kWarpsPerWarpgroup; ++warp) {
+    for (int column = 0; column < 8; ++column) {
+      for (int t = 0; t < kPvMTiles; ++t) {
+        const int block = 64 * t;
+        const int d0 = k_tile_dim(8 * t + 2 * warp, column);
+        const int d1 = k_tile_dim(8 * t + 2 * warp + 1, column);
+        if (d0 < block || d0 >= block + 64 || d1 < block || d1 >= block + 64) return false;
+        if (t < kRopeMTile) {
+          if (d0 % 2 != 0 || d1 != d0 + 1 || d0 - block != nope_pair_dim(warp, column)) return false;
+        } else if (column % 2 == 0) {
+          const int next0 = k_tile_dim(8 * t + 2 * warp, column + 1);
+          const int next1 = k_tile_dim(8 * t + 2 * warp + 1, column + 1);
+          if (d0 % 2 != 0 || d1 != d0 + 2 || next0 != d0 + 1 || next1 != d0 + 3) return false;
+          if (rope_pair_dim(warp, column) != d0 - block || rope_pair_dim(warp, column + 1) != d0 + 2 - block) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+static_assert(output_pairs_hold(), "the epilogue's pairs of adjacent output dims (see above)");
 
 }  // namespace cake::cuda::hopper_small
