@@ -70,31 +70,32 @@ class ConsumerRole {
     // next one in the epilogue of the one before (finish_item), once the Q tile is free.
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-      WorkItem<kSplitItems> w = work_item<kSplitItems>(params_, item);
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
-      w.num_blocks = __shfl_sync(0xffffffffu, w.num_blocks, 0);
+      const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_blocks, 0);
       trace_event(consumer_, 6, gblock + 1);
       reset();
-      if (w.num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
-        finish_item(w, item, gblock - 1);
+      if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
+        finish_item(item, gblock - 1);
         continue;
       }
 #if !defined(CAKE_HOPPER_NO_WAITS)
       mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
       trace_event(consumer_, 7, gblock + 1);
-      fence_proxy_async();  // Q arrived by cp.async and is read by wgmma
-      for (int block = 0; block < w.num_blocks; block += 2, gblock += 2) {
-        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < w.num_blocks,
-                                 block + 2 >= w.num_blocks, gblock};
+      // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy);
+      // the fence orders this thread's generic writes of the tile (the last epilogue's O) before them.
+      fence_proxy_async();
+      for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
+        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks,
+                                 block + 2 >= num_blocks, gblock};
         if (consumer_ == 0) {
           leader_pair(pair);
         } else {
           follower_pair(pair);
         }
       }
-      gblock -= w.num_blocks & 1;  // an odd item used one block of its last pair
-      finish_item(w, item, gblock - 1);
+      gblock -= num_blocks & 1;  // an odd item used one block of its last pair
+      finish_item(item, gblock - 1);
     }
     // The last O stores must have written (and read the Q tile) before the CTA exits.
     if (copies_thread()) sm90::bulk_wait_group<0>();
@@ -389,22 +390,20 @@ class ConsumerRole {
   // 256 c ..), four TMA boxes of 64 dims x 64 heads that complete on q_full with the other
   // consumer's half. A padded last head block's rows past num_heads load as zeros.
   __device__ void load_q_half(int item) {
-    const int row_item = kSplitItems ? item / params_.num_splits : item;
-    const int token = row_item / params_.num_head_blocks;
-    const int head0 = (row_item % params_.num_head_blocks) * kHeads;
+    const ItemRows rows = item_rows<kSplitItems>(params_, item);
     const uint32_t q_full = smem_address(&smem_.q_full);
     sm90::mbarrier_arrive_expect_tx(q_full, kQTileBytes / kConsumers);
 #pragma unroll
     for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
       const int block = kColumnBlocksPerConsumer * consumer_ + k;
       sm90::tma_load_3d(smem_address(smem_.q) + block * kQColumnBlockBytes, &params_.q_map, q_full,
-                        block * kColumnBlockDims, head0, token);
+                        block * kColumnBlockDims, rows.head0, rows.token);
     }
   }
 
   // This consumer's half of the item's O, staged in its half of the Q tile, to `output`: four TMA
   // boxes; rows past num_heads are not stored. Returns once the stores have read the tile.
-  __device__ void store_output_half(const WorkItem<kSplitItems>& w) {
+  __device__ void store_output_half(const ItemRows& w) {
 #pragma unroll
     for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
       const int block = kColumnBlocksPerConsumer * consumer_ + k;
@@ -433,7 +432,8 @@ class ConsumerRole {
   // is 0. Split items: the split's partial, O normalised over the split in fp32 and its base-2
   // LSE, from registers into the scratch (the merge kernel adds the sink). The next item's Q
   // follows the O stores through the tile, or is loaded before the register stores.
-  __device__ void finish_item(const WorkItem<kSplitItems>& w, int item, int trace_row) {
+  __device__ void finish_item(int item, int trace_row) {
+    const ItemRows w = item_rows<kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_init(smem_address(&smem.half_full[parity][kHighDims]), 2 * kDequantThreads);
       for (int half = 0; half < 2; ++half) mbarrier_init(smem_address(&smem.half_empty[parity][half]), kConsumerThreads);
     }
+    fence_mbarrier_init();
   }
   __syncthreads();
   if (warpgroup >= kConsumers) {

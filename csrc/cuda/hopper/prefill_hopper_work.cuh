@@ -57,13 +57,28 @@ __device__ __forceinline__ int num_work_items(const DecodeParams& params) {
   return params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
 }
 
+// Whose rows item `item` computes: its token, its first head and its split (0 for whole lists).
+// Recomputed where needed (the consumers' epilogue, the Q loads) rather than kept in registers
+// across an item.
+struct ItemRows {
+  int token;
+  int head0;
+  int split;
+};
+template <bool kSplitItems>
+__device__ __forceinline__ ItemRows item_rows(const DecodeParams& params, int item) {
+  const int row_item = kSplitItems ? item / params.num_splits : item;
+  return {row_item / params.num_head_blocks, (row_item % params.num_head_blocks) * kHeads,
+          kSplitItems ? item % params.num_splits : 0};
+}
+
 // Item = (token * num_head_blocks + head block) * num_splits + split.
 template <bool kSplitItems>
 __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& params, int item) {
   WorkItem<kSplitItems> w;
-  const int row_item = kSplitItems ? item / params.num_splits : item;
-  w.token = row_item / params.num_head_blocks;
-  w.head0 = (row_item % params.num_head_blocks) * kHeads;
+  const ItemRows rows = item_rows<kSplitItems>(params, item);
+  w.token = rows.token;
+  w.head0 = rows.head0;
   w.length0 = list_length(params.lists[0], w.token);
   w.length1 = list_length(params.lists[1], w.token);
   const int valid0 = (w.length0 + kBlockRows - 1) / kBlockRows;
@@ -72,7 +87,7 @@ __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& p
     w.main_blocks = valid0;
     w.num_blocks = valid0 + valid1;
   } else {
-    w.split = item % params.num_splits;
+    w.split = rows.split;
     const int chunks0 = (params.lists[0].width + kBlockRows - 1) / kBlockRows;
     const int chunks1 = (params.lists[1].width + kBlockRows - 1) / kBlockRows;
     const DecodeSplitPositions range = decode_split_positions(w.split, params.num_splits, chunks0, chunks1);

@@ -81,6 +81,9 @@ __device__ __forceinline__ void st_shared_16(uint32_t address, uint32_t a, uint3
 // fence and a barrier.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// After the barriers are initialised and before anyone uses them: makes the initialisation
+// visible to the async proxy (the TMA completes transaction bytes on q_full).
+__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
