@@ -25,32 +25,47 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 }  // namespace
 
-CUtensorMap head_rows_tensor_map(const void* data, int64_t num_tokens, int64_t num_heads, int64_t heads_per_token,
-                                 uint32_t box_heads) {
-  constexpr int kElementBytes = 2;  // bf16
-  constexpr cuuint32_t kBoxDims = 64;
+namespace {
+
+// Rows of 512 elements of `element_bytes` each, `heads_per_row` heads a row of the outer dim, as
+// a 3-D map (512, num_heads, num_rows) whose box is 128 bytes of dims x box_heads heads x 1,
+// 128-byte swizzled.
+CUtensorMap encode_head_rows(const void* data, CUtensorMapDataType type, int element_bytes, int64_t num_rows,
+                             int64_t num_heads, int64_t heads_per_row, uint32_t box_heads) {
+  constexpr int kSwizzleBytes = 128;
   constexpr uint32_t kMaxBoxSide = 256;  // the TMA's limit on each box dimension
   TORCH_CHECK(reinterpret_cast<uintptr_t>(data) % 16 == 0, "head_rows_tensor_map: data must be 16-byte aligned");
-  TORCH_CHECK(num_tokens > 0 && num_heads > 0, "head_rows_tensor_map: empty tensor");
-  TORCH_CHECK(heads_per_token >= num_heads, "head_rows_tensor_map: ", num_heads, " heads do not fit token rows of ",
-              heads_per_token);
+  TORCH_CHECK(num_rows > 0 && num_heads > 0, "head_rows_tensor_map: empty tensor");
+  TORCH_CHECK(heads_per_row >= num_heads, "head_rows_tensor_map: ", num_heads, " heads do not fit token rows of ",
+              heads_per_row);
   TORCH_CHECK(box_heads > 0 && box_heads <= kMaxBoxSide, "head_rows_tensor_map: a box of ", box_heads, " heads");
-  const cuuint64_t dims[3] = {cuuint64_t(nvfp4::kHeadDim), cuuint64_t(num_heads), cuuint64_t(num_tokens)};
+  const cuuint64_t dims[3] = {cuuint64_t(nvfp4::kHeadDim), cuuint64_t(num_heads), cuuint64_t(num_rows)};
   // Strides of dims 1 and 2 in bytes (dim 0 is contiguous): multiples of 16 as the TMA requires.
-  const cuuint64_t strides[2] = {cuuint64_t(nvfp4::kHeadDim) * kElementBytes,
-                                 cuuint64_t(heads_per_token) * nvfp4::kHeadDim * kElementBytes};
-  const cuuint32_t box[3] = {kBoxDims, cuuint32_t(box_heads), 1};
+  const cuuint64_t strides[2] = {cuuint64_t(nvfp4::kHeadDim) * element_bytes,
+                                 cuuint64_t(heads_per_row) * nvfp4::kHeadDim * element_bytes};
+  const cuuint32_t box[3] = {cuuint32_t(kSwizzleBytes / element_bytes), cuuint32_t(box_heads), 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  static_assert(kBoxDims * kElementBytes == 128, "a 128-byte swizzle takes boxes 128 bytes wide");
   CUtensorMap map;
   // OOB_FILL_NONE: elements outside the tensor load as zeros.
   const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(data), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      &map, type, 3, const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(result == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (CUresult ", int(result), ") for heads 0..",
-              num_heads - 1, " of ", num_tokens, " rows of ", heads_per_token, " x 512 bf16, box ", box_heads, " heads");
+              num_heads - 1, " of ", num_rows, " rows of ", heads_per_row, " x 512 elements of ", element_bytes,
+              " bytes, box ", box_heads, " heads");
   return map;
+}
+
+}  // namespace
+
+CUtensorMap head_rows_tensor_map(const void* data, int64_t num_tokens, int64_t num_heads, int64_t heads_per_token,
+                                 uint32_t box_heads) {
+  return encode_head_rows(data, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, num_tokens, num_heads, heads_per_token, box_heads);
+}
+
+CUtensorMap partial_rows_tensor_map(const float* data, int64_t num_rows, int64_t num_heads) {
+  return encode_head_rows(data, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, num_rows, num_heads, num_heads,
+                          kHeadRowsBoxHeads);
 }
 
 }  // namespace cake::cuda

@@ -29,4 +29,8 @@ inline CUtensorMap head_rows_tensor_map(const void* data, int64_t num_tokens, in
   return head_rows_tensor_map(data, num_tokens, num_heads, num_heads, box_heads);
 }
 
+// The decode's split partials, fp32 rows [num_rows = splits x tokens, num_heads, 512] (mid_out):
+// boxes of 32 dims (128 bytes) x 64 heads x 1 row, 128-byte swizzled.
+CUtensorMap partial_rows_tensor_map(const float* data, int64_t num_rows, int64_t num_heads);
+
 }  // namespace cake::cuda

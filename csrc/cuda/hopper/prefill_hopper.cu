@@ -22,14 +22,23 @@ void launch_instance(const HopperParams& params, unsigned num_ctas, cudaStream_t
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The tensor maps of the call: q always (each item's Q is a TMA load); output where whole-list
-// items store O by TMA, which needs a 16-byte aligned output (the op accepts 4-byte aligned views).
+// The tensor maps of the call: q always (each item's Q is a TMA load); where O goes out by TMA,
+// the output (whole lists; it must be 16-byte aligned, and the op accepts 4-byte aligned views)
+// or the split partials (mid_out).
 HopperParams hopper_params(const DecodeParams& params) {
   HopperParams hopper{};
   static_cast<DecodeParams&>(hopper) = params;
   hopper.q_map = head_rows_tensor_map(params.q, params.num_tokens, params.num_heads);
-  hopper.output_by_tma = params.num_splits == 1 && reinterpret_cast<uintptr_t>(params.output) % 16 == 0;
-  if (hopper.output_by_tma) hopper.output_map = head_rows_tensor_map(params.output, params.num_tokens, params.num_heads);
+  if (params.num_splits == 1) {
+    hopper.output_by_tma = reinterpret_cast<uintptr_t>(params.output) % 16 == 0;
+    if (hopper.output_by_tma) hopper.output_map = head_rows_tensor_map(params.output, params.num_tokens, params.num_heads);
+  } else {  // the split partials (mid_out is 16-byte aligned: the op checks it)
+    hopper.output_by_tma = reinterpret_cast<uintptr_t>(params.mid_out) % 16 == 0;
+    if (hopper.output_by_tma) {
+      hopper.output_map =
+          partial_rows_tensor_map(params.mid_out, int64_t(params.num_splits) * params.num_tokens, params.num_heads);
+    }
+  }
   return hopper;
 }
 

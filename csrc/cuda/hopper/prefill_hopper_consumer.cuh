@@ -414,6 +414,47 @@ class ConsumerRole {
     sm90::bulk_wait_group_read<0>();
   }
 
+  // A split item's fp32 partial through the consumer's half of the Q tile (32 KB): round k holds
+  // dims 256 c + 128 k .. (accumulator groups i = 16 k .. 16 k + 15) as four column blocks of 32
+  // fp32 dims, 64 rows x 128 bytes each, in the 128-byte swizzle; four TMA boxes of the
+  // partials' tensor map store a round.
+  static constexpr int kPartialRounds = 2;
+  static constexpr int kPartialBlockDims = kTileRowBytes / int(sizeof(float));  // 32
+  __device__ __forceinline__ void stage_partial_round(int round, const ItemRows& w, const float (&out_scale)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0_ + 8 * r;
+      if (w.head0 + row >= params_.num_heads) continue;
+      // Dims 8 (i % 16) + 2 (lane % 4) of the round: column block (i % 16) / 4, chunk
+      // 2 (i % 4) + (lane % 4) / 2, 8 bytes in. `row_base` holds the thread's chunk bit and
+      // row % 8 in the chunk bits, so chunk 2 (i % 4) is one XOR away. A warp instruction
+      // writes 32 bytes of each of 8 rows: two wavefronts, the least for 256 bytes.
+      uint32_t row_base = smem_address(smem_.q) + consumer_ * kColumnBlocksPerConsumer * kQColumnBlockBytes +
+                          row * kTileRowBytes + (((row % 8) ^ ((lane_ / 2) % 2)) * 16) + 8 * (lane_ % 2);
+      asm volatile("" : "+r"(row_base));  // computed here, not kept across the item loop
+#pragma unroll
+      for (int g = 0; g < 16; ++g) {
+        const int i = 16 * round + g;
+        sm90::st_shared_8((row_base ^ ((2 * (g % 4)) * 16)) + (g / 4) * kQColumnBlockBytes,
+                          __float_as_uint(o_acc_[4 * i + 2 * r] * out_scale[r]),
+                          __float_as_uint(o_acc_[4 * i + 2 * r + 1] * out_scale[r]));
+      }
+    }
+  }
+  __device__ void store_partial_round(int round, const ItemRows& w) {
+    const int row = w.split * params_.num_tokens + w.token;  // mid_out's rows: split-major
+#pragma unroll
+    for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
+      sm90::tma_store_3d(&params_.output_map,
+                         smem_address(smem_.q) + (kColumnBlocksPerConsumer * consumer_ + k) * kQColumnBlockBytes,
+                         kHalfDims * consumer_ + kRoundDims * round + kPartialBlockDims * k, w.head0, row);
+    }
+    sm90::bulk_commit_group();
+    sm90::bulk_wait_group_read<0>();
+  }
+  static constexpr int kHalfDims = 256;  // a consumer's dims of O
+  static constexpr int kRoundDims = kHalfDims / kPartialRounds;
+
   // Barrier of this consumer's 128 threads only (kOutputStaged + consumer; ids known at compile
   // time, so ptxas reserves only the barriers the kernel uses).
   __device__ __forceinline__ void consumer_half_barrier() const {
@@ -430,8 +471,9 @@ class ConsumerRole {
   // stores it: 4-byte stores from registers straight to global memory, 16 bytes of 8 rows a warp
   // instruction, cost about a third of a topk-128 item), or from registers where output_by_tma
   // is 0. Split items: the split's partial, O normalised over the split in fp32 and its base-2
-  // LSE, from registers into the scratch (the merge kernel adds the sink). The next item's Q
-  // follows the O stores through the tile, or is loaded before the register stores.
+  // LSE, into the scratch (the merge kernel adds the sink); a consumer's fp32 half (64 KB) goes
+  // through its half of the tile in two rounds of 128 dims. The next item's Q follows the O
+  // stores through the tile, or is loaded before the register stores.
   __device__ void finish_item(int item, int trace_row) {
     const ItemRows w = item_rows<kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
@@ -454,7 +496,8 @@ class ConsumerRole {
 #endif
     trace_event(consumer_, 2, trace_row);
     const bool has_next = item + int(gridDim.x) < num_work_items<kSplitItems>(params_);
-    const bool by_tma = !kSplitItems && params_.output_by_tma != 0;
+    const bool by_tma = params_.output_by_tma != 0;
+    float out_scale[2];  // split items by TMA: each row's scale, for the two rounds
     if (!by_tma && has_next && copies_thread()) load_q_half(item + gridDim.x);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -465,11 +508,14 @@ class ConsumerRole {
       if (head >= params_.num_heads) continue;  // a padding row of the last head block: no output, no sink
       if constexpr (kSplitItems) {
         const SoftmaxFinal final = finalize_split_row(reference_[r], totals);
-        float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);
+        out_scale[r] = final.out_scale;
+        if (!by_tma) {
+          float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          *reinterpret_cast<float2*>(out_row + o_dim(i)) =
-              make_float2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+          for (int i = 0; i < 32; ++i) {
+            *reinterpret_cast<float2*>(out_row + o_dim(i)) =
+                make_float2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+          }
         }
         if (consumer_ == 0 && lane_ % 4 == 0) store_split_lse(params_, w.split, w.token, head, final.lse2);
       } else {
@@ -507,12 +553,21 @@ class ConsumerRole {
       // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
       // fences its own, the barrier orders them before the copy thread's stores. The next Q
       // overwrites this half once the stores have read it.
-      sm90::fence_proxy_async();
-      consumer_half_barrier();
-      if (copies_thread()) {
-        store_output_half(w);
-        if (has_next) load_q_half(item + gridDim.x);
+      if constexpr (kSplitItems) {
+#pragma unroll
+        for (int round = 0; round < kPartialRounds; ++round) {
+          if (round > 0) consumer_half_barrier();  // the copy thread's stores have read the tile
+          stage_partial_round(round, w, out_scale);
+          sm90::fence_proxy_async();
+          consumer_half_barrier();
+          if (copies_thread()) store_partial_round(round, w);
+        }
+      } else {
+        sm90::fence_proxy_async();
+        consumer_half_barrier();
+        if (copies_thread()) store_output_half(w);
       }
+      if (copies_thread() && has_next) load_q_half(item + gridDim.x);
     }
     trace_event(consumer_, 4, trace_row);
     consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them

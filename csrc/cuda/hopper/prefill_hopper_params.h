@@ -10,9 +10,11 @@ namespace cake::cuda {
 
 struct HopperParams : DecodeParams {
   CUtensorMap q_map;       // q as head rows (common/tensor_map.h): each item's Q tile, two halves of 4 boxes
-  CUtensorMap output_map;  // output the same way, when output_by_tma
-  // 1: a whole-list item's O goes from the Q tile to `output` by TMA stores (output 16-byte
-  // aligned); 0: from registers (split items' fp32 partials, or an output view only 4-byte aligned).
+  // When output_by_tma: output the same way (whole lists), or mid_out's fp32 rows
+  // (common/tensor_map.h: partial_rows_tensor_map; split items).
+  CUtensorMap output_map;
+  // 1: an item's O goes from the Q tile to `output` or `mid_out` by TMA stores; 0: from registers
+  // (an output view only 4-byte aligned).
   int output_by_tma;
 };
 
