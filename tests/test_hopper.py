@@ -11,6 +11,7 @@ import torch
 import torch_ops
 from helpers import (HAS_CUDA, HOPPER_SMEM, CacheSpec, assert_agrees_with_portable_and_repeatable,
                      assert_matches_reference, assert_repeatable, case_problem, make_problem, persistent_walk_problem)
+from test_decode import check_decode
 
 
 def _device_runs_hopper() -> bool:
@@ -135,3 +136,41 @@ def test_hopper_output_views_of_each_alignment():
         results[offset] = (output.view(torch.int16).clone(), out_lse.view(torch.int32).clone())
     for offset in (2, 8):
         assert torch.equal(results[offset][0], results[0][0]) and torch.equal(results[offset][1], results[0][1]), offset
+
+
+@needs_hopper
+def test_hopper_split_partials_match_whole_lists_bitwise():
+    """The decode's split items store their fp32 partials through the Q tile by TMA (two rounds
+    of 128 dims a consumer, boxes of 32 fp32 dims of a mid_out tensor map). Against the float64
+    reference with NaN-filled outputs and scratch (every element written, a spare split left
+    alone), over more items than SMs and both head blocks of H = 128; then, for every token whose
+    candidates all lie in split 0 (length <= 128 of 512, four splits of two chunks), split 0's
+    partial is the whole-list item's O before the bf16 rounding (the same blocks, reference and
+    scale, no sink): rounded to bf16 it must give the whole-list output's bits, its LSE the
+    whole-list LSE's (lse_scale 1), and the other splits zeros and -inf. A misplaced element fails
+    the first comparison below; a rounding difference between the two instances only the second."""
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_tokens, num_heads, topk, num_splits = num_sms // 8 + 8, 128, 512, 4
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(64, 64, "NHD", 32),
+                           device="cuda", seed=909, lse_scale=1.0, invalid_fraction=0.1)
+    pattern = [512, 128, 1, 0, 300, 64, 129, 600, 100, -3]
+    lengths = torch.tensor([pattern[t % len(pattern)] for t in range(num_tokens)], dtype=torch.int32)
+    problem.kwargs["topk_length"] = lengths.cuda()
+    assert num_tokens * (num_heads // 64) * num_splits > num_sms  # persistent CTAs walk several split items
+
+    output, out_lse, plan, mid_out, mid_lse = check_decode(problem, num_splits, max_splits=16, head_tiles=4)
+    props = torch.cuda.get_device_properties(0)
+    assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads, 4,
+                                                num_splits, plan["chunks_per_block"]) == "hopper"
+    whole_out, whole_lse, whole_plan = problem.run(head_tiles=4)
+    assert whole_plan["kernel"] == "hopper"
+
+    in_split0 = lengths.clamp(min=0) <= topk // num_splits
+    assert in_split0.any() and (~in_split0).any()
+    rows = in_split0.nonzero().flatten().cuda()
+    partial = mid_out[0, rows]
+    expected = whole_out[rows]
+    torch.testing.assert_close(partial.to(torch.bfloat16).float(), expected.float(), rtol=2**-7, atol=0.0)
+    assert torch.equal(partial.to(torch.bfloat16).view(torch.int16), expected.view(torch.int16))
+    assert torch.equal(mid_lse[0, rows].view(torch.int32), whole_lse[rows].view(torch.int32))
+    assert mid_out[1:num_splits, rows].eq(0).all() and torch.isneginf(mid_lse[1:num_splits, rows]).all()
