@@ -318,9 +318,11 @@ def test_small_heads_output_views_of_each_alignment(heads):
     reference = problem.reference()
     num_tokens = problem.q.shape[0]
     size = num_tokens * heads * 512
+    guard = 16
     for offset_elements in (0, 2, 8):
-        storage = torch.full((size + offset_elements + 16,), float("nan"), dtype=torch.bfloat16, device="cuda")
-        output = storage[offset_elements:offset_elements + size].view(num_tokens, heads, 512)
+        start = guard + offset_elements
+        storage = torch.full((start + size + guard,), float("nan"), dtype=torch.bfloat16, device="cuda")
+        output = storage[start:start + size].view(num_tokens, heads, 512)
         assert (output.data_ptr() % 16 == 0) == (offset_elements % 8 == 0)
         out_lse = torch.full((num_tokens, heads), float("nan"), dtype=torch.float32, device="cuda")
         plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(problem.q, problem.kv_cache, problem.indices, output,
@@ -329,4 +331,4 @@ def test_small_heads_output_views_of_each_alignment(heads):
         assert_matches_reference(output, out_lse, *reference)
         assert torch.equal(output.view(torch.int16), expected_out.view(torch.int16)), offset_elements
         assert torch.equal(out_lse, expected_lse), offset_elements
-        assert torch.isnan(storage[:offset_elements]).all() and torch.isnan(storage[offset_elements + size:]).all()
+        assert torch.isnan(storage[:start]).all() and torch.isnan(storage[start + size:]).all()
