@@ -89,6 +89,7 @@ class ConsumerRole {
         }
       }
       gblock -= w.num_blocks & 1;  // an odd item used one block of its last pair
+      if (q_items == 0) trace_life(consumer_, kLifeFirstEpilogue);
       finish_item(w);
       ++q_items;
     }
