@@ -11,7 +11,10 @@ start of the next item (its list read, its Q landed, the first block converted).
     python3 benchmarks/trace_items.py trace.log             # anywhere: the summary
 
 --run launches T = 4096, H = 128, topk 128 twice (the second launch is the warm one the summary
-uses) and prints a `LAUNCH k` line before each launch's timeline.
+uses) and prints a `LAUNCH k` line before each launch's timeline. --run-decode launches the decode
+of T = 1, H = 64, 2048 candidates as planned (16 splits of two chunks, each a CTA of the 64-head
+kernel), where the fixed cost of a short launch is most of the time: the summary then shows CTA
+0's life (`LIFE role clocks...`: entry, barriers set up, first item's epilogue, exit) per role.
 """
 import argparse
 import statistics
@@ -46,7 +49,26 @@ def parse_launches(text):
         if line.startswith("TRACE"):
             _, role, row, *clocks = line.split()
             current.setdefault(int(role), {})[int(row)] = [int(c) for c in clocks]
+        elif line.startswith("LIFE"):
+            _, role, *clocks = line.split()
+            current.setdefault("life", {})[int(role)] = [int(c) for c in clocks]
     return [launch for launch in launches if launch]
+
+
+LIFE_POINTS = ("entry", "set_up", "first_epilogue", "exit")
+
+
+def life_parts(launch):
+    """Per role of CTA 0 (0 leader, 1 follower, 2 and 3 dequant): cycles from the earliest entry of
+    any role to each of its life points (None where the role did not record the point: the
+    dequant has no epilogue)."""
+    life = launch.get("life", {})
+    entries = [clocks[0] for clocks in life.values() if clocks and clocks[0]]
+    if not entries:
+        return {}
+    origin = min(entries)
+    return {role: {name: (clock - origin if clock else None) for name, clock in zip(LIFE_POINTS, clocks)}
+            for role, clocks in sorted(life.items())}
 
 
 def item_parts(launch, blocks_per_item=2):
@@ -88,19 +110,44 @@ def run_trace():
         torch.cuda.synchronize()
 
 
+def run_decode_trace():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import torch
+    from helpers import CacheSpec, make_problem
+    problem = make_problem(num_tokens=1, num_heads=64, topk=2048, main=CacheSpec(1024, 64), device="cuda",
+                           seed=3, invalid_fraction=0.0)
+    for launch in range(2):
+        print(f"LAUNCH {launch}", flush=True)
+        plan = problem.run_decode()[2]
+        torch.cuda.synchronize()
+        print(f"PLAN {plan}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log", nargs="?", help="a trace build's output")
     parser.add_argument("--run", action="store_true", help="launch the traced problem (GPU, trace build)")
+    parser.add_argument("--run-decode", action="store_true", help="launch the traced decode (GPU, trace build)")
     args = parser.parse_args()
     if args.run:
         run_trace()
+        return
+    if args.run_decode:
+        run_decode_trace()
         return
     if not args.log:
         parser.error("give a log, or --run")
     launches = parse_launches(Path(args.log).read_text())
     if not launches:
         sys.exit(f"no TRACE lines in {args.log}: was the extension built with -DCAKE_HOPPER_TRACE?")
+    life = life_parts(launches[-1])
+    if life:
+        print("CTA 0's life in the last launch (cycles from the first role's entry)")
+        print("| role | " + " | ".join(LIFE_POINTS) + " |")
+        print("|---" * (len(LIFE_POINTS) + 1) + "|")
+        for role, points in life.items():
+            print(f"| {role} | " + " | ".join("-" if points[name] is None else str(points[name])
+                                             for name in LIFE_POINTS) + " |")
     items = item_parts(launches[-1])
     print(f"{len(items)} items of the last launch (cycles, CTA 0's leader)")
     print("| first block | " + " | ".join(name for name, *_ in LEADER_PARTS) + " | to_next_pair | period |")
@@ -108,8 +155,9 @@ def main():
     for item in items:
         print(f"| {item['first_block']} | " + " | ".join(str(item[name]) for name, *_ in LEADER_PARTS)
               + f" | {item['to_next_pair']} | {item['period']} |")
-    medians = summary(items)
-    print("median (items after the first): " + ", ".join(f"{k} {v:.0f}" for k, v in medians.items()))
+    if items:
+        medians = summary(items)
+        print("median (items after the first): " + ", ".join(f"{k} {v:.0f}" for k, v in medians.items()))
 
 
 if __name__ == "__main__":

@@ -176,3 +176,23 @@ def test_trace_items_recovers_the_parts(tmp_path):
     empty.write_text("no trace here\n")
     assert subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(empty)],
                           capture_output=True, text=True).returncode != 0
+
+
+def test_trace_items_reads_the_life_points(tmp_path):
+    """LIFE lines give each role's points from the earliest entry of any role, the dequant's missing
+    epilogue as '-'; a decode-sized launch (one item of two blocks) prints the life table and no
+    item table, without failing."""
+    trace_items = import_benchmark("trace_items")
+    text = "\n".join(["LAUNCH 0", "LIFE 0 5 6 7 8", "LAUNCH 1",
+                      "LIFE 0 1000 1400 9000 15000", "LIFE 1 1010 1400 9100 15100",
+                      "LIFE 2 990 1400 0 12000", "LIFE 3 995 1401 0 12001",
+                      "TRACE 0 0 2000 3000 0 0 0 8000 0 0", "TRACE 0 1 9000 9100 9200 9300 9400 0 0 0"]) + "\n"
+    life = trace_items.life_parts(trace_items.parse_launches(text)[-1])
+    assert life[0] == {"entry": 10, "set_up": 410, "first_epilogue": 8010, "exit": 14010}
+    assert life[2] == {"entry": 0, "set_up": 410, "first_epilogue": None, "exit": 11010}
+    log = tmp_path / "decode.log"
+    log.write_text(text)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(log)], check=True,
+                            capture_output=True, text=True)
+    assert "| 2 | 0 | 410 | - | 11010 |" in result.stdout
+    assert "0 items" in result.stdout

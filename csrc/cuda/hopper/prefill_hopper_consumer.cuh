@@ -95,6 +95,7 @@ class ConsumerRole {
         }
       }
       gblock -= num_blocks & 1;  // an odd item used one block of its last pair
+      if (item == int(blockIdx.x)) trace_life(consumer_, kLifeFirstEpilogue);
       finish_item(item, gblock - 1);
     }
     // The last O stores must have written (and read the Q tile) before the CTA exits.

@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Broadcast from lane 0 so that ptxas knows the role branches below are warp-uniform: code it
   // sees as divergent gets its wgmmas serialised (ptxas info C7520), each waiting for the last.
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / kWarpgroupThreads, 0);
+  trace_life(warpgroup, kLifeEntry);
   if constexpr (kSplitItems) launch_dependent_grids();  // the decode's merge waits for this grid's end
   if (threadIdx.x == 0) {
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
@@ -47,18 +48,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_mbarrier_init();
   }
   __syncthreads();
+  trace_life(warpgroup, kLifeSetUp);
   if (warpgroup >= kConsumers) {
     release_registers<kDequantRegisters>();
 #ifdef CAKE_HOPPER_CONSUMERS_ALONE  // development timing only: wrong results
     return;
 #endif
     DequantRole<kSplitItems>(params, smem, warpgroup - kConsumers, threadIdx.x % kWarpgroupThreads).run();
+    trace_life(warpgroup, kLifeExit);
   } else {
     claim_registers<kConsumerRegisters>();
 #ifdef CAKE_HOPPER_DEQUANT_ALONE  // development timing only: wrong results
     return;
 #endif
     ConsumerRole<kSplitItems>(params, smem, warpgroup, threadIdx.x % kWarpgroupThreads).run();
+    trace_life(warpgroup, kLifeExit);
   }
 #endif
 }

@@ -21,19 +21,35 @@
 
 namespace cake::cuda::hopper {
 
+// Besides the per-block points, each role records the CTA's life (trace_life): its entry, the
+// end of the barrier set-up, the start of its first item's epilogue (consumers) and its exit, so
+// that a short launch (a decode split of two blocks) shows where its fixed time goes.
+enum TraceLife : int { kLifeEntry = 0, kLifeSetUp = 1, kLifeFirstEpilogue = 2, kLifeExit = 3, kLifePoints = 4 };
+
 #ifdef CAKE_HOPPER_TRACE
 constexpr int kTraceBlocks = 48;
 constexpr int kTraceEvents = 8;
 __device__ unsigned long long g_hopper_trace[4][kTraceEvents][kTraceBlocks];
+__device__ unsigned long long g_hopper_life[4][kLifePoints];
 __device__ __forceinline__ void trace_event(int role, int event, int block) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) g_hopper_trace[role][event][block] = clock64();
+}
+__device__ __forceinline__ void trace_life(int role, int point) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0) g_hopper_life[role][point] = clock64();
 }
 // Host side, after a launch: waits for it and prints the timeline (no printf in the kernel:
 // ptxas would serialise the wgmmas around the call).
 inline void print_trace() {
   static unsigned long long host[4][kTraceEvents][kTraceBlocks];
+  static unsigned long long life[4][kLifePoints];
   cudaDeviceSynchronize();
   cudaMemcpyFromSymbol(host, g_hopper_trace, sizeof(host));
+  cudaMemcpyFromSymbol(life, g_hopper_life, sizeof(life));
+  for (int role = 0; role < 4; ++role) {
+    printf("LIFE %d", role);
+    for (int point = 0; point < kLifePoints; ++point) printf(" %llu", life[role][point]);
+    printf("\n");
+  }
   for (int role = 0; role < 4; ++role) {
     for (int block = 0; block < kTraceBlocks; ++block) {
       printf("TRACE %d %d", role, block);
@@ -45,6 +61,7 @@ inline void print_trace() {
 }
 #else
 __device__ __forceinline__ void trace_event(int, int, int) {}
+__device__ __forceinline__ void trace_life(int, int) {}
 inline void print_trace() {}
 #endif
 
