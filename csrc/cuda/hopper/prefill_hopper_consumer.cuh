@@ -150,7 +150,7 @@ class ConsumerRole {
     if (pair.has_second) {
       wait_half(second, kLowDims, pair.first_phase ^ first);  // the second block's phase: one more on parity 1 -> 0
       consumer_barrier<kWeightsReady + 1>();
-      trace_event(0, 4, pair.gblock);
+      trace_event_past_barrier(0, 4, pair.gblock);
       release_half(second, kHighDims);
       adopt_reference(1);  // the follower's block may have moved it once more
       accumulate_other(1, second);
@@ -488,7 +488,7 @@ class ConsumerRole {
       }
     }
     consumer_barrier<kSumsExchanged>();
-    trace_event(consumer_, 1, trace_row);
+    trace_event_past_barrier(consumer_, 1, trace_row);
     // Both consumers' wgmmas of this item have retired (each waited for its last before the
     // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item
     // without candidates never waited for it).

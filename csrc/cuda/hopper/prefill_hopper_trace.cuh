@@ -34,8 +34,37 @@ __device__ unsigned long long g_hopper_life[4][kLifePoints];
 __device__ __forceinline__ void trace_event(int role, int event, int block) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) g_hopper_trace[role][event][block] = clock64();
 }
+// The clock once the warp has passed a named barrier. A warp may issue instructions that touch no
+// memory past a bar.sync it is still waiting on (the SASS is BAR.SYNC.DEFER_BLOCKING), so a bare
+// clock read right after one can give the time the barrier was reached, not passed: a trace of
+// cf7b196 had the leader past kWeightsReady + 1 about 1,200 cycles before the follower arrived.
+// A shared-memory load cannot pass the barrier, and this clock read is predicated on the loaded
+// value, so it waits for the load (1 stands for the clock if the word happens to be 0x7fffffff).
+// Only at the points right after a barrier: the branch costs registers (spills) elsewhere.
+__device__ __forceinline__ unsigned long long clock_past_barrier() {
+  extern __shared__ __align__(1024) uint8_t smem_bytes[];
+  uint32_t word;
+  asm volatile("ld.volatile.shared.u32 %0, [%1];\n"
+               : "=r"(word)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_bytes)))
+               : "memory");
+  unsigned long long clock;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0x7fffffff;\n\t@p mov.u64 %0, %%clock64;\n\t@!p mov.u64 %0, 1;\n\t}\n"
+      : "=l"(clock)
+      : "r"(word)
+      : "memory");
+  return clock;
+}
+__device__ __forceinline__ void trace_event_past_barrier(int role, int event, int block) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
+    g_hopper_trace[role][event][block] = clock_past_barrier();
+  }
+}
 __device__ __forceinline__ void trace_life(int role, int point) {
-  if (blockIdx.x == 0 && threadIdx.x % 128 == 0) g_hopper_life[role][point] = clock64();
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0) {
+    g_hopper_life[role][point] = point == kLifeSetUp ? clock_past_barrier() : clock64();
+  }
 }
 // Host side, after a launch: waits for it and prints the timeline (no printf in the kernel:
 // ptxas would serialise the wgmmas around the call).
@@ -61,6 +90,7 @@ inline void print_trace() {
 }
 #else
 __device__ __forceinline__ void trace_event(int, int, int) {}
+__device__ __forceinline__ void trace_event_past_barrier(int, int, int) {}
 __device__ __forceinline__ void trace_life(int, int) {}
 inline void print_trace() {}
 #endif
