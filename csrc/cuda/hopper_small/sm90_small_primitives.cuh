@@ -105,10 +105,6 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r
                : "memory");
 }
 
-__device__ __forceinline__ void st_shared_8(uint32_t address, uint32_t a, uint32_t b) {
-  asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(address), "r"(a), "r"(b) : "memory");
-}
-
 // Brings `bytes` (a multiple of 16) from a 16-byte aligned global address into L2; no completion
 // to wait for.
 __device__ __forceinline__ void prefetch_l2(const void* pointer, uint32_t bytes) {
