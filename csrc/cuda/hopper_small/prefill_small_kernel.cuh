@@ -43,6 +43,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
   const int thread = threadIdx.x % kWarpgroupThreads;
   if (threadIdx.x == 0) {
+    if (params.output_by_tma) prefetch_tensor_map(&params.output_map);  // used first by the first unit's epilogue
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     for (int tile = 0; tile < kKTiles; ++tile) {
       mbarrier_init(smem_address(&smem.k_full[tile]), kConverterThreads);
