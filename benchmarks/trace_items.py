@@ -98,29 +98,30 @@ def summary(items, skip_first=True):
     return {name: statistics.median(item[name] for item in chosen) for name in names}
 
 
-def run_trace():
+def run_traced(num_tokens, num_heads, topk, launch):
+    """Two launches of `launch(problem)` (the second is the warm one) on a problem of all-valid
+    candidates, each after a `LAUNCH k` line; `launch` returns what to print after it, or None."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     import torch
     from helpers import CacheSpec, make_problem
-    problem = make_problem(num_tokens=4096, num_heads=128, topk=128, main=CacheSpec(1024, 64), device="cuda",
-                           seed=3, invalid_fraction=0.0)
-    for launch in range(2):
-        print(f"LAUNCH {launch}", flush=True)
-        problem.run(head_tiles=4)
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(1024, 64),
+                           device="cuda", seed=3, invalid_fraction=0.0)
+    for k in range(2):
+        print(f"LAUNCH {k}", flush=True)
+        shown = launch(problem)
         torch.cuda.synchronize()
+        if shown is not None:
+            print(shown, flush=True)
+
+
+def run_trace():
+    def prefill(problem):
+        problem.run(head_tiles=4)
+    run_traced(4096, 128, 128, prefill)
 
 
 def run_decode_trace():
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    import torch
-    from helpers import CacheSpec, make_problem
-    problem = make_problem(num_tokens=1, num_heads=64, topk=2048, main=CacheSpec(1024, 64), device="cuda",
-                           seed=3, invalid_fraction=0.0)
-    for launch in range(2):
-        print(f"LAUNCH {launch}", flush=True)
-        plan = problem.run_decode()[2]
-        torch.cuda.synchronize()
-        print(f"PLAN {plan}", flush=True)
+    run_traced(1, 64, 2048, lambda problem: f"PLAN {problem.run_decode()[2]}")
 
 
 def main():
