@@ -134,7 +134,12 @@ class ConsumerRole {
     release_half(first, kHighDims);
     BlockWeights weights;
     float moved_by[2];
-    softmax(s_acc, first, reference_, weights, moved_by);
+    // The reference is final once the block's max is known: the follower starts its softmax on it
+    // while this consumer forms its weights.
+    move_reference(s_acc, first, reference_, moved_by);
+    publish_reference();
+    if (pair.has_second) consumer_barrier_arrive<kReferenceReady>();
+    form_weights(s_acc, reference_, weights, moved_by);
     rescale_o_if_moved(moved_by);
     store_weights(weights);
     consumer_barrier_arrive<kWeightsReady + 0>();
@@ -183,16 +188,19 @@ class ConsumerRole {
     compute_scores(s_acc, second, pair.first_phase ^ first);
     trace_event(1, 1, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
-    take_leader_reference();
+    // The leader's reference comes before its weights: this softmax runs while the leader forms
+    // its weights, and the leader's block's PV is issued as soon as they are in p[0].
+    consumer_barrier<kReferenceReady>();
+    adopt_reference(0);
     trace_event(1, 2, pair.gblock);
     release_half(first, kLowDims);
-    // The leader's block's PV runs during this consumer's softmax, so the first block's high half
-    // is free early for the dequant's next write of this tile.
-    accumulate_other(0, first);
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, second, reference_, weights, moved_by);
+    consumer_barrier<kWeightsReady + 0>();
+    accumulate_other(0, first);  // against the leader's reference: O is rescaled by moved_by after it
     store_weights(weights);
+    publish_reference();
     trace_event(1, 3, pair.gblock);
     // Its low dims were read by QK^T only, but the block's candidate flags travel with them and
     // the softmax above read those.
@@ -278,6 +286,15 @@ class ConsumerRole {
   // row sums (rescaled first). moved_by: the O rescale of each row (1 where nothing moved).
   __device__ __forceinline__ void softmax(float (&s_acc)[32], int parity, float (&reference)[2],
                                           BlockWeights& weights, float (&moved_by)[2]) {
+    move_reference(s_acc, parity, reference, moved_by);
+    form_weights(s_acc, reference, weights, moved_by);
+  }
+
+  // The softmax's first half: masks and scales S, and moves the reference where the block's max
+  // exceeds it by more than the lazy margin (moved_by: the rescale of each row, 1 where nothing
+  // moved).
+  __device__ __forceinline__ void move_reference(float (&s_acc)[32], int parity, float (&reference)[2],
+                                                 float (&moved_by)[2]) {
     // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 8 i + 2 (lane % 4) + e % 2.
     const uint8_t* valid = smem_.valid[parity];
     float block_max[2] = {-INFINITY, -INFINITY};
@@ -295,9 +312,18 @@ class ConsumerRole {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float new_reference = next_reference(reference[r], quad_max(block_max[r]));
-      const float base = softmax_reference(new_reference);
       moved_by[r] = new_reference != reference[r] ? fast_exp2(reference[r] - new_reference) : 1.0f;
       reference[r] = new_reference;
+    }
+  }
+
+  // The softmax's second half: the block's bf16 weights against `reference` (already moved), and
+  // the row sums rescaled by moved_by plus the block's.
+  __device__ __forceinline__ void form_weights(const float (&s_acc)[32], const float (&reference)[2],
+                                               BlockWeights& weights, const float (&moved_by)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float base = softmax_reference(reference[r]);
       WeightSums block = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -307,8 +333,8 @@ class ConsumerRole {
     }
   }
 
-  // This consumer's weights into p[consumer] and its reference into reference_exchange[consumer],
-  // for the other consumer (whose wgmma reads the tile: proxy fence before the hand-over).
+  // This consumer's weights into p[consumer], for the other consumer (whose wgmma reads the tile:
+  // proxy fence before the hand-over).
   __device__ __forceinline__ void store_weights(const BlockWeights& weights) {
     const uint32_t p_tile = smem_address(smem_.p[consumer_]);
 #pragma unroll
@@ -317,11 +343,15 @@ class ConsumerRole {
 #pragma unroll
       for (int r = 0; r < 2; ++r) sm90::st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column), weights[i][r]);
     }
+    sm90::fence_proxy_async();
+  }
+  // This consumer's reference into reference_exchange[consumer], for the other consumer (read
+  // after the next hand-over barrier).
+  __device__ __forceinline__ void publish_reference() {
     if (lane_ % 4 == 0) {
       smem_.reference_exchange[consumer_][row0_] = reference_[0];
       smem_.reference_exchange[consumer_][row0_ + 8] = reference_[1];
     }
-    sm90::fence_proxy_async();
   }
 
   __device__ __forceinline__ void rescale_o_if_moved(const float (&moved_by)[2]) {

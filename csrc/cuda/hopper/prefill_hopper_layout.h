@@ -100,9 +100,10 @@ constexpr int kQkStepsPerHalf = kQkSteps / 2;
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
 // consumer c arrives, the other waits (one-sided). kOutputStaged + c: consumer c's threads only.
 enum ConsumerBarrier : int {
-  kWeightsReady = 1,   // + c: consumer c's weights are in p[c], its reference in reference_exchange[c]
-  kSumsExchanged = 3,  // item epilogue: both consumers' row sums are in sum/exact_exchange
-  kOutputStaged = 4,   // + c: consumer c's 128 threads wrote their O into its half of the Q tile
+  kWeightsReady = 1,    // + c: consumer c's weights are in p[c] (and the follower's reference in reference_exchange[1])
+  kSumsExchanged = 3,   // item epilogue: both consumers' row sums are in sum/exact_exchange
+  kOutputStaged = 4,    // + c: consumer c's 128 threads wrote their O into its half of the Q tile
+  kReferenceReady = 6,  // the leader's reference after the pair's first block is in reference_exchange[0]
 };
 
 }  // namespace cake::cuda::hopper
