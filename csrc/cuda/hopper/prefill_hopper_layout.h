@@ -103,7 +103,9 @@ enum ConsumerBarrier : int {
   kWeightsReady = 1,    // + c: consumer c's weights are in p[c] (and the follower's reference in reference_exchange[1])
   kSumsExchanged = 3,   // item epilogue: both consumers' row sums are in sum/exact_exchange
   kOutputStaged = 4,    // + c: consumer c's 128 threads wrote their O into its half of the Q tile
-  kReferenceReady = 6,  // the leader's reference after the pair's first block is in reference_exchange[0]
+  // The leader's reference after the pair's first block is in reference_exchange[0] (pairs with a
+  // second block; in the item's last pair without one, kWeightsReady + 0 hands it over).
+  kReferenceReady = 6,
 };
 
 }  // namespace cake::cuda::hopper
