@@ -129,7 +129,7 @@ class ConsumerRole {
     const int first = pair.first_parity, second = first ^ 1;
     float s_acc[32];
     trace_event(0, 0, pair.gblock);
-    compute_scores(s_acc, first, pair.first_phase);
+    compute_scores(s_acc, first, pair.first_phase, pair.has_second);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
     BlockWeights weights;
@@ -196,7 +196,10 @@ class ConsumerRole {
     }
     float s_acc[32];
     trace_event(1, 0, pair.gblock);
-    compute_scores(s_acc, second, pair.first_phase ^ first);
+    // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
+    // when both blocks are ready (an item's start), issuing both at once would finish both late.
+    consumer_barrier<kScoresIssued>();
+    compute_scores(s_acc, second, pair.first_phase ^ first, false);
     trace_event(1, 1, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
     // The leader's reference comes before its weights: this softmax runs while the leader forms
@@ -273,8 +276,9 @@ class ConsumerRole {
   }
 
   // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`: the low dims' k-steps
-  // are issued as soon as they are written, the high dims' after.
-  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int parity, int phase) {
+  // are issued as soon as they are written, the high dims' after. signal_issued: the leader of a
+  // pair with a second block tells the follower, which issues its own QK^T only then.
+  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int parity, int phase, bool signal_issued) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
@@ -291,6 +295,7 @@ class ConsumerRole {
       }
     }
     wgmma_commit();
+    if (signal_issued) consumer_barrier_arrive<kScoresIssued>();
     wgmma_wait<0>();
     pin_registers(s_acc);
   }

@@ -106,6 +106,7 @@ enum ConsumerBarrier : int {
   // The leader's reference after the pair's first block is in reference_exchange[0] (pairs with a
   // second block; in the item's last pair without one, kWeightsReady + 0 hands it over).
   kReferenceReady = 6,
+  kScoresIssued = 7,  // the leader has issued the QK^T of the pair's first block (pairs with a second block)
 };
 
 }  // namespace cake::cuda::hopper
