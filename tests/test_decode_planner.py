@@ -254,3 +254,23 @@ def test_split_kernel_needs_two_chunks_a_split():
         assert choose(9, HOPPER_SMEM, heads, 4, 1, 1) == "hopper"
     assert choose(9, HOPPER_SMEM, 64, 2, 2, 16) == "portable"
     assert choose(8, 166912, 64, 4, 2, 16) == "portable"
+
+
+def test_split_kernel_under_the_hopper_override():
+    """The override "hopper" runs one-chunk splits on the 64-head Hopper kernel too (to time them),
+    still only where that kernel serves the call; "portable" keeps every split on the portable
+    body. Needs an sm_90a build."""
+    if _C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4) != "hopper":
+        pytest.skip("this build has no sm_90a code: every choice is the portable kernel")
+    choose = _C.decode_split_kernel_for
+    before = torch_ops.get_prefill_kernel_override()
+    try:
+        torch_ops.set_prefill_kernel_override(kernel="hopper")
+        assert choose(9, HOPPER_SMEM, 64, 4, 16, 1) == "hopper"
+        assert choose(9, HOPPER_SMEM, 128, 4, 32, 1) == "hopper"
+        assert choose(9, HOPPER_SMEM, 64, 2, 16, 1) == "portable"  # head tile 2: not the 64-head kernel's
+        assert choose(9, HOPPER_SMEM, 48, 4, 16, 1) == "portable"  # 48 heads: the small-heads calls
+        torch_ops.set_prefill_kernel_override(kernel="portable")
+        assert choose(9, HOPPER_SMEM, 64, 4, 2, 16) == "portable"
+    finally:
+        torch_ops.set_prefill_kernel_override(**before)

@@ -111,13 +111,15 @@ inline bool decode_splits_fit_hopper(long long num_splits, long long most_chunks
 }
 
 // The decode's split kernel: the 64-head Hopper kernel where it serves the call (its split
-// items) and the plan fits it; else the portable kernel's body. The small-heads kernel has no
-// split form, so the calls it serves in the prefill run the portable body in the decode.
+// items) and the plan fits it, or under the override "hopper" wherever it serves the call (so
+// that one-chunk splits can be timed on it); else the portable kernel's body. The small-heads
+// kernel has no split form, so the calls it serves in the prefill run the portable body in the
+// decode.
 inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per_block, long long num_heads,
                                                 long long head_tiles, long long num_splits,
                                                 long long most_chunks_per_split, const PrefillKernelOverride& knobs) {
   return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) && hopper_prefill_serves(num_heads, head_tiles) &&
-                 decode_splits_fit_hopper(num_splits, most_chunks_per_split)
+                 (knobs.requires_hopper() || decode_splits_fit_hopper(num_splits, most_chunks_per_split))
              ? PrefillKernel::kHopper
              : PrefillKernel::kPortable;
 }
