@@ -263,14 +263,11 @@ def test_split_kernel_under_the_hopper_override():
     if _C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4) != "hopper":
         pytest.skip("this build has no sm_90a code: every choice is the portable kernel")
     choose = _C.decode_split_kernel_for
-    before = torch_ops.get_prefill_kernel_override()
-    try:
-        torch_ops.set_prefill_kernel_override(kernel="hopper")
+    with torch_ops.prefill_kernel_override(kernel="hopper"):
         assert choose(9, HOPPER_SMEM, 64, 4, 16, 1) == "hopper"
         assert choose(9, HOPPER_SMEM, 128, 4, 32, 1) == "hopper"
         assert choose(9, HOPPER_SMEM, 64, 2, 16, 1) == "portable"  # head tile 2: not the 64-head kernel's
         assert choose(9, HOPPER_SMEM, 48, 4, 16, 1) == "portable"  # 48 heads: the small-heads calls
-        torch_ops.set_prefill_kernel_override(kernel="portable")
+    with torch_ops.prefill_kernel_override(kernel="portable"):
         assert choose(9, HOPPER_SMEM, 64, 4, 2, 16) == "portable"
-    finally:
-        torch_ops.set_prefill_kernel_override(**before)
+    assert choose(9, HOPPER_SMEM, 64, 4, 16, 1) == "portable"  # the default again
