@@ -270,4 +270,5 @@ def test_split_kernel_under_the_hopper_override():
         assert choose(9, HOPPER_SMEM, 48, 4, 16, 1) == "portable"  # 48 heads: the small-heads calls
     with torch_ops.prefill_kernel_override(kernel="portable"):
         assert choose(9, HOPPER_SMEM, 64, 4, 2, 16) == "portable"
-    assert choose(9, HOPPER_SMEM, 64, 4, 16, 1) == "portable"  # the default again
+    with torch_ops.prefill_kernel_override():  # no override: the device's own choice
+        assert choose(9, HOPPER_SMEM, 64, 4, 16, 1) == "portable"
