@@ -3,6 +3,7 @@ decode benchmark's command line, its kernel names and its forced split counts, t
 cost fit, the item trace summary; on a GPU, the decode benchmark's CUDA-graph replay."""
 import importlib
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -176,3 +177,36 @@ def test_trace_items_recovers_the_parts(tmp_path):
     empty.write_text("no trace here\n")
     assert subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(empty)],
                           capture_output=True, text=True).returncode != 0
+
+
+def write_run(path, matmul, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": {"matmul_tflops": matmul}, "rows": rows}))
+
+
+def test_ab_summary_medians_and_ratios(tmp_path):
+    """The A/B table takes each tree's median over rounds per shape and divides by the first tree's;
+    a shape one tree lacks shows '-', and every round's matmul is listed."""
+    for label, times in (("base", [(100.0, 40.0), (110.0, 44.0), (90.0, 42.0)]), ("new", [(80.0, 41.0), (70.0, 40.0)])):
+        for round_, (t512, t1024) in enumerate(times, 1):
+            write_run(tmp_path / label / f"prefill_r{round_}.json", 800.0 + round_,
+                      [dict(T=4096, H=64, topk=512, kernel="hopper", us=t512),
+                       dict(T=4096, H=64, topk=1024, kernel="hopper", us=t1024)])
+    write_run(tmp_path / "new" / "decode_r1.json", 790.0, [dict(T=1, H=64, candidates=2048, num_splits=16, us=20.0)])
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab_summary.py"), str(tmp_path), "base", "new"],
+                            check=True, capture_output=True, text=True)
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in result.stdout.splitlines()
+            if line.startswith("| ") and line[2].isdigit()}
+    assert rows["4096/64/512"] == ["100.0", "75.0", "0.750 |"]
+    assert rows["4096/64/1024"] == ["42.0", "40.5", "0.964 |"]
+    assert rows["1/64/2048"] == ["-", "20.0", "- |"]
+    assert "base: bf16 matmul 801, 802, 803 TFLOP/s" in result.stdout
+
+
+def test_ab_trees_rejects_bad_arguments(tmp_path):
+    """The A/B script stops before building anything unless every argument is LABEL=DIR of a tree."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    env = dict(os.environ, OUT=str(tmp_path))
+    for args in ([], ["no-equals-sign"], [f"x={tmp_path}"]):
+        result = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=env)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
