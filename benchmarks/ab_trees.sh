@@ -6,7 +6,7 @@
 #   bash benchmarks/ab_trees.sh LABEL=DIR[@NVCC_FLAGS] [LABEL=DIR[@NVCC_FLAGS] ...]
 #
 # DIR is a whole source tree (its own benchmarks/ are used, so an older tree runs its own flags);
-# it is copied to /tmp/cake-ab/trees/LABEL and built there, so one tree can run as several
+# it is copied to /tmp/cake-ab/trees/LABEL (AB_WORK instead of /tmp/cake-ab) and built there, so one tree can run as several
 # variants, each with its own nvcc flags after an @ (e.g. "a=.ab/main@-DCAKE_SOME_KNOB=2";
 # quote the argument when the flags hold spaces).
 # To compare branches, export them here into the git-ignored .ab/ and carry it to the device:
@@ -18,32 +18,42 @@
 #             --topk 128 512 1024 --baseline none --repeats 10"
 # AB_DECODE   bench_decode.py arguments (default: none, no decode rows), e.g. "--kernels"
 # AB_ROUNDS   rounds of timing (default 1); AB_NVCC_EXTRA nvcc flags for every tree (before its own)
-# Logs and JSON go to /tmp/cake-ab/ab: <label>/build.log, <label>/pytest.log,
+# AB_BUILD_ONLY  labels only built, for the rest of the call to use from /tmp/cake-ab/trees/LABEL
+#             (e.g. a trace build: "t=.ab/x@-DCAKE_HOPPER_TRACE", then cd there and run
+#             PYTHONPATH=. python3 benchmarks/trace_items.py --run)
+# Logs and JSON go to /tmp/cake-ab/ab (AB_WORK/ab): <label>/build.log, <label>/pytest.log,
 # <label>/{prefill,decode}_r<round>.{json,md}; $OUT (or /tmp/cake-ab) gets two files, summary.md
 # (benchmarks/ab_summary.py) and ab.tar.gz with everything (few files, for the device's limit).
+# Nothing is removed or written before every argument has been checked.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${OUT:-/tmp/cake-ab}"
-out=/tmp/cake-ab/ab
-rm -rf "$out"; mkdir -p "$out" "$dest"
-echo "$*" > "$out/command.txt"
+work="${AB_WORK:-/tmp/cake-ab}"
+dest="${OUT:-$work}"
+out="$work/ab"
 py="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 [ $# -ge 1 ] || { echo "usage: $0 LABEL=DIR[@NVCC_FLAGS] ..."; exit 2; }
 
-labels=(); dirs=(); flags=()
+labels=(); sources=(); flags=()
 for arg in "$@"; do
   label="${arg%%=*}"; spec="${arg#*=}"; dir="${spec%%@*}"; extra=""
   [ "$dir" != "$spec" ] && extra="${spec#*@}"
   [ "$label" != "$arg" ] && [ -n "$label" ] && [ -f "$dir/setup.py" ] \
     || { echo "not LABEL=DIR[@NVCC_FLAGS] with a setup.py in DIR: $arg"; exit 2; }
   for seen in "${labels[@]}"; do [ "$seen" != "$label" ] || { echo "label given twice: $label"; exit 2; }; done
-  copy=/tmp/cake-ab/trees/$label
-  rm -rf "$copy"; mkdir -p "$copy" "$out/$label"
-  (cd "$dir" && tar -c --exclude=./build --exclude='*.so' --exclude=./.ab --exclude=./.git .) | tar -x -C "$copy"
+  labels+=("$label"); sources+=("$dir"); flags+=("$extra")
+done
+
+rm -rf "$out"; mkdir -p "$out" "$dest"
+echo "$*" > "$out/command.txt"
+dirs=()
+for i in "${!labels[@]}"; do
+  copy="$work/trees/${labels[$i]}"
+  rm -rf "$copy"; mkdir -p "$copy" "$out/${labels[$i]}"
+  (cd "${sources[$i]}" && tar -c --exclude=./build --exclude='*.so' --exclude=./.ab --exclude=./.git .) | tar -x -C "$copy"
   # An in-place build imports from the tree itself, where the package's meta/ is not under torch_ops/.
   [ -e "$copy/torch_ops/meta" ] || ln -s ../meta "$copy/torch_ops/meta"
-  labels+=("$label"); dirs+=("$copy"); flags+=("$extra")
+  dirs+=("$copy")
 done
 n=${#labels[@]}
 jobs=$(( $(nproc) / n )); [ "$jobs" -ge 1 ] || jobs=1
@@ -57,10 +67,15 @@ done
 wait
 built=()
 for i in "${!labels[@]}"; do
-  if ls "${dirs[$i]}"/torch_ops/_C*.so > /dev/null 2>&1; then built+=("$i")
-  else echo "[${labels[$i]}] build failed"; tail -20 "$out/${labels[$i]}/build.log"; fi
+  if ! ls "${dirs[$i]}"/torch_ops/_C*.so > /dev/null 2>&1; then
+    echo "[${labels[$i]}] build failed"; tail -20 "$out/${labels[$i]}/build.log"
+  elif [[ " ${AB_BUILD_ONLY:-} " == *" ${labels[$i]} "* ]]; then
+    echo "[${labels[$i]}] built in ${dirs[$i]} (build only)"
+  else
+    built+=("$i")
+  fi
 done
-echo "[build] $(( $(date +%s) - start )) s, ${#built[@]} of $n trees"
+echo "[build] $(( $(date +%s) - start )) s, ${#built[@]} of $n trees to test and time"
 
 in_tree() {  # in_tree INDEX COMMAND...: run with the tree's package first on the path
   local i=$1; shift
@@ -90,5 +105,5 @@ done
 ordered=(); for i in "${built[@]}"; do ordered+=("${labels[$i]}"); done
 "$py" "$here/benchmarks/ab_summary.py" "$out" "${ordered[@]}" | tee "$out/summary.md"
 cp "$out/summary.md" "$dest/summary.md"
-tar -czf "$dest/ab.tar.gz" -C "$(dirname "$out")" ab
+tar -czf "$dest/ab.tar.gz" -C "$work" ab
 echo "[ab] $(( $(date +%s) - start )) s"

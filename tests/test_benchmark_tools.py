@@ -204,9 +204,15 @@ def test_ab_summary_medians_and_ratios(tmp_path):
 
 
 def test_ab_trees_rejects_bad_arguments(tmp_path):
-    """The A/B script stops before building anything unless every argument is LABEL=DIR of a tree."""
+    """The A/B script stops before it removes, copies or builds anything unless every argument is
+    LABEL=DIR of a tree with distinct labels (a run in progress keeps its work folder)."""
     script = ROOT / "benchmarks" / "ab_trees.sh"
-    env = dict(os.environ, OUT=str(tmp_path))
-    for args in ([], ["no-equals-sign"], [f"x={tmp_path}"]):
+    work = tmp_path / "work"
+    (work / "ab").mkdir(parents=True)
+    (work / "ab" / "keep").write_text("a run in progress")
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(work))
+    for args in ([], ["no-equals-sign"], [f"x={tmp_path}"], [f"={ROOT}"], [f"a={ROOT}", f"a={ROOT}"]):
         result = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=env)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
+    assert (work / "ab" / "keep").read_text() == "a run in progress"
+    assert not (work / "trees").exists() and not (tmp_path / "out").exists()
