@@ -18,6 +18,9 @@
 #             --topk 128 512 1024 --baseline none --repeats 10"
 # AB_DECODE   bench_decode.py arguments (default: none, no decode rows), e.g. "--kernels"
 # AB_ROUNDS   rounds of timing (default 1); AB_NVCC_EXTRA nvcc flags for every tree (before its own)
+# AB_DIGEST=1 fingerprints each tree's outputs on fixed inputs (benchmarks/output_digest.py of the tree
+#             running this script) and compares them with the first tree's: a change that keeps the
+#             arithmetic must give the same bits
 # AB_BUILD_ONLY  labels only built, for the rest of the call to use from /tmp/cake-ab/trees/LABEL
 #             (e.g. a trace build: "t=.ab/x@-DCAKE_HOPPER_TRACE", then cd there and run
 #             PYTHONPATH=. python3 benchmarks/trace_items.py --run)
@@ -87,6 +90,19 @@ if [ -n "${AB_TESTS:-}" ]; then
     in_tree "$i" "$py" -m pytest -q -p no:cacheprovider $AB_TESTS > "$out/${labels[$i]}/pytest.log" 2>&1
     echo "[${labels[$i]}] tests: $(tail -1 "$out/${labels[$i]}/pytest.log")"
   done
+fi
+
+if [ -n "${AB_DIGEST:-}" ]; then
+  digests=()
+  for i in "${built[@]}"; do
+    in_tree "$i" "$py" "$here/benchmarks/output_digest.py" --json "$out/${labels[$i]}/digest.json" \
+      > "$out/${labels[$i]}/digest.log" 2>&1 || echo "[${labels[$i]}] digest failed: $(tail -1 "$out/${labels[$i]}/digest.log")"
+    [ -f "$out/${labels[$i]}/digest.json" ] && digests+=("$out/${labels[$i]}/digest.json")
+  done
+  if [ ${#digests[@]} -ge 2 ]; then
+    "$py" "$here/benchmarks/output_digest.py" --compare "${digests[@]}" > "$out/digest_compare.txt" 2>&1
+    echo "[digest] $(grep -c 'same bits' "$out/digest_compare.txt") cases the same, $(grep -c DIFFERENT "$out/digest_compare.txt") different (digest_compare.txt)"
+  fi
 fi
 
 for round in $(seq 1 "${AB_ROUNDS:-1}"); do

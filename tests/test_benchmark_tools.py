@@ -216,3 +216,35 @@ def test_ab_trees_rejects_bad_arguments(tmp_path):
         assert result.returncode == 2, (args, result.stdout, result.stderr)
     assert (work / "ab" / "keep").read_text() == "a run in progress"
     assert not (work / "trees").exists() and not (tmp_path / "out").exists()
+
+
+def test_output_digest_compare(tmp_path):
+    """--compare names every case of the later files as the same bits or DIFFERENT against the first
+    file (output or LSE), and exits non-zero when any differs."""
+    def run(cases):
+        return {"meta": {}, "cases": [dict(name=n, output_sha256=o, lse_sha256=l, output_nan=0) for n, o, l in cases]}
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "4")])))
+    b.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "4")])))
+    c.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "5")])))
+    script = str(ROOT / "benchmarks" / "output_digest.py")
+    same = subprocess.run([sys.executable, script, "--compare", str(a), str(b)], capture_output=True, text=True)
+    assert same.returncode == 0 and same.stdout.count("same bits") == 2
+    differ = subprocess.run([sys.executable, script, "--compare", str(a), str(b), str(c)], capture_output=True, text=True)
+    assert differ.returncode == 1
+    assert f"{c}: y: DIFFERENT" in differ.stdout and f"{c}: x: same bits" in differ.stdout
+
+
+def test_output_digest_runs_on_the_cpu_kernels(tmp_path):
+    """The fingerprint cases run through the public API (here on the CPU kernels): every output is
+    written, and two runs give the same fingerprints."""
+    script = str(ROOT / "benchmarks" / "output_digest.py")
+    paths = [tmp_path / "first.json", tmp_path / "second.json"]
+    for path in paths:
+        subprocess.run([sys.executable, script, "--device", "cpu", "--cases", "decode_t1_h64", "prefill_h16",
+                        "--json", str(path)], check=True, capture_output=True, text=True)
+    cases = json.loads(paths[0].read_text())["cases"]
+    assert [case["name"] for case in cases] == ["prefill_h16_tk512", "decode_t1_h64_2048"]
+    assert all(case["output_nan"] == 0 for case in cases)
+    same = subprocess.run([sys.executable, script, "--compare", *map(str, paths)], capture_output=True, text=True)
+    assert same.returncode == 0 and same.stdout.count("same bits") == 2
