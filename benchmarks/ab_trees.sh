@@ -72,6 +72,9 @@ built=()
 for i in "${!labels[@]}"; do
   if ! ls "${dirs[$i]}"/torch_ops/_C*.so > /dev/null 2>&1; then
     echo "[${labels[$i]}] build failed"; tail -20 "$out/${labels[$i]}/build.log"
+  elif ! origin=$(cd "${dirs[$i]}" && PYTHONPATH="${dirs[$i]}" "$py" -c "import torch_ops; print(torch_ops.__file__)" 2>&1) \
+      || [[ "$origin" != "${dirs[$i]}"/* ]]; then
+    echo "[${labels[$i]}] torch_ops does not import from its tree: $origin"
   elif [[ " ${AB_BUILD_ONLY:-} " == *" ${labels[$i]} "* ]]; then
     echo "[${labels[$i]}] built in ${dirs[$i]} (build only)"
   else
