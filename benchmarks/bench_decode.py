@@ -22,7 +22,9 @@ of every shape once more at each of these split counts that the shape accepts (f
 16) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
 rule (docs/planner.md). --graph adds, per row, the decode captured once in a CUDA graph and timed as
 replays (same flush, warm-up and median), as a serving loop that captures its decode step runs it:
-no Python or launch overhead between the kernels beyond what the graph keeps.
+no Python or launch overhead between the kernels beyond what the graph keeps. The header line (and
+meta.launch_floor_us) gives the same method's time for one and for two back-to-back kernels that
+do nothing: the floor under a decode step's two launches, for reading the small rows.
 """
 import argparse
 import collections
@@ -165,6 +167,15 @@ def print_row(row):
               flush=True)
 
 
+def launch_floor(flush, repeats, warmup):
+    """The time the same method gives one and two back-to-back kernels that do nothing (a 1-element
+    add): what a decode step of two launches cannot go below on this device and driver."""
+    x = torch.zeros(1, device="cuda")
+    one = timed_median(lambda: x.add_(1), repeats, warmup, flush)
+    two = timed_median(lambda: (x.add_(1), x.add_(1)), repeats, warmup, flush)
+    return one * 1e6, two * 1e6
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", nargs="+", default=DEFAULT_ROWS, metavar="TxHxCANDIDATES",
@@ -186,7 +197,9 @@ def main():
     shapes = ([(t, h, c) for h in GRID_HEADS for c in GRID_CANDIDATES for t in GRID_TOKENS] if args.grid
               else [parse_row(text) for text in args.rows])
 
-    print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s")
+    floor_one, floor_two = launch_floor(flush, args.repeats, args.warmup)
+    print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s, "
+          f"empty kernels timed the same way: one {floor_one:.1f} us, two back to back {floor_two:.1f} us")
     print("| T | H | candidates | decode plan | decode us | TFLOP/s | x matmul | gathered GB/s | prefill plan | "
           "prefill us | prefill x matmul | select_kernel | faster |")
     print("|" + "---|" * 13)
@@ -201,6 +214,7 @@ def main():
                 print_row(forced_row)
                 rows.append(forced_row)
     meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
+                launch_floor_us=dict(one_kernel=floor_one, two_kernels=floor_two),
                 grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits, graph=args.graph,
                 kernel_override=torch_ops.get_prefill_kernel_override())
     if args.json:

@@ -293,7 +293,8 @@ PYBIND11_MODULE(_C, module) {
   // The decode planner (csrc/ops/decode_plan.h), for torch_ops/decode_planner.py.
   module.attr("DEFAULT_MAX_SPLITS") = cake::kDefaultMaxSplits;
   module.attr("MAX_CHUNKS_PER_SPLIT") = cake::kMaxChunksPerSplit;
-  module.attr("DECODE_CROSSOVER_ITEMS_PERCENT") = cake::kDecodeCrossoverItemsPercent;
+  module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_WIDE") = cake::kDecodeCrossoverItemsPercentWide;
+  module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_NARROW") = cake::kDecodeCrossoverItemsPercentNarrow;
   module.def(
       "decode_head_tile_choices", [](int64_t num_heads) { return cake::decode_head_tile_choices(num_heads); },
       "Head-tile choices of the decode for a head count ([] for a head count it rejects)", pybind11::arg("num_heads"));
@@ -383,7 +384,7 @@ PYBIND11_MODULE(_C, module) {
               cake::select_attention_op(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms)));
         });
       },
-      "'decode' or 'prefill': the op that serves a shape on num_sms SMs (a provisional crossover)",
+      "'decode' or 'prefill': the op that serves a shape on num_sms SMs (the crossover of csrc/ops/decode_plan.h)",
       pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
       pybind11::arg("num_sms"));
   module.def(

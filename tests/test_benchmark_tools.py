@@ -3,6 +3,7 @@ decode benchmark's command line, its kernel names and its forced split counts, t
 cost fit, the item trace summary; on a GPU, the decode benchmark's CUDA-graph replay."""
 import importlib
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -196,3 +197,74 @@ def test_trace_items_reads_the_life_points(tmp_path):
                             capture_output=True, text=True)
     assert "| 2 | 0 | 410 | - | 11010 |" in result.stdout
     assert "0 items" in result.stdout
+
+
+def write_run(path, matmul, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": {"matmul_tflops": matmul}, "rows": rows}))
+
+
+def test_ab_summary_medians_and_ratios(tmp_path):
+    """The A/B table takes each tree's median over rounds per shape and divides by the first tree's;
+    a shape one tree lacks shows '-', and every round's matmul is listed."""
+    for label, times in (("base", [(100.0, 40.0), (110.0, 44.0), (90.0, 42.0)]), ("new", [(80.0, 41.0), (70.0, 40.0)])):
+        for round_, (t512, t1024) in enumerate(times, 1):
+            write_run(tmp_path / label / f"prefill_r{round_}.json", 800.0 + round_,
+                      [dict(T=4096, H=64, topk=512, kernel="hopper", us=t512),
+                       dict(T=4096, H=64, topk=1024, kernel="hopper", us=t1024)])
+    write_run(tmp_path / "new" / "decode_r1.json", 790.0, [dict(T=1, H=64, candidates=2048, num_splits=16, us=20.0)])
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab_summary.py"), str(tmp_path), "base", "new"],
+                            check=True, capture_output=True, text=True)
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in result.stdout.splitlines()
+            if line.startswith("| ") and line[2].isdigit()}
+    assert rows["4096/64/512"] == ["100.0", "75.0", "0.750 |"]
+    assert rows["4096/64/1024"] == ["42.0", "40.5", "0.964 |"]
+    assert rows["1/64/2048"] == ["-", "20.0", "- |"]
+    assert "base: bf16 matmul 801, 802, 803 TFLOP/s" in result.stdout
+
+
+def test_ab_trees_rejects_bad_arguments(tmp_path):
+    """The A/B script stops before it removes, copies or builds anything unless every argument is
+    LABEL=DIR of a tree with distinct labels (a run in progress keeps its work folder)."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    work = tmp_path / "work"
+    (work / "ab").mkdir(parents=True)
+    (work / "ab" / "keep").write_text("a run in progress")
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(work))
+    for args in ([], ["no-equals-sign"], [f"x={tmp_path}"], [f"={ROOT}"], [f"a={ROOT}", f"a={ROOT}"]):
+        result = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, env=env)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+    assert (work / "ab" / "keep").read_text() == "a run in progress"
+    assert not (work / "trees").exists() and not (tmp_path / "out").exists()
+
+
+def test_output_digest_compare(tmp_path):
+    """--compare names every case of the later files as the same bits or DIFFERENT against the first
+    file (output or LSE), and exits non-zero when any differs."""
+    def run(cases):
+        return {"meta": {}, "cases": [dict(name=n, output_sha256=o, lse_sha256=l, output_nan=0) for n, o, l in cases]}
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "4")])))
+    b.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "4")])))
+    c.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "5")])))
+    script = str(ROOT / "benchmarks" / "output_digest.py")
+    same = subprocess.run([sys.executable, script, "--compare", str(a), str(b)], capture_output=True, text=True)
+    assert same.returncode == 0 and same.stdout.count("same bits") == 2
+    differ = subprocess.run([sys.executable, script, "--compare", str(a), str(b), str(c)], capture_output=True, text=True)
+    assert differ.returncode == 1
+    assert f"{c}: y: DIFFERENT" in differ.stdout and f"{c}: x: same bits" in differ.stdout
+
+
+def test_output_digest_runs_on_the_cpu_kernels(tmp_path):
+    """The fingerprint cases run through the public API (here on the CPU kernels): every output is
+    written, and two runs give the same fingerprints."""
+    script = str(ROOT / "benchmarks" / "output_digest.py")
+    paths = [tmp_path / "first.json", tmp_path / "second.json"]
+    for path in paths:
+        subprocess.run([sys.executable, script, "--device", "cpu", "--cases", "decode_t1_h64", "prefill_h16",
+                        "--json", str(path)], check=True, capture_output=True, text=True)
+    cases = json.loads(paths[0].read_text())["cases"]
+    assert [case["name"] for case in cases] == ["prefill_h16_tk512", "decode_t1_h64_2048"]
+    assert all(case["output_nan"] == 0 for case in cases)
+    same = subprocess.run([sys.executable, script, "--compare", *map(str, paths)], capture_output=True, text=True)
+    assert same.returncode == 0 and same.stdout.count("same bits") == 2

@@ -79,8 +79,9 @@ def compile_inputs(num_tokens, seed, num_heads=16, topk=300):
 @pytest.mark.parametrize("fn", [api_call, raw_call, attention_call], ids=["api", "op", "attention"])
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_torch_compile_fullgraph(fn, dynamic, num_threads_8):
-    """8 intra-op threads, so that the plan and the choice change with T (1 and 3 tokens decode
-    with 8 and 3 splits, 9 tokens take the prefill through sparse_mla_attention)."""
+    """8 intra-op threads, so that the plan and the choice change with T (the op's 1 and 3 tokens
+    decode with 8 and 3 splits; sparse_mla_attention takes the decode for 1 token and the prefill
+    for 3 and 9, by select_kernel)."""
     torch._dynamo.reset()
     compiled = torch.compile(fn, fullgraph=True, dynamic=dynamic)
     for num_tokens, seed in [(1, 1), (3, 2), (9, 4)]:
@@ -93,7 +94,9 @@ def test_torch_compile_fullgraph(fn, dynamic, num_threads_8):
         for scratch, eager_scratch in zip(inputs[5:7], eager_inputs[5:7]):  # the same partials, the same unused splits
             torch.testing.assert_close(scratch, eager_scratch, rtol=0, atol=0, equal_nan=True)
         code = "\n".join(codes)
-        if fn is not attention_call or num_tokens < 8:
+        selected = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+            num_tokens=num_tokens, num_heads=16, topk=300, num_sms=8)
+        if fn is not attention_call or selected == "decode":
             assert "cake.sparse_mla_decode" in code
         assert "copy_" not in code, code
     assert torch._dynamo.explain(fn)(*compile_inputs(2, 3)).graph_break_count == 0
@@ -107,11 +110,12 @@ def num_threads_8():
     torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("num_tokens,num_heads,topk,expected", [(1, 64, 300, "decode"), (7, 16, 300, "decode"),
-                                                                (8, 16, 300, "prefill"), (40, 8, 100, "decode"),
+@pytest.mark.parametrize("num_tokens,num_heads,topk,expected", [(1, 64, 300, "decode"), (1, 16, 300, "decode"),
+                                                                (2, 16, 300, "prefill"), (40, 8, 100, "decode"),
                                                                 (40, 16, 1100, "decode"), (3, 128, 64, "prefill")])
 def test_attention_runs_the_selected_op(num_tokens, num_heads, topk, expected, num_threads_8):
-    """On 8 "SMs": the decode for T * H / 16 < 8 work items, 8 heads or more than 16 chunks."""
+    """On 8 "SMs": the decode for T * H / 16 work items below 6 (H = 64, 128: 75%) or below 2 (other
+    head counts: 25%), 8 heads or more than 16 chunks."""
     assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
         num_tokens=num_tokens, num_heads=num_heads, topk=topk, num_sms=8) == expected
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(20, 64), device="cpu",

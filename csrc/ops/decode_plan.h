@@ -20,11 +20,19 @@ constexpr int64_t kMaxDecodeHeads = 128;
 constexpr int64_t kMaxChunksPerSplit = nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
-// PROVISIONAL, not measured: the crossover between the ops. The decode serves a shape when the
-// prefill's largest possible launch (one work item per token and sixteen heads, head_tiles 1)
-// has fewer work items than this percentage of the SM count, i.e. when the prefill cannot fill
-// the GPU. To be replaced by the crossover measured on the H200 (benchmarks/bench_decode.py --grid).
-constexpr int64_t kDecodeCrossoverItemsPercent = 100;
+// The crossover between the ops, set from the H200 grid of both ops (docs/planner.md): the
+// decode serves a shape when the prefill's largest possible launch (one work item per token and
+// sixteen heads, head_tiles 1) has fewer work items than a percentage of the SM count. The
+// percentage depends on the head count, because the decode's splits of H = 64, 128 run the
+// 64-head Hopper kernel, those of the other head counts the slower portable body, while the
+// prefill of 16, 32, 48 heads runs the faster small-heads kernel: with 16 heads the decode was
+// faster only below ~25% of the SMs (T = 32 a tie, T = 64 1.23x slower), with 64 and 128 heads up
+// to ~50% (at ~97% it was 1.36x slower).
+constexpr int64_t kDecodeCrossoverItemsPercentWide = 75;    // H a multiple of 64
+constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 25;  // the other head counts
+inline int64_t decode_crossover_items_percent(int64_t num_heads) {
+  return num_heads % 64 == 0 ? kDecodeCrossoverItemsPercentWide : kDecodeCrossoverItemsPercentNarrow;
+}
 
 inline bool is_decode_head_count(int64_t num_heads) {
   return num_heads >= kDecodeHeadStep && num_heads <= kMaxDecodeHeads && num_heads % kDecodeHeadStep == 0;
@@ -104,8 +112,8 @@ inline const char* attention_op_name(AttentionOp op) { return op == AttentionOp:
 bool prefill_serves(int64_t num_heads, int64_t num_chunks);
 
 // Which op serves a checked shape on `num_sms` SMs: the decode when the prefill cannot run it
-// (H not a multiple of 16, more than 16 chunks) or, by the provisional crossover above, when
-// T * H / 16 < num_sms * kDecodeCrossoverItemsPercent / 100; else the prefill.
+// (H not a multiple of 16, more than 16 chunks) or, by the crossover above, when
+// T * H / 16 < num_sms * decode_crossover_items_percent(H) / 100; else the prefill.
 AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms);
 
 // The same choice for every token count: the decode below the returned count, the prefill from

@@ -1,0 +1,73 @@
+"""Side-by-side table of the runs benchmarks/ab_trees.sh made: one row per shape, one column per
+tree (the median over rounds of its time in us), then each tree's time over the first tree's.
+
+    python3 benchmarks/ab_summary.py DIR LABEL [LABEL ...]
+
+DIR holds LABEL/prefill_r<round>.json and LABEL/decode_r<round>.json as bench_prefill.py and
+bench_decode.py write them. The bf16 matmul of each tree's runs is printed under the table, since
+a time means little without the ceiling measured beside it.
+"""
+import json
+import pathlib
+import statistics
+import sys
+
+KINDS = {
+    "prefill": ("T", "H", "topk"),
+    "decode": ("T", "H", "candidates"),
+}
+
+
+def load_runs(directory, label, kind):
+    """(times by shape: list of us over rounds, plan by shape, matmul TFLOP/s of each round)."""
+    times, plans, matmuls = {}, {}, []
+    for path in sorted(pathlib.Path(directory, label).glob(f"{kind}_r*.json")):
+        run = json.loads(path.read_text())
+        matmuls.append(run["meta"].get("matmul_tflops"))
+        for row in run["rows"]:
+            if "us" not in row:
+                continue
+            shape = tuple(row[k] for k in KINDS[kind])
+            times.setdefault(shape, []).append(row["us"])
+            plans[shape] = row.get("kernel") or (f"s={row['num_splits']}" if "num_splits" in row else "")
+    return times, plans, matmuls
+
+
+def table(directory, labels, kind):
+    runs = {label: load_runs(directory, label, kind) for label in labels}
+    shapes = sorted({shape for times, _, _ in runs.values() for shape in times})
+    if not shapes:
+        return []
+    names = "/".join(KINDS[kind])
+    lines = [f"### {kind} (us, median over rounds; ratio to {labels[0]})", "",
+             f"| {names} | " + " | ".join(labels) + " | " + " | ".join(f"{label} / {labels[0]}" for label in labels[1:]) + " |",
+             "|" + "---|" * (1 + 2 * len(labels) - 1)]
+    for shape in shapes:
+        medians = [statistics.median(runs[label][0][shape]) if shape in runs[label][0] else None for label in labels]
+        cells = [f"{m:.1f}" if m is not None else "-" for m in medians]
+        base = medians[0]
+        ratios = [f"{m / base:.3f}" if m is not None and base else "-" for m in medians[1:]]
+        lines.append(f"| {'/'.join(str(v) for v in shape)} | " + " | ".join(cells + ratios) + " |")
+    lines.append("")
+    for label in labels:
+        matmuls = [m for m in runs[label][2] if m]
+        if matmuls:
+            lines.append(f"- {label}: bf16 matmul {', '.join(f'{m:.0f}' for m in matmuls)} TFLOP/s")
+    lines.append("")
+    return lines
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    directory, labels = argv[0], argv[1:]
+    lines = []
+    for kind in KINDS:
+        lines += table(directory, labels, kind)
+    print("\n".join(lines) if lines else "no benchmark runs found")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# A/B of several source trees in one device call: every tree is built in place at once (sm_90a
+# unless CAKE_CUDA_ARCHS says otherwise), its tests run, then the same benchmark rows are timed on
+# each tree in turn, round after round, so a change of clocks during the call touches every tree.
+#
+#   bash benchmarks/ab_trees.sh LABEL=DIR[@NVCC_FLAGS] [LABEL=DIR[@NVCC_FLAGS] ...]
+#
+# DIR is a whole source tree (its own benchmarks/ are used, so an older tree runs its own flags);
+# it is copied to /tmp/cake-ab/trees/LABEL (AB_WORK instead of /tmp/cake-ab) and built there, so one tree can run as several
+# variants, each with its own nvcc flags after an @ (e.g. "a=.ab/main@-DCAKE_SOME_KNOB=2";
+# quote the argument when the flags hold spaces).
+# To compare branches, export them here into the git-ignored .ab/ and carry it to the device:
+#   for b in main my-branch; do rm -rf .ab/$b; mkdir -p .ab/$b; git archive $b | tar -x -C .ab/$b; done
+#   bash benchmarks/ab_trees.sh main=.ab/main new=.ab/my-branch        # on the device, carry [".ab"]
+#
+# AB_TESTS    pytest arguments run on each tree before any timing (default: none), e.g. "tests/test_hopper.py"
+# AB_PREFILL  bench_prefill.py arguments (default: none, no prefill rows), e.g. "--tokens 4096 --heads 64 128
+#             --topk 128 512 1024 --baseline none --repeats 10"
+# AB_DECODE   bench_decode.py arguments (default: none, no decode rows), e.g. "--kernels"
+# AB_ROUNDS   rounds of timing (default 1); AB_NVCC_EXTRA nvcc flags for every tree (before its own)
+# AB_DIGEST=1 fingerprints each tree's outputs on fixed inputs (benchmarks/output_digest.py of the tree
+#             running this script) and compares them with the first tree's: a change that keeps the
+#             arithmetic must give the same bits
+# AB_BUILD_ONLY  labels only built, for the rest of the call to use from /tmp/cake-ab/trees/LABEL
+#             (e.g. a trace build: "t=.ab/x@-DCAKE_HOPPER_TRACE", then cd there and run
+#             PYTHONPATH=. python3 benchmarks/trace_items.py --run)
+# Logs and JSON go to /tmp/cake-ab/ab (AB_WORK/ab): <label>/build.log, <label>/pytest.log,
+# <label>/{prefill,decode}_r<round>.{json,md}; $OUT (or /tmp/cake-ab) gets two files, summary.md
+# (benchmarks/ab_summary.py) and ab.tar.gz with everything (few files, for the device's limit).
+# Nothing is removed or written before every argument has been checked.
+set -uo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+work="${AB_WORK:-/tmp/cake-ab}"
+dest="${OUT:-$work}"
+out="$work/ab"
+py="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
+[ $# -ge 1 ] || { echo "usage: $0 LABEL=DIR[@NVCC_FLAGS] ..."; exit 2; }
+
+labels=(); sources=(); flags=()
+for arg in "$@"; do
+  label="${arg%%=*}"; spec="${arg#*=}"; dir="${spec%%@*}"; extra=""
+  [ "$dir" != "$spec" ] && extra="${spec#*@}"
+  [ "$label" != "$arg" ] && [ -n "$label" ] && [ -f "$dir/setup.py" ] \
+    || { echo "not LABEL=DIR[@NVCC_FLAGS] with a setup.py in DIR: $arg"; exit 2; }
+  for seen in "${labels[@]}"; do [ "$seen" != "$label" ] || { echo "label given twice: $label"; exit 2; }; done
+  labels+=("$label"); sources+=("$dir"); flags+=("$extra")
+done
+
+rm -rf "$out"; mkdir -p "$out" "$dest"
+echo "$*" > "$out/command.txt"
+dirs=()
+for i in "${!labels[@]}"; do
+  copy="$work/trees/${labels[$i]}"
+  rm -rf "$copy"; mkdir -p "$copy" "$out/${labels[$i]}"
+  (cd "${sources[$i]}" && tar -c --exclude=./build --exclude='*.so' --exclude=./.ab --exclude=./.git .) | tar -x -C "$copy"
+  # An in-place build imports from the tree itself, where the package's meta/ is not under torch_ops/.
+  [ -e "$copy/torch_ops/meta" ] || ln -s ../meta "$copy/torch_ops/meta"
+  dirs+=("$copy")
+done
+n=${#labels[@]}
+jobs=$(( $(nproc) / n )); [ "$jobs" -ge 1 ] || jobs=1
+
+start=$(date +%s)
+for i in "${!labels[@]}"; do
+  ( cd "${dirs[$i]}" && CC="${CAKE_CC:-/usr/bin/gcc}" CXX="${CAKE_CXX:-/usr/bin/g++}" \
+      CAKE_CUDA_ARCHS="${CAKE_CUDA_ARCHS:-90a}" CAKE_NVCC_EXTRA="${AB_NVCC_EXTRA:-} ${flags[$i]}" MAX_JOBS=$jobs \
+      "$py" setup.py build_ext --inplace > "$out/${labels[$i]}/build.log" 2>&1 ) &
+done
+wait
+built=()
+for i in "${!labels[@]}"; do
+  if ! ls "${dirs[$i]}"/torch_ops/_C*.so > /dev/null 2>&1; then
+    echo "[${labels[$i]}] build failed"; tail -20 "$out/${labels[$i]}/build.log"
+  elif ! origin=$(cd "${dirs[$i]}" && PYTHONPATH="${dirs[$i]}" "$py" -c "import torch_ops; print(torch_ops.__file__)" 2>&1) \
+      || [[ "$origin" != "${dirs[$i]}"/* ]]; then
+    echo "[${labels[$i]}] torch_ops does not import from its tree: $origin"
+  elif [[ " ${AB_BUILD_ONLY:-} " == *" ${labels[$i]} "* ]]; then
+    echo "[${labels[$i]}] built in ${dirs[$i]} (build only)"
+  else
+    built+=("$i")
+  fi
+done
+echo "[build] $(( $(date +%s) - start )) s, ${#built[@]} of $n trees to test and time"
+
+in_tree() {  # in_tree INDEX COMMAND...: run with the tree's package first on the path
+  local i=$1; shift
+  ( cd "${dirs[$i]}" && PYTHONPATH="${dirs[$i]}${PYTHONPATH:+:$PYTHONPATH}" CAKE_COMMIT="${labels[$i]}" "$@" )
+}
+
+if [ -n "${AB_TESTS:-}" ]; then
+  for i in "${built[@]}"; do
+    in_tree "$i" "$py" -m pytest -q -p no:cacheprovider $AB_TESTS > "$out/${labels[$i]}/pytest.log" 2>&1
+    echo "[${labels[$i]}] tests: $(tail -1 "$out/${labels[$i]}/pytest.log")"
+  done
+fi
+
+if [ -n "${AB_DIGEST:-}" ]; then
+  digests=()
+  for i in "${built[@]}"; do
+    in_tree "$i" "$py" "$here/benchmarks/output_digest.py" --json "$out/${labels[$i]}/digest.json" \
+      > "$out/${labels[$i]}/digest.log" 2>&1 || echo "[${labels[$i]}] digest failed: $(tail -1 "$out/${labels[$i]}/digest.log")"
+    [ -f "$out/${labels[$i]}/digest.json" ] && digests+=("$out/${labels[$i]}/digest.json")
+  done
+  if [ ${#digests[@]} -ge 2 ]; then
+    "$py" "$here/benchmarks/output_digest.py" --compare "${digests[@]}" > "$out/digest_compare.txt" 2>&1
+    echo "[digest] $(grep -c 'same bits' "$out/digest_compare.txt") cases the same, $(grep -c DIFFERENT "$out/digest_compare.txt") different (digest_compare.txt)"
+  fi
+fi
+
+for round in $(seq 1 "${AB_ROUNDS:-1}"); do
+  for i in "${built[@]}"; do
+    if [ -n "${AB_PREFILL:-}" ]; then
+      in_tree "$i" "$py" benchmarks/bench_prefill.py $AB_PREFILL --json "$out/${labels[$i]}/prefill_r$round.json" \
+        > "$out/${labels[$i]}/prefill_r$round.md" 2>&1 || echo "[${labels[$i]}] prefill round $round failed"
+    fi
+    if [ -n "${AB_DECODE:-}" ]; then
+      in_tree "$i" "$py" benchmarks/bench_decode.py $AB_DECODE --json "$out/${labels[$i]}/decode_r$round.json" \
+        > "$out/${labels[$i]}/decode_r$round.md" 2>&1 || echo "[${labels[$i]}] decode round $round failed"
+    fi
+  done
+done
+
+ordered=(); for i in "${built[@]}"; do ordered+=("${labels[$i]}"); done
+"$py" "$here/benchmarks/ab_summary.py" "$out" "${ordered[@]}" | tee "$out/summary.md"
+cp "$out/summary.md" "$dest/summary.md"
+tar -czf "$dest/ab.tar.gz" -C "$work" ab
+echo "[ab] $(( $(date +%s) - start )) s"

@@ -1,0 +1,145 @@
+"""Bit-level fingerprints of the CUDA kernels' outputs on fixed inputs, to compare builds.
+
+A change that keeps every kernel's arithmetic and its order (a new schedule, a new epilogue path)
+must give the same bits: run this with each build and compare the files.
+
+    python3 benchmarks/output_digest.py --json a.json          # on the GPU, with the build to fingerprint
+    python3 benchmarks/output_digest.py --compare a.json b.json # anywhere: which cases differ
+
+Every case draws its inputs from a fixed seed on the CPU (q, a random NVFP4 cache written by the
+library's own writer, candidate lists with masked and out-of-range entries, random lengths, a
+sink), runs the prefill or the decode (its plan, or forced splits) into NaN-filled outputs, and
+records the SHA-256 of the output's and the LSE's bytes, and how many output elements are NaN.
+The cases cover the Hopper kernels' paths: 64 and 128 heads (whole lists), the padded head
+block (48, 112), the small-heads kernel (16, 32) and its shifted launch (80, 96), output views of
+several alignments, and decode splits.
+"""
+import argparse
+import hashlib
+import json
+import sys
+
+import torch
+
+import torch_ops
+
+POOL_PAGES, PAGE_SIZE = 256, 64  # 16,384 cache rows
+
+# (name, T, H, topk, op, extra): op "prefill" or "decode"; extra: output offset (elements) or splits
+CASES = [
+    ("prefill_h64_tk512", 300, 64, 512, "prefill", {}),
+    ("prefill_h128_tk1024", 200, 128, 1024, "prefill", {}),
+    ("prefill_h128_tk128", 500, 128, 128, "prefill", {}),
+    ("prefill_h48_tk512", 150, 48, 512, "prefill", {}),
+    ("prefill_h112_tk256", 150, 112, 256, "prefill", {}),
+    ("prefill_h16_tk512", 300, 16, 512, "prefill", {}),
+    ("prefill_h32_tk1024", 200, 32, 1024, "prefill", {}),
+    ("prefill_h80_tk512", 100, 80, 512, "prefill", {}),
+    ("prefill_h96_tk512", 100, 96, 512, "prefill", {}),
+    ("prefill_h64_tk512_offset2", 300, 64, 512, "prefill", {"offset": 2}),
+    ("prefill_h64_tk512_offset8", 300, 64, 512, "prefill", {"offset": 8}),
+    ("prefill_h32_tk512_offset2", 200, 32, 512, "prefill", {"offset": 2}),
+    ("decode_t1_h64_2048", 1, 64, 2048, "decode", {}),
+    ("decode_t4_h128_1024", 4, 128, 1024, "decode", {}),
+    ("decode_t8_h64_1024_s4", 8, 64, 1024, "decode", {"splits": 4}),
+    ("decode_t64_h128_2048_s2", 64, 128, 2048, "decode", {"splits": 2}),
+    ("decode_t8_h16_1024", 8, 16, 1024, "decode", {}),
+    ("decode_t16_h8_4096", 16, 8, 4096, "decode", {}),
+]
+
+
+def make_inputs(num_tokens, num_heads, topk, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    rows = POOL_PAGES * PAGE_SIZE
+    base = torch.randn(rows, 512, generator=g)
+    group_scale = torch.exp(torch.randn(rows, 32, generator=g)).repeat_interleave(16, dim=1)
+    latent = (base * group_scale).to(torch.bfloat16).view(POOL_PAGES, PAGE_SIZE, 512)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.to(device), kv_layout="HND")
+    q = torch.randn(num_tokens, num_heads, 512, generator=g).to(torch.bfloat16).to(device)
+    indices = torch.randint(0, rows, (num_tokens, topk), generator=g)
+    kind = torch.rand(num_tokens, topk, generator=g)
+    indices = torch.where(kind < 0.03, torch.full_like(indices, -1), indices)
+    indices = torch.where((kind >= 0.03) & (kind < 0.05), indices + rows, indices)  # out of range: masked
+    lengths = torch.randint(0, topk + 1, (num_tokens,), generator=g).to(torch.int32)
+    lengths[: max(1, num_tokens // 3)] = topk  # a third of the tokens use the whole list
+    sink = torch.randn(num_heads, generator=g).to(torch.float32)
+    return q, cache, indices.to(torch.int32).to(device), lengths.to(device), sink.to(device)
+
+
+def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
+    q, cache, indices, lengths, sink = make_inputs(num_tokens, num_heads, topk, seed, device)
+    sm_scale = 512 ** -0.5
+    offset = extra.get("offset", 0)
+    storage = torch.full((num_tokens * num_heads * 512 + offset,), float("nan"), dtype=torch.bfloat16, device=device)
+    output = storage[offset:].view(num_tokens, num_heads, 512)
+    out_lse = torch.full((num_tokens, num_heads), float("nan"), device=device)
+    if op == "prefill":
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
+            q, cache, indices, output, out_lse, sm_scale, topk_length=lengths, attn_sink=sink)
+    else:
+        chunks = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(topk)
+        mid_out = torch.full((chunks, num_tokens, num_heads, 512), float("nan"), device=device)
+        mid_lse = torch.full((chunks, num_tokens, num_heads), float("nan"), device=device)
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
+            q, cache, indices, output, out_lse, sm_scale, topk_length=lengths, attn_sink=sink,
+            mid_out=mid_out, mid_lse=mid_lse, num_splits=extra.get("splits"))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    out_bytes = output.contiguous().view(torch.int16).cpu().numpy().tobytes()
+    lse_bytes = out_lse.contiguous().view(torch.int32).cpu().numpy().tobytes()
+    return dict(name=name, output_sha256=hashlib.sha256(out_bytes).hexdigest(),
+                lse_sha256=hashlib.sha256(lse_bytes).hexdigest(),
+                output_nan=int(torch.isnan(output.float()).sum().item()),
+                plan={k: v for k, v in dict(plan).items() if isinstance(v, (int, float, str))} if isinstance(plan, dict) else str(plan))
+
+
+def compare(paths):
+    runs = [json.load(open(path)) for path in paths]
+    first = {case["name"]: case for case in runs[0]["cases"]}
+    differing = 0
+    for path, run in zip(paths[1:], runs[1:]):
+        for case in run["cases"]:
+            base = first.get(case["name"])
+            if base is None:
+                print(f"{path}: {case['name']} not in {paths[0]}")
+                continue
+            same = base["output_sha256"] == case["output_sha256"] and base["lse_sha256"] == case["lse_sha256"]
+            if not same:
+                differing += 1
+            print(f"{path}: {case['name']}: {'same bits' if same else 'DIFFERENT'}"
+                  + ("" if case["output_nan"] == 0 else f" ({case['output_nan']} NaN outputs)"))
+    return differing
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", help="write the fingerprints here (GPU)")
+    parser.add_argument("--compare", nargs="+", metavar="JSON", help="compare fingerprint files with the first")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--device", default="cuda", help="cuda (default), or cpu to try the cases on the CPU kernels")
+    parser.add_argument("--cases", nargs="+", default=None, metavar="NAME", help="only the cases whose names contain one of these")
+    args = parser.parse_args(argv)
+    if args.compare:
+        if len(args.compare) < 2:
+            parser.error("--compare needs at least two files")
+        return 1 if compare(args.compare) else 0
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("output_digest.py needs a CUDA device (or --compare)")
+    cases = []
+    for i, (name, num_tokens, num_heads, topk, op, extra) in enumerate(CASES):
+        if args.cases and not any(part in name for part in args.cases):
+            continue
+        case = run_case(name, num_tokens, num_heads, topk, op, extra, args.seed + i, args.device)
+        print(f"{name}: output {case['output_sha256'][:16]} lse {case['lse_sha256'][:16]} "
+              f"NaN outputs {case['output_nan']} plan {case['plan']}", flush=True)
+        cases.append(case)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=dict(device=torch.cuda.get_device_name() if args.device == "cuda" else args.device,
+                                     torch=torch.__version__,
+                                     seed=args.seed), cases=cases), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
