@@ -18,6 +18,9 @@
 #             --topk 128 512 1024 --baseline none --repeats 10"
 # AB_DECODE   bench_decode.py arguments (default: none, no decode rows), e.g. "--kernels"
 # AB_ROUNDS   rounds of timing (default 1); AB_NVCC_EXTRA nvcc flags for every tree (before its own)
+# AB_DEADLINE seconds from the start after which no test or benchmark step starts, and a running
+#             one is stopped (timeout), so that the summary and ab.tar.gz are still written when a
+#             device call's time runs out (0, the default: no deadline)
 # AB_DIGEST=1 fingerprints each tree's outputs on fixed inputs (benchmarks/output_digest.py of the tree
 #             running this script) and compares them with the first tree's: a change that keeps the
 #             arithmetic must give the same bits
@@ -83,9 +86,15 @@ for i in "${!labels[@]}"; do
 done
 echo "[build] $(( $(date +%s) - start )) s, ${#built[@]} of $n trees to test and time"
 
-in_tree() {  # in_tree INDEX COMMAND...: run with the tree's package first on the path
+in_tree() {  # in_tree INDEX COMMAND...: run with the tree's package first on the path, within AB_DEADLINE
   local i=$1; shift
-  ( cd "${dirs[$i]}" && PYTHONPATH="${dirs[$i]}${PYTHONPATH:+:$PYTHONPATH}" CAKE_COMMIT="${labels[$i]}" "$@" )
+  local limit=""
+  if [ "${AB_DEADLINE:-0}" -gt 0 ]; then
+    local left=$(( start + AB_DEADLINE - $(date +%s) ))
+    [ "$left" -gt 5 ] || { echo "[${labels[$i]}] skipped (AB_DEADLINE): $*" >&2; return 124; }
+    limit="timeout $left"
+  fi
+  ( cd "${dirs[$i]}" && PYTHONPATH="${dirs[$i]}${PYTHONPATH:+:$PYTHONPATH}" CAKE_COMMIT="${labels[$i]}" $limit "$@" )
 }
 
 if [ -n "${AB_TESTS:-}" ]; then

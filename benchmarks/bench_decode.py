@@ -14,7 +14,8 @@ decode runs its planner's plan (head tiles, splits; --max-splits) with scratch f
 allocate_decode_scratch; the prefill its planner's head tiles, and only where it accepts the shape
 (H a multiple of 16, at most 1024 candidates). Where both run, their outputs are compared.
 --grid times T in {1, 2, ..., 128} x H in {16, 64, 128} x candidates in {512, 1024} with both ops
-and prints which one select_kernel picks and which was faster. --kernels adds, per row, the device
+and prints which one select_kernel picks and which was faster; the last line (and
+meta.selection_misses) counts the shapes where the pick took more than 10% longer than the faster. --kernels adds, per row, the device
 time of each kernel the decode launches (torch.profiler's CUDA activity; median over min(--repeats,
 20) further calls, each after an L2 flush), so the split kernel and the merge can be told apart;
 the sum is below the event time, which also holds the launch gaps. --splits N ... times the decode
@@ -167,6 +168,20 @@ def print_row(row):
               flush=True)
 
 
+def selection_misses(rows, tolerance=0.10):
+    """The planned rows (not forced split counts) where both ops ran and select_kernel's pick took
+    more than (1 + tolerance) times the faster op's time, as (row, pick's time / faster time)."""
+    misses = []
+    for row in rows:
+        if row.get("forced") or row.get("prefill_us") is None:
+            continue
+        picked = row["us"] if row["select"] == "decode" else row["prefill_us"]
+        ratio = picked / min(row["us"], row["prefill_us"])
+        if ratio > 1 + tolerance:
+            misses.append((row, ratio))
+    return misses
+
+
 def launch_floor(flush, repeats, warmup):
     """The time the same method gives one and two back-to-back kernels that do nothing (a 1-element
     add): what a decode step of two launches cannot go below on this device and driver."""
@@ -213,8 +228,15 @@ def main():
                 forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced)
                 print_row(forced_row)
                 rows.append(forced_row)
+    both = [row for row in rows if not row.get("forced") and row.get("prefill_us") is not None]
+    misses = selection_misses(rows)
+    print(f"select_kernel: {len(misses)} of {len(both)} shapes where both ops ran pick an op more than 10% slower "
+          "than the faster" + "".join(f"; {r['T']}x{r['H']}x{r['candidates']} {r['select']} {ratio:.2f}x"
+                                      for r, ratio in misses))
     meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
                 launch_floor_us=dict(one_kernel=floor_one, two_kernels=floor_two),
+                selection_misses=[dict(T=r["T"], H=r["H"], candidates=r["candidates"], ratio=ratio)
+                                  for r, ratio in misses],
                 grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits, graph=args.graph,
                 kernel_override=torch_ops.get_prefill_kernel_override())
     if args.json:

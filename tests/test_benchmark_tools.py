@@ -268,3 +268,19 @@ def test_output_digest_runs_on_the_cpu_kernels(tmp_path):
     assert all(case["output_nan"] == 0 for case in cases)
     same = subprocess.run([sys.executable, script, "--compare", *map(str, paths)], capture_output=True, text=True)
     assert same.returncode == 0 and same.stdout.count("same bits") == 2
+
+
+def test_decode_benchmark_selection_misses():
+    """The grid's criterion: a row counts when select_kernel's pick took more than 10% longer than
+    the faster op. On the recorded b744884 grid the rule of that time (its `select` column) missed
+    at 6 shapes; the rule now in the planner misses none of them."""
+    bench_decode = import_benchmark("bench_decode")
+    rows = json.loads((ROOT / "docs" / "data" / "bench_decode_grid_h200_b744884.json").read_text())["rows"]
+    misses = bench_decode.selection_misses(rows)
+    assert sorted((r["T"], r["H"], r["candidates"]) for r, _ in misses) == [
+        (16, 128, 512), (32, 64, 512), (64, 16, 512), (64, 16, 1024), (128, 16, 512), (128, 16, 1024)]
+    assert all(ratio > 1.1 for _, ratio in misses)
+    now = [dict(row, select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+        num_tokens=row["T"], num_heads=row["H"], topk=row["candidates"], num_sms=132)) for row in rows]
+    assert bench_decode.selection_misses(now) == []
+    assert bench_decode.selection_misses([dict(rows[0], forced=True, select="prefill", us=1.0, prefill_us=9.0)]) == []
