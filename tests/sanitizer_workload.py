@@ -6,8 +6,9 @@ for 4 tiles, the small-heads one for the rest) and again on the portable kernel,
 small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads. Then the decode (split kernel
 and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head tile (64 heads
 per item: the Hopper kernel's splits on Hopper), one split and several, splits past a token's
-length or holding only masked slots, more than 1024 candidates over both caches. Small shapes, so
-the sanitizer finishes in minutes."""
+length or holding only masked slots, more than 1024 candidates over both caches, one-chunk splits
+on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on both Hopper
+kernels (register and TMA stores of O). Small shapes, so the sanitizer finishes in minutes."""
 import torch
 
 import torch_ops
@@ -71,6 +72,22 @@ def main():
         torch.cuda.synchronize()
         assert plan["kernel"] == "hopper_small"
         assert_matches_reference(output, out_lse, *problem.reference())
+    # Output views at an offset of 2 elements (4-byte aligned: the Hopper kernels store O from
+    # registers) and 8 (16-byte aligned: through shared memory by TMA), with NaN guards around the
+    # view, on the 64-head kernel (64 heads) and the small-heads one (32, and 96: its launch moved
+    # to head 64).
+    for i, (num_heads, offset) in enumerate([(64, 2), (64, 8), (32, 2), (32, 8), (96, 2)]):
+        problem = make_problem(num_tokens=3, num_heads=num_heads, topk=130, main=CacheSpec(4, 64), device="cuda",
+                               seed=300 + i, lengths="random", sink=1.0)
+        size = 3 * num_heads * 512
+        storage = torch.full((size + offset + 16,), float("nan"), dtype=torch.bfloat16, device="cuda")
+        output = storage[offset:offset + size].view(3, num_heads, 512)
+        out_lse = torch.full((3, num_heads), float("nan"), device="cuda")
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(problem.q, problem.kv_cache, problem.indices, output, out_lse,
+                                                            problem.sm_scale, **problem.kwargs)
+        torch.cuda.synchronize()
+        assert_matches_reference(output, out_lse, *problem.reference())
+        assert torch.isnan(storage[:offset]).all() and torch.isnan(storage[offset + size:]).all(), "a guard was written"
     decode_cases = [
         # (problem, [(num_splits, head_tiles, max_splits), ...])
         (dict(num_tokens=3, num_heads=8, topk=1100, main=CacheSpec(20, 64, "NHD", 16), extra=CacheSpec(9, 1),
@@ -95,6 +112,12 @@ def main():
         for num_splits, head_tiles, max_splits in plans:
             check_decode(problem, num_splits, max_splits, head_tiles)
             torch.cuda.synchronize()
+    # One-chunk splits on the 64-head kernel (the override "hopper"; the default runs them on the
+    # portable body).
+    problem = make_problem(device="cuda", seed=150, **decode_cases[-1][0])
+    with torch_ops.prefill_kernel_override(kernel="hopper" if runs_small else None):
+        check_decode(problem, 13, 16, 4)
+        torch.cuda.synchronize()
     # Writers: pack into an exact-size cache, append with invalid and repeated slots.
     latent = torch.randn(3, 5, 512, device="cuda").to(torch.bfloat16)
     cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent)
