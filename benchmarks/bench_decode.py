@@ -168,13 +168,16 @@ def print_row(row):
               flush=True)
 
 
+def both_ops_rows(rows):
+    """The planned rows (not forced split counts) where both ops ran."""
+    return [row for row in rows if not row.get("forced") and row.get("prefill_us") is not None]
+
+
 def selection_misses(rows, tolerance=0.10):
-    """The planned rows (not forced split counts) where both ops ran and select_kernel's pick took
-    more than (1 + tolerance) times the faster op's time, as (row, pick's time / faster time)."""
+    """The rows of both_ops_rows where select_kernel's pick took more than (1 + tolerance) times
+    the faster op's time, as (row, pick's time / faster time)."""
     misses = []
-    for row in rows:
-        if row.get("forced") or row.get("prefill_us") is None:
-            continue
+    for row in both_ops_rows(rows):
         picked = row["us"] if row["select"] == "decode" else row["prefill_us"]
         ratio = picked / min(row["us"], row["prefill_us"])
         if ratio > 1 + tolerance:
@@ -228,9 +231,8 @@ def main():
                 forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced)
                 print_row(forced_row)
                 rows.append(forced_row)
-    both = [row for row in rows if not row.get("forced") and row.get("prefill_us") is not None]
     misses = selection_misses(rows)
-    print(f"select_kernel: {len(misses)} of {len(both)} shapes where both ops ran pick an op more than 10% slower "
+    print(f"select_kernel: {len(misses)} of {len(both_ops_rows(rows))} shapes where both ops ran pick an op more than 10% slower "
           "than the faster" + "".join(f"; {r['T']}x{r['H']}x{r['candidates']} {r['select']} {ratio:.2f}x"
                                       for r, ratio in misses))
     meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,

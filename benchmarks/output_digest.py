@@ -6,9 +6,9 @@ must give the same bits: run this with each build and compare the files.
     python3 benchmarks/output_digest.py --json a.json          # on the GPU, with the build to fingerprint
     python3 benchmarks/output_digest.py --compare a.json b.json # anywhere: which cases differ
 
-Every case draws its inputs from a fixed seed on the CPU (q, a random NVFP4 cache written by the
-library's own writer, candidate lists with masked and out-of-range entries, random lengths, a
-sink), runs the prefill or the decode (its plan, or forced splits) into NaN-filled outputs, and
+Every case draws its inputs from a fixed seed with the tests' problem maker (tests/helpers.py: q,
+a random NVFP4 cache written by the library's own writer, candidate lists with masked and
+out-of-range entries, random lengths, a sink), runs the prefill or the decode (its plan, or forced splits) into NaN-filled outputs, and
 records the SHA-256 of the output's and the LSE's bytes, and how many output elements are NaN.
 The cases cover the Hopper kernels' paths: 64 and 128 heads (whole lists), the padded head
 block (48, 112), the small-heads kernel (16, 32) and its shifted launch (80, 96), output views of
@@ -18,12 +18,13 @@ import argparse
 import hashlib
 import json
 import sys
+from pathlib import Path
 
 import torch
 
 import torch_ops
 
-POOL_PAGES, PAGE_SIZE = 256, 64  # 16,384 cache rows
+POOL = dict(pages=256, page_size=64)  # 16,384 cache rows
 
 # (name, T, H, topk, op, extra): op "prefill" or "decode"; extra: output offset (elements) or splits
 CASES = [
@@ -48,49 +49,33 @@ CASES = [
 ]
 
 
-def make_inputs(num_tokens, num_heads, topk, seed, device):
-    g = torch.Generator().manual_seed(seed)
-    rows = POOL_PAGES * PAGE_SIZE
-    base = torch.randn(rows, 512, generator=g)
-    group_scale = torch.exp(torch.randn(rows, 32, generator=g)).repeat_interleave(16, dim=1)
-    latent = (base * group_scale).to(torch.bfloat16).view(POOL_PAGES, PAGE_SIZE, 512)
-    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.to(device), kv_layout="HND")
-    q = torch.randn(num_tokens, num_heads, 512, generator=g).to(torch.bfloat16).to(device)
-    indices = torch.randint(0, rows, (num_tokens, topk), generator=g)
-    kind = torch.rand(num_tokens, topk, generator=g)
-    indices = torch.where(kind < 0.03, torch.full_like(indices, -1), indices)
-    indices = torch.where((kind >= 0.03) & (kind < 0.05), indices + rows, indices)  # out of range: masked
-    lengths = torch.randint(0, topk + 1, (num_tokens,), generator=g).to(torch.int32)
-    lengths[: max(1, num_tokens // 3)] = topk  # a third of the tokens use the whole list
-    sink = torch.randn(num_heads, generator=g).to(torch.float32)
-    return q, cache, indices.to(torch.int32).to(device), lengths.to(device), sink.to(device)
-
-
 def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
-    q, cache, indices, lengths, sink = make_inputs(num_tokens, num_heads, topk, seed, device)
-    sm_scale = 512 ** -0.5
+    # The tests' random problems (tests/helpers.py): masked and out-of-range candidates, random
+    # lengths (some past the list, some negative), a sink.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from helpers import CacheSpec, make_problem
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL), device=device,
+                           seed=seed, lengths="random", sink=1.0)
     offset = extra.get("offset", 0)
     storage = torch.full((num_tokens * num_heads * 512 + offset,), float("nan"), dtype=torch.bfloat16, device=device)
     output = storage[offset:].view(num_tokens, num_heads, 512)
     out_lse = torch.full((num_tokens, num_heads), float("nan"), device=device)
+    args = (problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale)
     if op == "prefill":
-        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
-            q, cache, indices, output, out_lse, sm_scale, topk_length=lengths, attn_sink=sink)
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(*args, **problem.kwargs)
     else:
-        chunks = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(topk)
-        mid_out = torch.full((chunks, num_tokens, num_heads, 512), float("nan"), device=device)
-        mid_lse = torch.full((chunks, num_tokens, num_heads), float("nan"), device=device)
-        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
-            q, cache, indices, output, out_lse, sm_scale, topk_length=lengths, attn_sink=sink,
-            mid_out=mid_out, mid_lse=mid_lse, num_splits=extra.get("splits"))
-    if device == "cuda":
-        torch.cuda.synchronize()
+        mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
+            num_tokens, num_heads, topk, device=device)
+        mid_out.fill_(float("nan"))
+        mid_lse.fill_(float("nan"))
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(*args, mid_out=mid_out, mid_lse=mid_lse,
+                                                                 num_splits=extra.get("splits"), **problem.kwargs)
     out_bytes = output.contiguous().view(torch.int16).cpu().numpy().tobytes()
     lse_bytes = out_lse.contiguous().view(torch.int32).cpu().numpy().tobytes()
     return dict(name=name, output_sha256=hashlib.sha256(out_bytes).hexdigest(),
                 lse_sha256=hashlib.sha256(lse_bytes).hexdigest(),
                 output_nan=int(torch.isnan(output.float()).sum().item()),
-                plan={k: v for k, v in dict(plan).items() if isinstance(v, (int, float, str))} if isinstance(plan, dict) else str(plan))
+                plan={k: v for k, v in dict(plan).items() if isinstance(v, (int, float, str))})
 
 
 def compare(paths):

@@ -284,3 +284,35 @@ def test_decode_benchmark_selection_misses():
         num_tokens=row["T"], num_heads=row["H"], topk=row["candidates"], num_sms=132)) for row in rows]
     assert bench_decode.selection_misses(now) == []
     assert bench_decode.selection_misses([dict(rows[0], forced=True, select="prefill", us=1.0, prefill_us=9.0)]) == []
+
+
+def fake_tree(path, test_seconds=0):
+    """A tree ab_trees.sh can "build" in no time: its setup.py only drops a torch_ops/_C*.so, its
+    package imports, and its one test sleeps test_seconds."""
+    (path / "torch_ops").mkdir(parents=True)
+    (path / "torch_ops" / "__init__.py").write_text("")
+    (path / "meta").mkdir()
+    (path / "tests").mkdir()
+    (path / "tests" / "test_fake.py").write_text(f"import time\n\ndef test_fake():\n    time.sleep({test_seconds})\n")
+    (path / "setup.py").write_text("import pathlib\npathlib.Path(__file__).parent.joinpath('torch_ops', '_C.fake.so')"
+                                   ".write_bytes(b'')\n")
+    return path
+
+
+def test_ab_trees_runs_tests_builds_only_and_keeps_its_deadline(tmp_path):
+    """Each tree is copied and built; a build-only tree is not tested; the tests' results are
+    reported; with AB_DEADLINE past, a step is skipped (a 60-second test does not run) and the
+    summary and archive are still written."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    tree = fake_tree(tmp_path / "tree", test_seconds=60)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(tmp_path / "work"), PYTHON=sys.executable,
+               AB_TESTS="tests/test_fake.py")
+    result = subprocess.run(["bash", str(script), f"a={tree}", f"b={tree}@-DX=1"], capture_output=True, text=True,
+                            env=dict(env, AB_DEADLINE="1", AB_BUILD_ONLY="b"), timeout=50)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[b] built in" in result.stdout and "skipped (AB_DEADLINE)" in result.stdout
+    assert (tmp_path / "out" / "summary.md").exists() and (tmp_path / "out" / "ab.tar.gz").exists()
+    assert (tmp_path / "work" / "trees" / "b" / "torch_ops" / "_C.fake.so").exists()
+    quick = fake_tree(tmp_path / "quick")
+    result = subprocess.run(["bash", str(script), f"q={quick}"], capture_output=True, text=True, env=env, timeout=120)
+    assert "[q] tests: 1 passed" in result.stdout, result.stdout + result.stderr

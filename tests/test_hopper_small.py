@@ -131,18 +131,25 @@ def small_call_units_per_token(heads):
     return max(wide // 64, rest // group)
 
 
+def run_both_caches(*, num_tokens, heads, seed):
+    """A small-heads call (its planned kernel family) over both caches with random lengths and a
+    sink: the problem, its output and LSE, checked against the reference."""
+    problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=300, main=CacheSpec(12, 64), device="cuda",
+                           seed=seed, extra=CacheSpec(5, 2), extra_topk=40, lengths="random",
+                           extra_lengths="random", sink=1.0)
+    output, out_lse, plan = problem.run()
+    assert plan["kernel"] == "hopper_small"
+    assert_matches_reference(output, out_lse, *problem.reference())
+    return problem, output, out_lse
+
+
 @needs_small_heads
 @pytest.mark.parametrize("heads", [80, 96])
 def test_leading_64_heads_run_on_the_64_head_kernel(heads):
     """With H = 80 or 96, heads 0..63 run on the 64-head Hopper kernel: the same bits as a
     64-head call on those heads' q and sink (which the 64-head kernel runs); the other heads run on
     the small-heads kernel and meet the contract."""
-    problem = make_problem(num_tokens=150, num_heads=heads, topk=300, main=CacheSpec(12, 64), device="cuda",
-                           seed=70 + heads, extra=CacheSpec(5, 2), extra_topk=40, lengths="random",
-                           extra_lengths="random", sink=1.0)
-    output, out_lse, plan = problem.run()
-    assert plan["kernel"] == "hopper_small"
-    assert_matches_reference(output, out_lse, *problem.reference())
+    problem, output, out_lse = run_both_caches(num_tokens=150, heads=heads, seed=70 + heads)
     leading = dataclasses.replace(problem, q=problem.q[:, :64].contiguous(),
                                   kwargs=dict(problem.kwargs, attn_sink=problem.kwargs["attn_sink"][:64].contiguous()))
     leading_out, leading_lse, leading_plan = leading.run()
@@ -158,12 +165,7 @@ def test_padded_last_head_block(heads):
     with zero q rows that are never stored: the contract holds, and each head's output and LSE
     are the same bits as in a call with H rounded up to 64 / 128 whose extra heads carry other
     (random) q and sink values, which the 64-head kernel runs without padding."""
-    problem = make_problem(num_tokens=70, num_heads=heads, topk=300, main=CacheSpec(12, 64), device="cuda",
-                           seed=90 + heads, extra=CacheSpec(5, 2), extra_topk=40, lengths="random",
-                           extra_lengths="random", sink=1.0)
-    output, out_lse, plan = problem.run()
-    assert plan["kernel"] == "hopper_small"
-    assert_matches_reference(output, out_lse, *problem.reference())
+    problem, output, out_lse = run_both_caches(num_tokens=70, heads=heads, seed=90 + heads)
     full_heads = heads + 16
     generator = torch.Generator(device="cuda").manual_seed(heads)
     extra_q = torch.randn(problem.q.shape[0], 16, problem.q.shape[2], device="cuda", generator=generator)

@@ -28,10 +28,11 @@ constexpr int64_t kDefaultMaxSplits = 16;
 // prefill of 16, 32, 48 heads runs the faster small-heads kernel: with 16 heads the decode was
 // faster only below ~25% of the SMs (T = 32 a tie, T = 64 1.23x slower), with 64 and 128 heads up
 // to ~50% (at ~97% it was 1.36x slower).
-constexpr int64_t kDecodeCrossoverItemsPercentWide = 75;    // H a multiple of 64
+constexpr int64_t kDecodeCrossoverItemsPercentWide = 75;    // H a multiple of 64 (kWideHeadBlock)
 constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 25;  // the other head counts
+constexpr int64_t kWideHeadBlock = 4 * nvfp4::kHeadsPerTile;  // four head tiles: the 64-head kernel's item
 inline int64_t decode_crossover_items_percent(int64_t num_heads) {
-  return num_heads % 64 == 0 ? kDecodeCrossoverItemsPercentWide : kDecodeCrossoverItemsPercentNarrow;
+  return num_heads % kWideHeadBlock == 0 ? kDecodeCrossoverItemsPercentWide : kDecodeCrossoverItemsPercentNarrow;
 }
 
 inline bool is_decode_head_count(int64_t num_heads) {
