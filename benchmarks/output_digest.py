@@ -22,8 +22,6 @@ from pathlib import Path
 
 import torch
 
-import torch_ops
-
 POOL = dict(pages=256, page_size=64)  # 16,384 cache rows
 
 # (name, T, H, topk, op, extra): op "prefill" or "decode"; extra: output offset (elements) or splits
@@ -52,6 +50,7 @@ CASES = [
 def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
     # The tests' random problems (tests/helpers.py): masked and out-of-range candidates, random
     # lengths (some past the list, some negative), a sink.
+    import torch_ops  # here, not at the top: --compare runs where the library is not importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from helpers import CacheSpec, make_problem
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL), device=device,

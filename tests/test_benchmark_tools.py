@@ -248,9 +248,12 @@ def test_output_digest_compare(tmp_path):
     b.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "4")])))
     c.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "5")])))
     script = str(ROOT / "benchmarks" / "output_digest.py")
-    same = subprocess.run([sys.executable, script, "--compare", str(a), str(b)], capture_output=True, text=True)
-    assert same.returncode == 0 and same.stdout.count("same bits") == 2
-    differ = subprocess.run([sys.executable, script, "--compare", str(a), str(b), str(c)], capture_output=True, text=True)
+    # As ab_trees.sh runs it: from outside the tree, where the library need not be importable.
+    away = dict(cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    same = subprocess.run([sys.executable, script, "--compare", str(a), str(b)], capture_output=True, text=True, **away)
+    assert same.returncode == 0 and same.stdout.count("same bits") == 2, same.stderr
+    differ = subprocess.run([sys.executable, script, "--compare", str(a), str(b), str(c)], capture_output=True, text=True,
+                            **away)
     assert differ.returncode == 1
     assert f"{c}: y: DIFFERENT" in differ.stdout and f"{c}: x: same bits" in differ.stdout
 
