@@ -50,8 +50,12 @@ CASES = [
 def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
     # The tests' random problems (tests/helpers.py): masked and out-of-range candidates, random
     # lengths (some past the list, some negative), a sink.
-    import torch_ops  # here, not at the top: --compare runs where the library is not importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    # The library on PYTHONPATH (ab_trees.sh points it at the tree under test), else this checkout's
+    # in-place build; imported here, not at the top: --compare runs where neither is importable.
+    root = Path(__file__).resolve().parent.parent
+    sys.path.append(str(root))
+    import torch_ops
+    sys.path.insert(0, str(root / "tests"))
     from helpers import CacheSpec, make_problem
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL), device=device,
                            seed=seed, lengths="random", sink=1.0)
