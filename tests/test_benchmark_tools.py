@@ -287,6 +287,14 @@ def test_decode_benchmark_selection_misses():
         num_tokens=row["T"], num_heads=row["H"], topk=row["candidates"], num_sms=132)) for row in rows]
     assert bench_decode.selection_misses(now) == []
     assert bench_decode.selection_misses([dict(rows[0], forced=True, select="prefill", us=1.0, prefill_us=9.0)]) == []
+    # The abf6f3a grid (both ops faster): the rule of that build missed at the two 128-item shapes
+    # of 1024 candidates, where the decode's splits now win; the rule now misses none.
+    rows = json.loads((ROOT / "docs" / "data" / "bench_decode_grid_h200_abf6f3a.json").read_text())["rows"]
+    assert sorted((r["T"], r["H"], r["candidates"]) for r, _ in bench_decode.selection_misses(rows)) == [
+        (16, 128, 1024), (32, 64, 1024)]
+    now = [dict(row, select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+        num_tokens=row["T"], num_heads=row["H"], topk=row["candidates"], num_sms=132)) for row in rows]
+    assert bench_decode.selection_misses(now) == []
 
 
 def fake_tree(path, test_seconds=0):

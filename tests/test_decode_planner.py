@@ -176,9 +176,10 @@ def test_scratch_covers_every_plan(num_tokens, num_heads, topk, extra_topk, max_
 
 def test_select_kernel():
     """The crossover: the decode when the prefill cannot run the shape, or when its largest launch
-    (T * H / 16 work items) is below 75% of the SM count (H a multiple of 64) or 25% (other head
-    counts)."""
-    assert (_C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE, _C.DECODE_CROSSOVER_ITEMS_PERCENT_NARROW) == (75, 25)
+    (T * H / 16 work items) is below 75% of the SM count (H a multiple of 64 and fewer than 16
+    chunks), 100% (H a multiple of 64, 16 chunks or more) or 25% (other head counts)."""
+    assert (_C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE, _C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE_LONG,
+            _C.DECODE_CROSSOVER_ITEMS_PERCENT_NARROW, _C.DECODE_CROSSOVER_LONG_LIST_CHUNKS) == (75, 100, 25, 16)
     assert select(num_tokens=10**6, num_heads=8, topk=64, num_sms=132) == "decode"       # H not a multiple of 16
     assert select(num_tokens=10**6, num_heads=16, topk=1025, num_sms=132) == "decode"    # 17 chunks
     assert select(num_tokens=10**6, num_heads=16, topk=1000, extra_topk=20, num_sms=132) == "decode"
@@ -187,6 +188,15 @@ def test_select_kernel():
     assert select(num_tokens=25, num_heads=64, topk=512, num_sms=132) == "prefill"       # 100 items
     assert select(num_tokens=12, num_heads=128, topk=512, num_sms=132) == "decode"       # 96 items
     assert select(num_tokens=13, num_heads=128, topk=512, num_sms=132) == "prefill"
+    assert select(num_tokens=24, num_heads=64, topk=960, num_sms=132) == "decode"        # 15 chunks: 75%
+    assert select(num_tokens=25, num_heads=64, topk=960, num_sms=132) == "prefill"
+    assert select(num_tokens=32, num_heads=64, topk=1024, num_sms=132) == "decode"       # 16 chunks: 128 items < 132
+    assert select(num_tokens=33, num_heads=64, topk=1024, num_sms=132) == "prefill"      # 132 items
+    assert select(num_tokens=16, num_heads=128, topk=1024, num_sms=132) == "decode"      # 128 items < 132
+    assert select(num_tokens=17, num_heads=128, topk=1024, num_sms=132) == "prefill"
+    assert select(num_tokens=16, num_heads=128, topk=512, extra_topk=512, num_sms=132) == "decode"  # 8 + 8 chunks
+    assert select(num_tokens=32, num_heads=16, topk=1024, num_sms=132) == "decode"       # narrow: 25% at any length
+    assert select(num_tokens=33, num_heads=16, topk=1024, num_sms=132) == "prefill"
     assert select(num_tokens=32, num_heads=16, topk=512, num_sms=132) == "decode"        # 32 items < 33
     assert select(num_tokens=33, num_heads=16, topk=512, num_sms=132) == "prefill"
     assert select(num_tokens=16, num_heads=32, topk=512, num_sms=132) == "decode"        # 32 items < 33

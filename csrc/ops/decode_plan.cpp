@@ -108,7 +108,7 @@ bool prefill_serves(int64_t num_heads, int64_t num_chunks) {
 AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms) {
   if (!prefill_serves(num_heads, num_chunks)) return AttentionOp::kDecode;
   const int64_t prefill_items = num_tokens * prefill_items_per_token(num_heads, 1);
-  return prefill_items * 100 < decode_crossover_items_percent(num_heads) * num_sms ? AttentionOp::kDecode
+  return prefill_items * 100 < decode_crossover_items_percent(num_heads, num_chunks) * num_sms ? AttentionOp::kDecode
                                                                                    : AttentionOp::kPrefill;
 }
 
