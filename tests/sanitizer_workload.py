@@ -99,6 +99,10 @@ def main():
         (dict(num_tokens=2, num_heads=128, topk=200, main=CacheSpec(5, 64), lengths="random", sink=1.0),
          [(1, 4, 16), (4, 4, 16), (2, 2, 16)]),
         (dict(num_tokens=1, num_heads=56, topk=64, main=CacheSpec(1, 64), invalid_fraction=1.0), [(1, 4, 16)]),
+        # More split items than SMs (40 tokens x 2 head blocks x 4 splits of two chunks): the
+        # persistent CTAs of the 64-head kernel walk several split items each.
+        (dict(num_tokens=40, num_heads=128, topk=512, main=CacheSpec(40, 64), lengths="random", sink=1.0),
+         [(4, 4, 16)]),
         # 64 heads per item: the Hopper kernel's splits on Hopper (13 chunks: splits of one to three
         # chunks; 13 splits, one chunk each, run the portable body).
         (dict(num_tokens=3, num_heads=64, topk=700, main=CacheSpec(12, 64, "NHD", 16), extra=CacheSpec(5, 2),
