@@ -15,6 +15,13 @@ uses) and prints a `LAUNCH k` line before each launch's timeline. --run-decode l
 of T = 1, H = 64, 2048 candidates as planned (16 splits of two chunks, each a CTA of the 64-head
 kernel), where the fixed cost of a short launch is most of the time: the summary then shows CTA
 0's life (`LIFE role clocks...`: entry, barriers set up, first item's epilogue, exit) per role.
+
+`--run --topk 512` (or 1024; `--heads`, `--tokens` likewise) traces longer items: 48 blocks are
+6 items of 8 blocks (3 of 16). `--run` prints a `PROBLEM T H topk` line, from which the summary
+takes the item's block count (2 where a log has none: logs from before the option). Besides the
+item table it then prints where a pair's time goes in steady state (the pairs of every item but
+the first, medians over them): each consumer's steps, and each dequant block's waits for its
+tile and its conversions, the measure of whether the dequant or the consumers hold the pair up.
 """
 import argparse
 import statistics
@@ -22,13 +29,15 @@ import sys
 from pathlib import Path
 
 LEADER, FOLLOWER, DEQUANT = 0, 1, 2
-# (name, row offset from the item's first block, event a, event b): clock[b] - clock[a] of the leader
+# (name, row, event a, event b): clock[b] - clock[a] of the leader, in the item's first pair's
+# row ("first") or its last block's ("epilogue"); "pair" runs from the first pair's start to the
+# last pair's end (the item's only pair at topk 128).
 LEADER_PARTS = (
-    ("pair", 0, 0, 5),             # start .. pair done
-    ("sums_exchanged", 1, 0, 1),   # epilogue entry .. both consumers' row sums exchanged
-    ("q_confirmed", 1, 1, 2),      # .. this item's Q confirmed landed
-    ("epilogue_a", 1, 2, 3),       # .. O written (see below)
-    ("epilogue_b", 1, 3, 4),       # .. O stored by TMA and the next Q issued (see below)
+    ("pair", "first", 0, 5),                # start .. the last pair done
+    ("sums_exchanged", "epilogue", 0, 1),   # epilogue entry .. both consumers' row sums exchanged
+    ("q_confirmed", "epilogue", 1, 2),      # .. this item's Q confirmed landed
+    ("epilogue_a", "epilogue", 2, 3),       # .. O written (see below)
+    ("epilogue_b", "epilogue", 3, 4),       # .. O stored by TMA and the next Q issued (see below)
 )
 # The epilogue's two memory steps changed with the TMA epilogue: before it (the recorded log of
 # cf7b196), epilogue_a was issuing the next item's Q copies (cp.async) and epilogue_b the O
@@ -81,14 +90,98 @@ def item_parts(launch, blocks_per_item=2):
     while g + blocks_per_item in leader and any(leader[g + blocks_per_item]):
         first, epilogue = leader[g], leader[g + blocks_per_item - 1]
         parts = {"first_block": g}
-        for name, offset, a, b in LEADER_PARTS:
-            clocks = leader[g + offset] if offset else first
+        for name, row, a, b in LEADER_PARTS:
+            clocks = epilogue if row == "epilogue" else first
             parts[name] = clocks[b] - clocks[a]
+        parts["pair"] = leader[g + blocks_per_item - 2][5] - first[0]
         parts["to_next_pair"] = leader[g + blocks_per_item][0] - epilogue[4]
         parts["period"] = leader[g + blocks_per_item][0] - first[0]
         items.append(parts)
         g += blocks_per_item
     return items
+
+
+# A pair's steps (name, role, event a, event b): clock[b] - clock[a] in the pair's row. Leader
+# events: 0 start, 1 QK^T done, 2 weights handed over, 3 its own PV retired, 4 the follower's
+# hand-over seen, 5 pair done; follower: 0 start, 1 QK^T done, 2 the leader's reference taken, 3
+# its weights stored, 4 its PV of the leader's block retired (hand-over done), 5 pair done.
+PAIR_STEPS = (
+    ("pair", LEADER, 0, 5),
+    ("L_scores", LEADER, 0, 1),          # waits for the block's halves, then QK^T
+    ("L_softmax", LEADER, 1, 2),
+    ("L_own_pv", LEADER, 2, 3),
+    ("L_wait_follower", LEADER, 3, 4),   # kWeightsReady + 1
+    ("L_other_pv", LEADER, 4, 5),
+    ("F_scores", FOLLOWER, 0, 1),        # kScoresIssued, the block's halves, QK^T
+    ("F_wait_reference", FOLLOWER, 1, 2),
+    ("F_softmax", FOLLOWER, 2, 3),
+    ("F_leader_pv", FOLLOWER, 3, 4),
+    ("F_own_pv", FOLLOWER, 4, 5),
+)
+# A dequant block's steps (role 2, the first half of the rows; events 0 top, 1 low half free, 3
+# low half written, 4 high half free, 2 high half written).
+BLOCK_STEPS = (
+    ("D_wait_low", 0, 1),      # the consumers' release of the tile's low half (two blocks back)
+    ("D_convert_low", 1, 3),
+    ("D_wait_high", 3, 4),
+    ("D_convert_high", 4, 2),
+)
+
+
+def pair_parts(launch, blocks_per_item):
+    """Per pair of every item but the first (steady state): the PAIR_STEPS in cycles, and
+    `to_next`, from the pair's end to the next pair's start within the item (None for an item's
+    last pair)."""
+    leader, follower = launch.get(LEADER, {}), launch.get(FOLLOWER, {})
+    pairs = []
+    for first in range(blocks_per_item, max(leader, default=0) + 1, blocks_per_item):
+        for row in range(first, first + blocks_per_item, 2):
+            if not any(leader.get(row, [])) or not any(follower.get(row, [])):
+                continue
+            clocks = {LEADER: leader[row], FOLLOWER: follower[row]}
+            parts = {"row": row}
+            for name, role, a, b in PAIR_STEPS:
+                parts[name] = clocks[role][b] - clocks[role][a]
+            following = leader.get(row + 2, [])
+            parts["to_next"] = (following[0] - leader[row][5]
+                                if row + 2 < first + blocks_per_item and any(following) else None)
+            pairs.append(parts)
+    return pairs
+
+
+def block_parts(launch, blocks_per_item):
+    """Per dequant block (warpgroup 2) of every item but the first: the BLOCK_STEPS in cycles,
+    and `to_next_top`, from the high half written to the next block's top."""
+    dequant = launch.get(DEQUANT, {})
+    blocks = []
+    for row in sorted(dequant):
+        clocks = dequant[row]
+        if row < blocks_per_item or not any(clocks):
+            continue
+        parts = {"row": row}
+        for name, a, b in BLOCK_STEPS:
+            parts[name] = clocks[b] - clocks[a]
+        following = dequant.get(row + 1, [])
+        parts["to_next_top"] = following[0] - clocks[2] if any(following) else None
+        blocks.append(parts)
+    return blocks
+
+
+def medians(rows, names):
+    out = {}
+    for name in names:
+        values = [row[name] for row in rows if row.get(name) is not None]
+        out[name] = statistics.median(values) if values else None
+    return out
+
+
+def problem_of(text):
+    """(T, H, topk) from a `PROBLEM` line, or None."""
+    for line in text.splitlines():
+        if line.startswith("PROBLEM"):
+            _, tokens, heads, topk = line.split()
+            return int(tokens), int(heads), int(topk)
+    return None
 
 
 def summary(items, skip_first=True):
@@ -114,10 +207,11 @@ def run_traced(num_tokens, num_heads, topk, launch):
             print(shown, flush=True)
 
 
-def run_trace():
+def run_trace(num_tokens=4096, num_heads=128, topk=128):
     def prefill(problem):
         problem.run(head_tiles=4)
-    run_traced(4096, 128, 128, prefill)
+    print(f"PROBLEM {num_tokens} {num_heads} {topk}", flush=True)
+    run_traced(num_tokens, num_heads, topk, prefill)
 
 
 def run_decode_trace():
@@ -129,16 +223,24 @@ def main():
     parser.add_argument("log", nargs="?", help="a trace build's output")
     parser.add_argument("--run", action="store_true", help="launch the traced problem (GPU, trace build)")
     parser.add_argument("--run-decode", action="store_true", help="launch the traced decode (GPU, trace build)")
+    parser.add_argument("--tokens", type=int, default=4096, help="--run: T (default 4096)")
+    parser.add_argument("--heads", type=int, default=128, help="--run: H, a multiple of 64 (default 128)")
+    parser.add_argument("--topk", type=int, default=128, help="--run: candidates, a multiple of 128 (default 128)")
     args = parser.parse_args()
     if args.run:
-        run_trace()
+        if args.heads % 64 or args.topk % 128 or not 0 < args.topk <= 1024:
+            parser.error("--run traces the 64-head kernel: --heads a multiple of 64, --topk a multiple of 128 up to 1024")
+        run_trace(args.tokens, args.heads, args.topk)
         return
     if args.run_decode:
         run_decode_trace()
         return
     if not args.log:
         parser.error("give a log, or --run")
-    launches = parse_launches(Path(args.log).read_text())
+    text = Path(args.log).read_text()
+    launches = parse_launches(text)
+    problem = problem_of(text)
+    blocks_per_item = problem[2] // 64 if problem else 2
     if not launches:
         sys.exit(f"no TRACE lines in {args.log}: was the extension built with -DCAKE_HOPPER_TRACE?")
     life = life_parts(launches[-1])
@@ -149,7 +251,7 @@ def main():
         for role, points in life.items():
             print(f"| {role} | " + " | ".join("-" if points[name] is None else str(points[name])
                                              for name in LIFE_POINTS) + " |")
-    items = item_parts(launches[-1])
+    items = item_parts(launches[-1], blocks_per_item)
     print(f"{len(items)} items of the last launch (cycles, CTA 0's leader)")
     print("| first block | " + " | ".join(name for name, *_ in LEADER_PARTS) + " | to_next_pair | period |")
     print("|---" * (len(LEADER_PARTS) + 3) + "|")
@@ -157,8 +259,24 @@ def main():
         print(f"| {item['first_block']} | " + " | ".join(str(item[name]) for name, *_ in LEADER_PARTS)
               + f" | {item['to_next_pair']} | {item['period']} |")
     if items:
-        medians = summary(items)
-        print("median (items after the first): " + ", ".join(f"{k} {v:.0f}" for k, v in medians.items()))
+        item_medians = summary(items)
+        print("median (items after the first): " + ", ".join(f"{k} {v:.0f}" for k, v in item_medians.items()))
+    pairs = pair_parts(launches[-1], blocks_per_item)
+    if pairs and blocks_per_item > 2:
+        names = [name for name, *_ in PAIR_STEPS] + ["to_next"]
+        print(f"{len(pairs)} pairs of the items after the first (cycles, medians)")
+        print("| " + " | ".join(names) + " |")
+        print("|---" * len(names) + "|")
+        pair_medians = medians(pairs, names)
+        print("| " + " | ".join("-" if pair_medians[n] is None else f"{pair_medians[n]:.0f}" for n in names) + " |")
+    blocks = block_parts(launches[-1], blocks_per_item)
+    if blocks and blocks_per_item > 2:
+        names = [name for name, *_ in BLOCK_STEPS] + ["to_next_top"]
+        print(f"{len(blocks)} dequant blocks (warpgroup 2) of the items after the first (cycles, medians)")
+        print("| " + " | ".join(names) + " |")
+        print("|---" * len(names) + "|")
+        block_medians = medians(blocks, names)
+        print("| " + " | ".join("-" if block_medians[n] is None else f"{block_medians[n]:.0f}" for n in names) + " |")
 
 
 if __name__ == "__main__":

@@ -179,6 +179,72 @@ def test_trace_items_recovers_the_parts(tmp_path):
                           capture_output=True, text=True).returncode != 0
 
 
+def multi_pair_trace(num_items=3, blocks_per_item=8):
+    """A `PROBLEM 4096 64 512` trace of items of `blocks_per_item` blocks. Every pair's leader and
+    follower steps, gaps and the dequant's block steps are fixed numbers, except in the first item
+    (the kernel's start), whose are ten times longer."""
+    lines = ["PROBLEM 4096 64 512", "LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]
+    leader_steps, follower_steps = (100, 200, 300, 400, 500), (150, 250, 350, 450, 550)
+    rows = {0: {}, 1: {}, 2: {}}
+    t = 10000
+    for item in range(num_items):
+        slow = 10 if item == 0 else 1
+        g = item * blocks_per_item
+        for row in range(g, g + blocks_per_item, 2):
+            for role, steps in ((0, leader_steps), (1, follower_steps)):
+                clocks = [t]
+                for step in steps:
+                    clocks.append(clocks[-1] + slow * step)
+                rows[role][row] = clocks + [0, 0]
+            t = rows[0][row][5] + slow * 70  # to the next pair
+        e0 = t
+        rows[0][g + blocks_per_item - 1] = [e0, e0 + 10, e0 + 20, e0 + 30, e0 + 40, 0, 0, 0]
+        t = e0 + 40 + 900
+        for block in range(g, g + blocks_per_item):
+            top = 5000 + 1000 * block
+            # events: 0 top, 1 low free, 3 low written, 4 high free, 2 high written
+            low_free, low_done = top + slow * 11, top + slow * 11 + slow * 22
+            high_free, high_done = low_done + slow * 33, low_done + slow * 33 + slow * 44
+            rows[2][block] = [top, low_free, high_done, low_done, high_free, 0, 0, 0]
+    rows[0][num_items * blocks_per_item] = [t, t + 1, t + 2, t + 3, t + 4, t + 5, 0, 0]
+    for role in (0, 1, 2):
+        lines += [f"TRACE {role} {row} " + " ".join(str(c) for c in clocks) for row, clocks in sorted(rows[role].items())]
+    return "\n".join(lines) + "\n"
+
+
+def test_trace_items_pairs_of_long_items(tmp_path):
+    """A topk-512 trace (8 blocks an item, from its PROBLEM line): the item's pair time runs from
+    its first pair's start to its last pair's end, the epilogue is read from its last block's row,
+    and the steady-state pair and dequant-block medians leave the first item out."""
+    trace_items = import_benchmark("trace_items")
+    text = multi_pair_trace()
+    assert trace_items.problem_of(text) == (4096, 64, 512)
+    launch = trace_items.parse_launches(text)[-1]
+    items = trace_items.item_parts(launch, 8)
+    assert len(items) == 3
+    assert items[1]["pair"] == 4 * 1500 + 3 * 70 and items[1]["epilogue_b"] == 10
+    assert items[1]["to_next_pair"] == 900 and items[1]["period"] == 4 * 1500 + 4 * 70 + 40 + 900
+    pairs = trace_items.pair_parts(launch, 8)
+    assert len(pairs) == 8 and min(p["row"] for p in pairs) == 8
+    steady = trace_items.medians(pairs, ["pair", "L_scores", "L_wait_follower", "F_own_pv", "to_next"])
+    assert steady == {"pair": 1500, "L_scores": 100, "L_wait_follower": 400, "F_own_pv": 550, "to_next": 70}
+    assert [p["to_next"] for p in pairs[:4]] == [70, 70, 70, None]
+    blocks = trace_items.block_parts(launch, 8)
+    assert len(blocks) == 16
+    assert trace_items.medians(blocks, ["D_wait_low", "D_convert_low", "D_wait_high", "D_convert_high"]) == {
+        "D_wait_low": 11, "D_convert_low": 22, "D_wait_high": 33, "D_convert_high": 44}
+    log = tmp_path / "trace512.log"
+    log.write_text(text)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(log)], check=True,
+                            capture_output=True, text=True)
+    assert "8 pairs of the items after the first" in result.stdout
+    assert "| 1500 | 100 | 200 | 300 | 400 | 500 | 150 | 250 | 350 | 450 | 550 | 70 |" in result.stdout
+    assert "| 11 | 22 | 33 | 44 |" in result.stdout
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), "--run", "--topk", "96"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--topk" in bad.stderr
+
+
 def test_trace_items_reads_the_life_points(tmp_path):
     """LIFE lines give each role's points from the earliest entry of any role, the dequant's missing
     epilogue as '-'; a decode-sized launch (one item of two blocks) prints the life table and no
