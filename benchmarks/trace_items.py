@@ -261,22 +261,22 @@ def main():
     if items:
         item_medians = summary(items)
         print("median (items after the first): " + ", ".join(f"{k} {v:.0f}" for k, v in item_medians.items()))
-    pairs = pair_parts(launches[-1], blocks_per_item)
-    if pairs and blocks_per_item > 2:
-        names = [name for name, *_ in PAIR_STEPS] + ["to_next"]
-        print(f"{len(pairs)} pairs of the items after the first (cycles, medians)")
-        print("| " + " | ".join(names) + " |")
-        print("|---" * len(names) + "|")
-        pair_medians = medians(pairs, names)
-        print("| " + " | ".join("-" if pair_medians[n] is None else f"{pair_medians[n]:.0f}" for n in names) + " |")
-    blocks = block_parts(launches[-1], blocks_per_item)
-    if blocks and blocks_per_item > 2:
-        names = [name for name, *_ in BLOCK_STEPS] + ["to_next_top"]
-        print(f"{len(blocks)} dequant blocks (warpgroup 2) of the items after the first (cycles, medians)")
-        print("| " + " | ".join(names) + " |")
-        print("|---" * len(names) + "|")
-        block_medians = medians(blocks, names)
-        print("| " + " | ".join("-" if block_medians[n] is None else f"{block_medians[n]:.0f}" for n in names) + " |")
+    if blocks_per_item > 2:  # items of several pairs: where a pair's time goes in steady state
+        print_medians("pairs of the items after the first", pair_parts(launches[-1], blocks_per_item),
+                      [name for name, *_ in PAIR_STEPS] + ["to_next"])
+        print_medians("dequant blocks (warpgroup 2) of the items after the first",
+                      block_parts(launches[-1], blocks_per_item), [name for name, *_ in BLOCK_STEPS] + ["to_next_top"])
+
+
+def print_medians(what, rows, names):
+    """`N what (cycles, medians)` and a one-row table of the medians of `names` over `rows`."""
+    if not rows:
+        return
+    print(f"{len(rows)} {what} (cycles, medians)")
+    print("| " + " | ".join(names) + " |")
+    print("|---" * len(names) + "|")
+    values = medians(rows, names)
+    print("| " + " | ".join("-" if values[n] is None else f"{values[n]:.0f}" for n in names) + " |")
 
 
 if __name__ == "__main__":

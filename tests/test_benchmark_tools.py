@@ -179,6 +179,13 @@ def test_trace_items_recovers_the_parts(tmp_path):
                           capture_output=True, text=True).returncode != 0
 
 
+def run_trace_summary(log, text):
+    """trace_items.py's summary of `text`, written to `log`."""
+    log.write_text(text)
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(log)], check=True,
+                          capture_output=True, text=True)
+
+
 def multi_pair_trace(num_items=3, blocks_per_item=8):
     """A `PROBLEM 4096 64 512` trace of items of `blocks_per_item` blocks. Every pair's leader and
     follower steps, gaps and the dequant's block steps are fixed numbers, except in the first item
@@ -233,10 +240,7 @@ def test_trace_items_pairs_of_long_items(tmp_path):
     assert len(blocks) == 16
     assert trace_items.medians(blocks, ["D_wait_low", "D_convert_low", "D_wait_high", "D_convert_high"]) == {
         "D_wait_low": 11, "D_convert_low": 22, "D_wait_high": 33, "D_convert_high": 44}
-    log = tmp_path / "trace512.log"
-    log.write_text(text)
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(log)], check=True,
-                            capture_output=True, text=True)
+    result = run_trace_summary(tmp_path / "trace512.log", text)
     assert "8 pairs of the items after the first" in result.stdout
     assert "| 1500 | 100 | 200 | 300 | 400 | 500 | 150 | 250 | 350 | 450 | 550 | 70 |" in result.stdout
     assert "| 11 | 22 | 33 | 44 |" in result.stdout
@@ -257,10 +261,7 @@ def test_trace_items_reads_the_life_points(tmp_path):
     life = trace_items.life_parts(trace_items.parse_launches(text)[-1])
     assert life[0] == {"entry": 10, "set_up": 410, "first_epilogue": 8010, "exit": 14010}
     assert life[2] == {"entry": 0, "set_up": 410, "first_epilogue": None, "exit": 11010}
-    log = tmp_path / "decode.log"
-    log.write_text(text)
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), str(log)], check=True,
-                            capture_output=True, text=True)
+    result = run_trace_summary(tmp_path / "decode.log", text)
     assert "| 2 | 0 | 410 | - | 11010 |" in result.stdout
     assert "0 items" in result.stdout
 
