@@ -131,7 +131,11 @@ for round in $(seq 1 "${AB_ROUNDS:-1}"); do
 done
 
 ordered=(); for i in "${built[@]}"; do ordered+=("${labels[$i]}"); done
-"$py" "$here/benchmarks/ab_summary.py" "$out" "${ordered[@]}" | tee "$out/summary.md"
+if [ ${#ordered[@]} -gt 0 ]; then
+  "$py" "$here/benchmarks/ab_summary.py" "$out" "${ordered[@]}" | tee "$out/summary.md"
+else
+  echo "no tree timed (build-only or failed builds)" | tee "$out/summary.md"
+fi
 cp "$out/summary.md" "$dest/summary.md"
 tar -czf "$dest/ab.tar.gz" -C "$work" ab
 echo "[ab] $(( $(date +%s) - start )) s"

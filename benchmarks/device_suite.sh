@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace]
 # BENCH_ARGS reaches the prefill benchmark steps, e.g. BENCH_ARGS="--kernel portable" (the portable
 # kernel on Hopper too), "--kernel hopper" (fail unless the GPU runs the Hopper kernels) or
 # "--head-tiles 4 --variant 3,2" (one portable instance); each sets the kernel override for that run
@@ -49,6 +49,24 @@ for step in $steps; do
           --baseline none --kernel $kernel --repeats 10 --json "$out/sweep_$kernel.json" 2>&1 \
           | tee "$out/sweep_$kernel.md" || rc=1
       done
+      ;;
+    trace)
+      # The 64-head kernel's development trace (a CAKE_HOPPER_TRACE copy of this tree, built
+      # beside the installed build): items at topk 128 and 512 (T = 4096, H = 128) and the decode
+      # of one token; raw logs and benchmarks/trace_items.py's summaries.
+      AB_WORK=/tmp/cake-trace OUT=/tmp/cake-trace/out AB_BUILD_ONLY=trace \
+        bash benchmarks/ab_trees.sh "trace=.@-DCAKE_HOPPER_TRACE" > "$out/trace_build.log" 2>&1
+      tree=/tmp/cake-trace/trees/trace
+      if ls "$tree"/torch_ops/_C*.so > /dev/null 2>&1; then
+        for topk in 128 512; do
+          (cd "$tree" && PYTHONPATH=. "$py" benchmarks/trace_items.py --run --topk $topk > "$out/trace_topk$topk.log" 2>&1) || rc=1
+          "$py" benchmarks/trace_items.py "$out/trace_topk$topk.log" | tee "$out/trace_topk${topk}_summary.md"
+        done
+        (cd "$tree" && PYTHONPATH=. "$py" benchmarks/trace_items.py --run-decode > "$out/trace_decode.log" 2>&1) || rc=1
+        "$py" benchmarks/trace_items.py "$out/trace_decode.log" | tee "$out/trace_decode_summary.md"
+      else
+        echo "trace build failed: $out/trace_build.log"; rc=1
+      fi
       ;;
     bench-quick)
       "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1

@@ -394,3 +394,8 @@ def test_ab_trees_runs_tests_builds_only_and_keeps_its_deadline(tmp_path):
     quick = fake_tree(tmp_path / "quick")
     result = subprocess.run(["bash", str(script), f"q={quick}"], capture_output=True, text=True, env=env, timeout=120)
     assert "[q] tests: 1 passed" in result.stdout, result.stdout + result.stderr
+    # Only a build-only tree (device_suite.sh's trace step): nothing is timed, and the summary says so.
+    result = subprocess.run(["bash", str(script), f"t={quick}@-DX=1"], capture_output=True, text=True,
+                            env=dict(env, AB_BUILD_ONLY="t"), timeout=60)
+    assert result.returncode == 0 and "[t] built in" in result.stdout, result.stdout + result.stderr
+    assert (tmp_path / "out" / "summary.md").read_text().startswith("no tree timed")
