@@ -19,8 +19,8 @@ KINDS = {
 
 
 def load_runs(directory, label, kind):
-    """(times by shape: list of us over rounds, plan by shape, matmul TFLOP/s of each round)."""
-    times, plans, matmuls = {}, {}, []
+    """(times by shape: list of us over rounds, matmul TFLOP/s of each round)."""
+    times, matmuls = {}, []
     for path in sorted(pathlib.Path(directory, label).glob(f"{kind}_r*.json")):
         run = json.loads(path.read_text())
         matmuls.append(run["meta"].get("matmul_tflops"))
@@ -29,13 +29,12 @@ def load_runs(directory, label, kind):
                 continue
             shape = tuple(row[k] for k in KINDS[kind])
             times.setdefault(shape, []).append(row["us"])
-            plans[shape] = row.get("kernel") or (f"s={row['num_splits']}" if "num_splits" in row else "")
-    return times, plans, matmuls
+    return times, matmuls
 
 
 def table(directory, labels, kind):
     runs = {label: load_runs(directory, label, kind) for label in labels}
-    shapes = sorted({shape for times, _, _ in runs.values() for shape in times})
+    shapes = sorted({shape for times, _ in runs.values() for shape in times})
     if not shapes:
         return []
     names = "/".join(KINDS[kind])
@@ -50,7 +49,7 @@ def table(directory, labels, kind):
         lines.append(f"| {'/'.join(str(v) for v in shape)} | " + " | ".join(cells + ratios) + " |")
     lines.append("")
     for label in labels:
-        matmuls = [m for m in runs[label][2] if m]
+        matmuls = [m for m in runs[label][1] if m]
         if matmuls:
             lines.append(f"- {label}: bf16 matmul {', '.join(f'{m:.0f}' for m in matmuls)} TFLOP/s")
     lines.append("")

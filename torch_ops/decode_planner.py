@@ -168,8 +168,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 
     The decode when the prefill cannot run the shape (``num_heads`` not a multiple of 16, more
     than 16 chunks of 64 candidates) or when the prefill's largest launch, ``T * H / 16`` work
-    items, is below 75% of the SM count (``H`` a multiple of 64) or 25% (other head counts); else
-    the prefill. The percentages come from an H200 grid of both ops (docs/planner.md).
+    items, is below a percentage of the SM count: for ``H`` a multiple of 64, 75%, or 100% when the
+    lists hold 16 chunks or more; 25% for other head counts. Else the prefill. The percentages come
+    from H200 grids of both ops (docs/planner.md).
 
     Args:
         num_tokens: T (>= 0).

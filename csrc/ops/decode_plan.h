@@ -120,7 +120,7 @@ bool prefill_serves(int64_t num_heads, int64_t num_chunks);
 
 // Which op serves a checked shape on `num_sms` SMs: the decode when the prefill cannot run it
 // (H not a multiple of 16, more than 16 chunks) or, by the crossover above, when
-// T * H / 16 < num_sms * decode_crossover_items_percent(H) / 100; else the prefill.
+// T * H / 16 < num_sms * decode_crossover_items_percent(H, chunks) / 100; else the prefill.
 AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms);
 
 // The same choice for every token count: the decode below the returned count, the prefill from

@@ -23,10 +23,6 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
-}  // namespace
-
-namespace {
-
 // Rows of 512 elements of `element_bytes` each, `heads_per_row` heads a row of the outer dim, as
 // a 3-D map (512, num_heads, num_rows) whose box is 128 bytes of dims x box_heads heads x 1,
 // 128-byte swizzled.
@@ -34,7 +30,7 @@ CUtensorMap encode_head_rows(const void* data, CUtensorMapDataType type, int ele
                              int64_t num_heads, int64_t heads_per_row, uint32_t box_heads) {
   constexpr int kSwizzleBytes = 128;
   constexpr uint32_t kMaxBoxSide = 256;  // the TMA's limit on each box dimension
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(data) % 16 == 0, "head_rows_tensor_map: data must be 16-byte aligned");
+  TORCH_CHECK(tma_addressable(data), "head_rows_tensor_map: data must be ", kTmaAlignment, "-byte aligned");
   TORCH_CHECK(num_rows > 0 && num_heads > 0, "head_rows_tensor_map: empty tensor");
   TORCH_CHECK(heads_per_row >= num_heads, "head_rows_tensor_map: ", num_heads, " heads do not fit token rows of ",
               heads_per_row);

@@ -9,6 +9,11 @@
 
 namespace cake::cuda {
 
+// The TMA reads and writes global memory 16 bytes at a time: a tensor's base address must be
+// aligned so (an output view only 4-byte aligned, which the ops accept, keeps register stores).
+constexpr uintptr_t kTmaAlignment = 16;
+inline bool tma_addressable(const void* data) { return reinterpret_cast<uintptr_t>(data) % kTmaAlignment == 0; }
+
 // The default box height: the 64 heads of the Hopper kernel's Q tile (hopper/prefill_hopper_layout.h).
 constexpr uint32_t kHeadRowsBoxHeads = 64;
 

@@ -30,10 +30,10 @@ HopperParams hopper_params(const DecodeParams& params) {
   static_cast<DecodeParams&>(hopper) = params;
   hopper.q_map = head_rows_tensor_map(params.q, params.num_tokens, params.num_heads);
   if (params.num_splits == 1) {
-    hopper.output_by_tma = reinterpret_cast<uintptr_t>(params.output) % 16 == 0;
+    hopper.output_by_tma = tma_addressable(params.output);
     if (hopper.output_by_tma) hopper.output_map = head_rows_tensor_map(params.output, params.num_tokens, params.num_heads);
-  } else {  // the split partials (mid_out is 16-byte aligned: the op checks it)
-    hopper.output_by_tma = reinterpret_cast<uintptr_t>(params.mid_out) % 16 == 0;
+  } else {  // the split partials (the op checks that mid_out is 16-byte aligned)
+    hopper.output_by_tma = tma_addressable(params.mid_out);
     if (hopper.output_by_tma) {
       hopper.output_map =
           partial_rows_tensor_map(params.mid_out, int64_t(params.num_splits) * params.num_tokens, params.num_heads);

@@ -185,7 +185,7 @@ class ConsumerRole {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
-        wait_half(first, kHighDims, pair.first_phase);
+      wait_half(first, kHighDims, pair.first_phase);
       take_leader_reference();
       release_half(first, kLowDims);
       accumulate_other(0, first);
@@ -524,9 +524,8 @@ class ConsumerRole {
   // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
   // lists (the prefill, or a decode that does not split): the sink, normalise, O in bf16 and the
   // LSE. O goes through the Q tile (each consumer writes its half there, conflict-free, and TMA
-  // stores it: 4-byte stores from registers straight to global memory, 16 bytes of 8 rows a warp
-  // instruction, cost about a third of a topk-128 item), or from registers where output_by_tma
-  // is 0. Split items: the split's partial, O normalised over the split in fp32 and its base-2
+  // stores it), or from registers straight to global memory where output_by_tma is 0 (16 bytes of
+  // 8 rows a warp instruction: about a third of a topk-128 item when it was the only path). Split items: the split's partial, O normalised over the split in fp32 and its base-2
   // LSE, into the scratch (the merge kernel adds the sink); a consumer's fp32 half (64 KB) goes
   // through its half of the tile in two rounds of 128 dims. The next item's Q follows the O
   // stores through the tile, or is loaded before the register stores.

@@ -11,9 +11,6 @@
 namespace cake::cuda {
 namespace {
 
-// The TMA reads and writes global memory 16 bytes at a time: its base address must be aligned so.
-constexpr uintptr_t kTmaAlignment = 16;
-
 // The launch's parameters and its output tensor map. `params` starts at the launch's first head
 // (params_from_head) and covers num_heads_run heads of rows params.num_heads apart, so the map
 // spans exactly those heads: a unit's box (kGroupHeads heads from head0, within num_heads_run)
@@ -24,7 +21,7 @@ template <int kGroupHeads>
 HopperSmallParams small_params(const PrefillParams& params, int num_heads_run) {
   HopperSmallParams small{};
   static_cast<PrefillParams&>(small) = params;
-  small.output_by_tma = reinterpret_cast<uintptr_t>(params.output) % kTmaAlignment == 0;
+  small.output_by_tma = tma_addressable(params.output);
   if (small.output_by_tma) {
     small.output_map =
         head_rows_tensor_map(params.output, params.num_tokens, num_heads_run, params.num_heads, kGroupHeads);

@@ -1,8 +1,7 @@
 // The sm_90a instructions the small-heads Hopper prefill adds to ../hopper/sm90_primitives.cuh (whose
 // mbarrier, fence, setmaxnreg and descriptor wrappers it uses): wgmma with a register A operand
 // (QK^T) and with a transposed shared-memory A operand (PV) at N = 16 and 32, a named barrier
-// that ORs a predicate, the global loads of the conversion, stmatrix, an 8-byte shared store and
-// an L2 prefetch. One instruction
+// that ORs a predicate, the global loads of the conversion, stmatrix and an L2 prefetch. One instruction
 // each. Only meaningful in code compiled for sm_90a.
 #pragma once
 
