@@ -54,7 +54,7 @@ template <bool kSplitItems>
 class DequantRole {
  public:
   __device__ DequantRole(const DecodeParams& params, SharedStorage& smem, int warpgroup, int thread)
-      : params_(params), smem_(smem), warpgroup_(warpgroup), thread_(thread), row_(row_of(thread)),
+      : params_(params), smem_(smem), warpgroup_(warpgroup), row_(row_of(thread)),
         part_(part_of(thread)), num_items_(num_work_items<kSplitItems>(params)),
         unit_offset_(unit_store_offset(row_of(thread), part_of(thread))),
         tail_offset_(tail_store_offset(row_of(thread), part_of(thread))) {}
@@ -152,7 +152,6 @@ class DequantRole {
   const DecodeParams& params_;
   SharedStorage& smem_;
   const int warpgroup_;  // 0 or 1: the half of each block it converts
-  const int thread_;     // 0..127
   const int row_;        // row within the warpgroup's half of the block (candidate 32 warpgroup + row)
   const int part_;       // which quarter of the row's dims this thread converts
   const int num_items_;
