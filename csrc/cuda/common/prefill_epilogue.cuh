@@ -16,13 +16,23 @@ namespace cake::cuda {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Output scale and base-2 LSE of a row of head `head` from its reference and its total sums.
-__device__ __forceinline__ SoftmaxFinal finalize_row(const PrefillParams& params, int head, float row_max,
-                                                     const WeightSums& totals) {
-  const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * kLog2e : 0.0f;
+// The sink of head `head` in base 2 (0 without a sink), loaded ahead of finalize_row where its
+// latency would otherwise sit on the epilogue's path.
+__device__ __forceinline__ float row_sink2(const PrefillParams& params, int head) {
+  return params.sink != nullptr ? __ldg(params.sink + head) * kLog2e : 0.0f;
+}
+
+// Output scale and base-2 LSE of a row from its reference, its total sums and its sink2.
+__device__ __forceinline__ SoftmaxFinal finalize_row_with_sink(const PrefillParams& params, float sink2,
+                                                               float row_max, const WeightSums& totals) {
   const float out_scale = finalize_softmax(row_max, totals.rounded, params.sink != nullptr, sink2).out_scale;
   const float lse2 = finalize_softmax(row_max, totals.exact, params.sink != nullptr, sink2).lse2;
   return {out_scale, lse2};
+}
+// The same, for head `head`.
+__device__ __forceinline__ SoftmaxFinal finalize_row(const PrefillParams& params, int head, float row_max,
+                                                     const WeightSums& totals) {
+  return finalize_row_with_sink(params, row_sink2(params, head), row_max, totals);
 }
 
 // The 512 outputs of (token, head).

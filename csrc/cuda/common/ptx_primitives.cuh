@@ -30,6 +30,14 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// One 16-byte global store of four words (`address` 16-byte aligned). Written out because the
+// compiler splits a uint4 store through a reinterpreted bf16 pointer into four 4-byte stores.
+__device__ __forceinline__ void st_global_16(void* address, const uint32_t (&word)[4]) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(address), "r"(word[0]), "r"(word[1]), "r"(word[2]),
+               "r"(word[3])
+               : "memory");
+}
+
 __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
   const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
   return *reinterpret_cast<const uint32_t*>(&pair);
@@ -78,6 +86,29 @@ __device__ __forceinline__ float quad_sum(float value) {
 __device__ __forceinline__ float quad_max(float value) {
   value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
   return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
+}
+
+// 4 x 4 transpose of 32-bit words within each quad: lane q's word j moves to lane j's word q.
+// An MMA fragment row holds 2 columns of each 8-column group in each of its 4 lanes; after this,
+// lane q holds group q of 4 whole (16 bytes). Two exchange rounds (lane ^ 1, lane ^ 2), each
+// swapping the words whose index differs from the lane's in that bit. Every lane of the warp
+// takes part.
+__device__ __forceinline__ void quad_transpose(uint32_t (&word)[4], int lane) {
+#pragma unroll
+  for (int bit = 1; bit <= 2; bit <<= 1) {
+    const bool upper = (lane & bit) != 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j & bit) continue;  // pairs (j, j + bit)
+      const uint32_t sent = upper ? word[j] : word[j + bit];
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, sent, bit);
+      if (upper) {
+        word[j] = got;
+      } else {
+        word[j + bit] = got;
+      }
+    }
+  }
 }
 
 // 2^x with the hardware approximation (relative error ~2^-22); ex2(-inf) = 0.

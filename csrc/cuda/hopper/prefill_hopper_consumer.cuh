@@ -52,6 +52,9 @@ struct PairBlocks {
   bool has_second;    // the follower has a block (false: the item's last block is the leader's)
   bool last;          // the item's last pair
   int gblock;         // the leader's block in the CTA's walk (development trace)
+  // The last pair of a whole-list item that has a next one: that item, whose Q the follower loads
+  // once both QK^Ts of the pair have retired (the epilogue does not use the Q tile). Else -1.
+  int next_q_item;
 };
 
 template <bool kSplitItems>
@@ -66,18 +69,23 @@ class ConsumerRole {
     using namespace sm90;
     const int num_items = num_work_items<kSplitItems>(params_);
     int gblock = 0;  // blocks so far over this CTA's items: the phase of the block barriers
-    // Every item's Q is loaded by the consumers themselves, each its half: the first here, each
-    // next one in the epilogue of the one before (finish_item), once the Q tile is free.
-    if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x);
+    // Every item's Q is loaded by the consumers themselves: the first here (each consumer its
+    // half); each next one as soon as the Q tile is free: for whole lists by the follower in the
+    // item's last pair, once both QK^Ts have retired (load_next_q); for split items, and after an
+    // item without candidates, in the epilogue (finish_item), where the split partials go out
+    // through the tile.
+    if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_blocks, 0);
       trace_event(consumer_, 6, gblock + 1);
       reset();
       if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
-        finish_item(item, gblock - 1);
+        finish_item(item, gblock - 1, false);
         continue;
       }
+      const int next_item = item + int(gridDim.x);
+      const bool q_loaded_early = !kSplitItems && next_item < num_items;
 #if !defined(CAKE_HOPPER_NO_WAITS)
       mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
@@ -86,8 +94,9 @@ class ConsumerRole {
       // the fence orders this thread's generic writes of the tile (the last epilogue's O) before them.
       fence_proxy_async();
       for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
-        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks,
-                                 block + 2 >= num_blocks, gblock};
+        const bool last = block + 2 >= num_blocks;
+        const PairBlocks pair = {gblock & 1,     (gblock >> 1) & 1, block + 1 < num_blocks,
+                                 last,           gblock,            last && q_loaded_early ? next_item : -1};
         if (consumer_ == 0) {
           leader_pair(pair);
         } else {
@@ -96,7 +105,7 @@ class ConsumerRole {
       }
       gblock -= num_blocks & 1;  // an odd item used one block of its last pair
       if (item == int(blockIdx.x)) trace_life(consumer_, kLifeFirstEpilogue);
-      finish_item(item, gblock - 1);
+      finish_item(item, gblock - 1, !kSplitItems);
     }
     // The last O stores must have written (and read the Q tile) before the CTA exits.
     if (copies_thread()) sm90::bulk_wait_group<0>();
@@ -189,6 +198,7 @@ class ConsumerRole {
       take_leader_reference();
       release_half(first, kLowDims);
       accumulate_other(0, first);
+      load_next_q(pair);  // the leader's QK^T retired before its hand-over
       wgmma_wait<0>();
       pin_registers(o_acc_);
       release_half(first, kHighDims);
@@ -222,6 +232,8 @@ class ConsumerRole {
     // Its low dims were read by QK^T only, but the block's candidate flags travel with them and
     // the softmax above read those.
     release_half(second, kLowDims);
+    // Both QK^Ts of the pair have retired (the leader's before it handed over its reference).
+    load_next_q(pair);
     // The leader rewrites p[0] after this hand-over: the read of p[0] retires first.
     wgmma_wait<0>();
     pin_registers(o_acc_);
@@ -442,32 +454,47 @@ class ConsumerRole {
   // The thread of each consumer that issues its TMA copies (and waits for its stores).
   static __device__ __forceinline__ bool copies_thread() { return threadIdx.x % kWarpgroupThreads == 0; }
 
-  // This consumer's half of item `item`'s Q: column blocks 4 c .. 4 c + 3 of the Q tile (dims
-  // 256 c ..), four TMA boxes of 64 dims x 64 heads that complete on q_full with the other
-  // consumer's half. A padded last head block's rows past num_heads load as zeros.
-  __device__ void load_q_half(int item) {
+  // Half `half` of item `item`'s Q: column blocks 4 h .. 4 h + 3 of the Q tile (dims 256 h ..),
+  // four TMA boxes of 64 dims x 64 heads that complete on q_full with the other half (one
+  // expect_tx arrival each). A padded last head block's rows past num_heads load as zeros.
+  __device__ void load_q_half(int item, int half) {
     const ItemRows rows = item_rows<kSplitItems>(params_, item);
     const uint32_t q_full = smem_address(&smem_.q_full);
     sm90::mbarrier_arrive_expect_tx(q_full, kQTileBytes / kConsumers);
 #pragma unroll
     for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
-      const int block = kColumnBlocksPerConsumer * consumer_ + k;
+      const int block = kColumnBlocksPerConsumer * half + k;
       sm90::tma_load_3d(smem_address(smem_.q) + block * kQColumnBlockBytes, &params_.q_map, q_full,
                         block * kColumnBlockDims, rows.head0, rows.token);
     }
   }
 
-  // This consumer's half of the item's O, staged in its half of the Q tile, to `output`: four TMA
-  // boxes; rows past num_heads are not stored. Returns once the stores have read the tile.
-  __device__ void store_output_half(const ItemRows& w) {
-#pragma unroll
-    for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
-      const int block = kColumnBlocksPerConsumer * consumer_ + k;
-      sm90::tma_store_3d(&params_.output_map, smem_address(smem_.q) + block * kQColumnBlockBytes,
-                         block * kColumnBlockDims, w.head0, w.token);
+  // The follower in the last pair of a whole-list item: the next item's whole Q, both halves.
+  __device__ __forceinline__ void load_next_q(const PairBlocks& pair) {
+    if (pair.next_q_item >= 0 && copies_thread()) {
+      load_q_half(pair.next_q_item, 0);
+      load_q_half(pair.next_q_item, 1);
     }
-    sm90::bulk_commit_group();
-    sm90::bulk_wait_group_read<0>();
+  }
+
+  // Row r of this consumer's O (256 dims, scaled by out_scale) in bf16 to `out_row` (16-byte
+  // aligned), 16 bytes a lane: for each 4 groups of 8 dims (32 contiguous dims, o_dim), the quad
+  // transposes its words so that lane q holds group q whole. A warp instruction writes 64
+  // contiguous bytes of each of 8 rows: whole sectors. Every lane takes part in the transposes;
+  // `store` says whether the row is an output row.
+  __device__ __forceinline__ void store_output_row(__nv_bfloat16* out_row, int r, float out_scale, bool store) {
+    const int q = lane_ % 4;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      uint32_t word[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int i = 4 * j + t;
+        word[t] = pack_bf16x2(o_acc_[4 * i + 2 * r] * out_scale, o_acc_[4 * i + 2 * r + 1] * out_scale);
+      }
+      quad_transpose(word, lane_);
+      if (store) st_global_16(out_row + o_dim(4 * j) + 8 * q, word);
+    }
   }
 
   // A split item's fp32 partial through the consumer's half of the Q tile (32 KB): round k holds
@@ -522,16 +549,28 @@ class ConsumerRole {
   }
 
   // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
-  // lists (the prefill, or a decode that does not split): the sink, normalise, O in bf16 and the
-  // LSE. O goes through the Q tile (each consumer writes its half there, conflict-free, and TMA
-  // stores it), or from registers straight to global memory where output_by_tma is 0 (16 bytes of
-  // 8 rows a warp instruction: about a third of a topk-128 item when it was the only path). Split items: the split's partial, O normalised over the split in fp32 and its base-2
-  // LSE, into the scratch (the merge kernel adds the sink); a consumer's fp32 half (64 KB) goes
-  // through its half of the tile in two rounds of 128 dims. The next item's Q follows the O
-  // stores through the tile, or is loaded before the register stores.
-  __device__ void finish_item(int item, int trace_row) {
+  // lists (the prefill, or a decode that does not split): the sink, normalise, O in bf16 from
+  // registers straight to `output` (16 bytes a lane after a transpose in the quad where the output
+  // is 16-byte aligned, else 4), and the LSE; the Q tile is not used, so the next item's Q is
+  // already on its way (issued in the last pair; here after an item without candidates). Split
+  // items: the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the
+  // scratch (the merge kernel adds the sink); a consumer's fp32 half (64 KB) goes through its half
+  // of the Q tile in two rounds of 128 dims, after which the next item's Q follows (or before
+  // register stores, where mid_out is not TMA-addressable). next_q_issued: the item's Q was read
+  // and the next one issued in its last pair.
+  __device__ void finish_item(int item, int trace_row, bool next_q_issued) {
     const ItemRows w = item_rows<kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
+    // Whole lists: the sinks of this thread's rows, loaded first so that the exchange below
+    // covers their latency.
+    float sink2[2] = {0.0f, 0.0f};
+    if constexpr (!kSplitItems) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int head = w.head0 + row0_ + 8 * r;
+        if (head < params_.num_heads) sink2[r] = row_sink2(params_, head);
+      }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float rounded = quad_sum(sums_[r].rounded);
@@ -543,17 +582,21 @@ class ConsumerRole {
     }
     consumer_barrier<kSumsExchanged>();
     trace_event_past_barrier(consumer_, 1, trace_row);
-    // Both consumers' wgmmas of this item have retired (each waited for its last before the
-    // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item
-    // without candidates never waited for it).
+    if (!next_q_issued) {
+      // Both consumers' wgmmas of this item have retired (each waited for its last before the
+      // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item
+      // without candidates never waited for it).
 #if !defined(CAKE_HOPPER_NO_WAITS)
-    sm90::mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
+      sm90::mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
+    }
     trace_event(consumer_, 2, trace_row);
     const bool has_next = item + int(gridDim.x) < num_work_items<kSplitItems>(params_);
     const bool by_tma = params_.output_by_tma != 0;
-    float out_scale[2];  // split items by TMA: each row's scale, for the two rounds
-    if (!by_tma && has_next && copies_thread()) load_q_half(item + gridDim.x);
+    if ((!kSplitItems || !by_tma) && !next_q_issued && has_next && copies_thread()) {
+      load_q_half(item + gridDim.x, consumer_);
+    }
+    float out_scale[2] = {0.0f, 0.0f};  // each row's scale, for the stores after the loop
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;
@@ -574,25 +617,9 @@ class ConsumerRole {
         }
         if (consumer_ == 0 && lane_ % 4 == 0) store_split_lse(params_, w.split, w.token, head, final.lse2);
       } else {
-        const SoftmaxFinal final = finalize_row(params_, head, reference_[r], totals);
-        if (by_tma) {
-          // Row `row` of the tile, dims o_dim(i) + 2 (lane % 4) ..: chunk o_dim(i) / 8, whose
-          // place in its column block is (i % 8) ^ (row % 8). `row_base` holds row % 8 in the
-          // chunk bits (the tile is 1024-aligned, rows 128 bytes), so chunk i % 8 is one XOR
-          // away and the column block an immediate offset. The 8 rows of a warp instruction land
-          // in 8 different chunks: no bank conflict.
-          uint32_t row_base = smem_address(smem_.q) + row * kTileRowBytes + (row % 8) * 16 + 4 * (lane_ % 4);
-          // Opaque here, so ptxas computes the 32 addresses in the epilogue instead of keeping
-          // them in registers across the item loop (where they spill).
-          asm volatile("" : "+r"(row_base));
-#pragma unroll
-          for (int i = 0; i < 32; ++i) {
-            const int column_block = o_dim(i) / kColumnBlockDims;
-            sm90::st_shared_4((row_base ^ ((i % 8) * 16)) + column_block * kQColumnBlockBytes,
-                              pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale,
-                                          o_acc_[4 * i + 2 * r + 1] * final.out_scale));
-          }
-        } else {
+        const SoftmaxFinal final = finalize_row_with_sink(params_, sink2[r], reference_[r], totals);
+        out_scale[r] = final.out_scale;
+        if (!by_tma) {
           __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll
           for (int i = 0; i < 32; ++i) {
@@ -605,10 +632,10 @@ class ConsumerRole {
     }
     trace_event(consumer_, 3, trace_row);
     if (by_tma) {
-      // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
-      // fences its own, the barrier orders them before the copy thread's stores. The next Q
-      // overwrites this half once the stores have read it.
       if constexpr (kSplitItems) {
+        // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
+        // fences its own, the barrier orders them before the copy thread's stores. The next Q
+        // overwrites this half once the stores have read it.
 #pragma unroll
         for (int round = 0; round < kPartialRounds; ++round) {
           if (round > 0) consumer_half_barrier();  // the copy thread's stores have read the tile
@@ -617,12 +644,14 @@ class ConsumerRole {
           consumer_half_barrier();
           if (copies_thread()) store_partial_round(round, w);
         }
+        if (copies_thread() && has_next) load_q_half(item + gridDim.x, consumer_);
       } else {
-        sm90::fence_proxy_async();
-        consumer_half_barrier();
-        if (copies_thread()) store_output_half(w);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int head = w.head0 + row0_ + 8 * r;
+          store_output_row(output_row(params_, w.token, head), r, out_scale[r], head < params_.num_heads);
+        }
       }
-      if (copies_thread() && has_next) load_q_half(item + gridDim.x);
     }
     trace_event(consumer_, 4, trace_row);
     consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them
