@@ -75,6 +75,15 @@ class ConsumerRole {
     // item without candidates, in the epilogue (finish_item), where the split partials go out
     // through the tile.
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
+#ifdef CAKE_HOPPER_STAGGER
+    // Development switch: odd CTAs start their first item CAKE_HOPPER_STAGGER cycles a block
+    // later, so that equal items do not end (and store their O) on every SM at once.
+    if ((blockIdx.x & 1) && blockIdx.x < num_items) {
+      const long long until = clock64() + (long long)CAKE_HOPPER_STAGGER *
+                                              work_item<kSplitItems>(params_, blockIdx.x).num_blocks;
+      while (clock64() < until) __nanosleep(100);
+    }
+#endif
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_blocks, 0);
