@@ -22,20 +22,19 @@ void launch_instance(const HopperParams& params, unsigned num_ctas, cudaStream_t
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The tensor maps of the call: q always (each item's Q is a TMA load); where O goes out by TMA,
-// the output (whole lists; it must be 16-byte aligned, and the op accepts 4-byte aligned views)
-// or the split partials (mid_out).
+// The tensor maps of the call: q always (each item's Q is a TMA load), and mid_out's where split
+// partials go out by TMA. Whether O's destination is 16-byte aligned (the op accepts 4-byte
+// aligned output views).
 HopperParams hopper_params(const DecodeParams& params) {
   HopperParams hopper{};
   static_cast<DecodeParams&>(hopper) = params;
   hopper.q_map = head_rows_tensor_map(params.q, params.num_tokens, params.num_heads);
   if (params.num_splits == 1) {
-    hopper.output_by_tma = tma_addressable(params.output);
-    if (hopper.output_by_tma) hopper.output_map = head_rows_tensor_map(params.output, params.num_tokens, params.num_heads);
+    hopper.output_aligned = tma_addressable(params.output);
   } else {  // the split partials (the op checks that mid_out is 16-byte aligned)
-    hopper.output_by_tma = tma_addressable(params.mid_out);
-    if (hopper.output_by_tma) {
-      hopper.output_map =
+    hopper.output_aligned = tma_addressable(params.mid_out);
+    if (hopper.output_aligned) {
+      hopper.partial_map =
           partial_rows_tensor_map(params.mid_out, int64_t(params.num_splits) * params.num_tokens, params.num_heads);
     }
   }
@@ -48,6 +47,10 @@ void launch_sparse_mla_attention_hopper(const DecodeParams& params, int max_ctas
   // A persistent grid: one CTA per SM (its shared memory takes the SM), each walking its share of
   // the work items (token, 64 heads, split).
   const long long num_items = (long long)params.num_tokens * params.num_head_blocks * params.num_splits;
+#ifdef CAKE_HOPPER_MAX_CTAS
+  // Development switch: fewer CTAs than SMs (does a step's time depend on every SM's traffic?).
+  if (max_ctas > CAKE_HOPPER_MAX_CTAS) max_ctas = CAKE_HOPPER_MAX_CTAS;
+#endif
   const unsigned num_ctas = unsigned(num_items < max_ctas ? num_items : max_ctas);
   // One split keeps the split arithmetic out of the block loop (the prefill's instance).
   const HopperParams hopper = hopper_params(params);

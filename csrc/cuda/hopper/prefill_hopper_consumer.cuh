@@ -75,15 +75,6 @@ class ConsumerRole {
     // item without candidates, in the epilogue (finish_item), where the split partials go out
     // through the tile.
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
-#ifdef CAKE_HOPPER_STAGGER
-    // Development switch: odd CTAs start their first item CAKE_HOPPER_STAGGER cycles a block
-    // later, so that equal items do not end (and store their O) on every SM at once.
-    if ((blockIdx.x & 1) && blockIdx.x < num_items) {
-      const long long until = clock64() + (long long)CAKE_HOPPER_STAGGER *
-                                              work_item<kSplitItems>(params_, blockIdx.x).num_blocks;
-      while (clock64() < until) __nanosleep(100);
-    }
-#endif
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_blocks, 0);
@@ -537,7 +528,7 @@ class ConsumerRole {
     const int row = w.split * params_.num_tokens + w.token;  // mid_out's rows: split-major
 #pragma unroll
     for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
-      sm90::tma_store_3d(&params_.output_map,
+      sm90::tma_store_3d(&params_.partial_map,
                          smem_address(smem_.q) + (kColumnBlocksPerConsumer * consumer_ + k) * kQColumnBlockBytes,
                          kHalfDims * consumer_ + kRoundDims * round + kPartialBlockDims * k, w.head0, row);
     }
@@ -601,8 +592,8 @@ class ConsumerRole {
     }
     trace_event(consumer_, 2, trace_row);
     const bool has_next = item + int(gridDim.x) < num_work_items<kSplitItems>(params_);
-    const bool by_tma = params_.output_by_tma != 0;
-    if ((!kSplitItems || !by_tma) && !next_q_issued && has_next && copies_thread()) {
+    const bool aligned = params_.output_aligned != 0;
+    if ((!kSplitItems || !aligned) && !next_q_issued && has_next && copies_thread()) {
       load_q_half(item + gridDim.x, consumer_);
     }
     float out_scale[2] = {0.0f, 0.0f};  // each row's scale, for the stores after the loop
@@ -616,7 +607,7 @@ class ConsumerRole {
       if constexpr (kSplitItems) {
         const SoftmaxFinal final = finalize_split_row(reference_[r], totals);
         out_scale[r] = final.out_scale;
-        if (!by_tma) {
+        if (!aligned) {
           float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll
           for (int i = 0; i < 32; ++i) {
@@ -628,7 +619,7 @@ class ConsumerRole {
       } else {
         const SoftmaxFinal final = finalize_row_with_sink(params_, sink2[r], reference_[r], totals);
         out_scale[r] = final.out_scale;
-        if (!by_tma) {
+        if (!aligned) {
           __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
 #pragma unroll
           for (int i = 0; i < 32; ++i) {
@@ -640,7 +631,7 @@ class ConsumerRole {
       }
     }
     trace_event(consumer_, 3, trace_row);
-    if (by_tma) {
+    if (aligned) {
       if constexpr (kSplitItems) {
         // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
         // fences its own, the barrier orders them before the copy thread's stores. The next Q

@@ -10,12 +10,13 @@ namespace cake::cuda {
 
 struct HopperParams : DecodeParams {
   CUtensorMap q_map;       // q as head rows (common/tensor_map.h): each item's Q tile, two halves of 4 boxes
-  // When output_by_tma: output the same way (whole lists), or mid_out's fp32 rows
-  // (common/tensor_map.h: partial_rows_tensor_map; split items).
-  CUtensorMap output_map;
-  // 1: an item's O goes from the Q tile to `output` or `mid_out` by TMA stores; 0: from registers
-  // (an output view only 4-byte aligned).
-  int output_by_tma;
+  // Split items where output_aligned: mid_out's fp32 rows (common/tensor_map.h:
+  // partial_rows_tensor_map), the target of the partials' TMA stores.
+  CUtensorMap partial_map;
+  // 1: where O goes is 16-byte aligned: whole lists store it from registers 16 bytes a lane,
+  // split items send their partials through the Q tile by TMA stores; 0: 4-byte (whole lists) or
+  // 8-byte (partials) stores from registers (an output view only 4-byte aligned).
+  int output_aligned;
 };
 
 }  // namespace cake::cuda
