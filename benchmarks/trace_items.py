@@ -39,11 +39,12 @@ LEADER_PARTS = (
     ("epilogue_a", "epilogue", 2, 3),       # .. O written (see below)
     ("epilogue_b", "epilogue", 3, 4),       # .. O stored by TMA and the next Q issued (see below)
 )
-# The epilogue's two memory steps changed with the TMA epilogue: before it (the recorded log of
-# cf7b196), epilogue_a was issuing the next item's Q copies (cp.async) and epilogue_b the O
-# stores from registers; since, epilogue_a writes O into the Q tile (or, where O does not go by
-# TMA, issues the next Q and stores O from registers) and epilogue_b is the copy thread's TMA
-# stores of O, their wait until the stores read the tile, and the next Q's TMA loads.
+# What the epilogue's two steps hold changed with the kernel: in the recorded log of cf7b196,
+# epilogue_a issued the next item's Q copies (cp.async) and epilogue_b stored O from registers; in
+# abf6f3a's, epilogue_a wrote O into the Q tile and epilogue_b was the copy thread's TMA stores
+# of O, their wait until the stores read the tile, and the next Q's TMA loads; since a287762
+# (whole lists), epilogue_a is the rows' scales and LSE and epilogue_b the O stores from
+# registers (the next Q is loaded in the item's last pair, and q_confirmed waits for nothing).
 
 
 def parse_launches(text):

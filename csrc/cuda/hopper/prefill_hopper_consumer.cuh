@@ -149,15 +149,6 @@ class ConsumerRole {
     publish_reference();
     if (pair.has_second) {
       consumer_barrier_arrive<kReferenceReady>();
-#ifdef CAKE_HOPPER_REFERENCE_RELOAD
-      // ptxas moves arithmetic across a barrier (it keeps only memory accesses in order) and
-      // forms 25 of the 32 weights' exp2 before the arrive: reading the reference back from
-      // shared memory makes them wait for a load that stays after it (the same values: the quad
-      // agrees). It costs spills in the pair loop (split instance 8/12 -> 40/44 bytes), so it is
-      // a development switch until timed.
-      __syncwarp();
-      reload_reference();
-#endif
     }
     form_weights(s_acc, reference_, weights, moved_by);
     rescale_o_if_moved(moved_by);
@@ -375,12 +366,6 @@ class ConsumerRole {
       for (int r = 0; r < 2; ++r) sm90::st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column), weights[i][r]);
     }
     sm90::fence_proxy_async();
-  }
-  // This consumer's reference as published (written by lane 0 of the quad; after a __syncwarp).
-  __device__ __forceinline__ void reload_reference() {
-    const volatile float* published = smem_.reference_exchange[consumer_];
-    reference_[0] = published[row0_];
-    reference_[1] = published[row0_ + 8];
   }
   // This consumer's reference into reference_exchange[consumer], for the other consumer (read
   // after the next hand-over barrier).
