@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe]
 # BENCH_ARGS reaches the prefill benchmark steps, e.g. BENCH_ARGS="--kernel portable" (the portable
 # kernel on Hopper too), "--kernel hopper" (fail unless the GPU runs the Hopper kernels) or
 # "--head-tiles 4 --variant 3,2" (one portable instance); each sets the kernel override for that run
@@ -70,6 +70,16 @@ for step in $steps; do
       ;;
     bench-quick)
       "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1
+      ;;
+    store-probe)
+      # How fast one SM writes a 64 KB output tile, by store pattern and number of SMs writing
+      # (benchmarks/store_rate_probe.cu).
+      if nvcc -O3 -arch=native -o "$out/store_rate_probe" benchmarks/store_rate_probe.cu > "$out/store_probe_build.log" 2>&1; then
+        "$out/store_rate_probe" | tee "$out/store_probe.md" || rc=1
+        rm -f "$out/store_rate_probe"
+      else
+        echo "store probe build failed: $out/store_probe_build.log"; rc=1
+      fi
       ;;
   esac
   echo "[$step] $(( $(date +%s) - start )) s"
