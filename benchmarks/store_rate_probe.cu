@@ -11,8 +11,11 @@
 //   rows1x512  the same, 512 contiguous bytes of one row
 //   bulk       one thread sends the tile from shared memory in eight 8 KB bulk copies and waits
 //              until they have read it (what the TMA epilogue waited for)
+//   rows8x64+reads  rows8x64 while 256 more threads of the CTA read 112 KB (a 64 KB Q tile and
+//              two blocks' gather: the kernel's own loads at the same moment) with 16-byte loads
 // for 1, 16, 66 and all SMs' worth of CTAs. Prints, per pattern and CTA count, the median over CTAs
-// of the cycles a tile took, the bytes a cycle an SM that makes, and the whole launch's GB/s.
+// of the cycles a tile took (the reads included where there are), the tile's bytes a cycle an SM
+// that makes, and the whole launch's GB/s of tile writes.
 //   nvcc -O3 -arch=sm_90a -o store_rate_probe benchmarks/store_rate_probe.cu && ./store_rate_probe
 // (bash benchmarks/device_suite.sh store-probe builds and runs it).
 #include <cuda_runtime.h>
@@ -32,13 +35,17 @@ constexpr int kThreads = 256;
 constexpr int kStoresPerThread = kTileBytes / 16 / kThreads;  // 16
 constexpr int kBulkChunkBytes = 8192;
 
-enum Pattern : int { kRows8x64 = 0, kRows4x128 = 1, kRows1x512 = 2, kBulk = 3 };
-const char* const kPatternNames[] = {"rows8x64", "rows4x128", "rows1x512", "bulk"};
+enum Pattern : int { kRows8x64 = 0, kRows4x128 = 1, kRows1x512 = 2, kBulk = 3, kRows8x64WithReads = 4 };
+const char* const kPatternNames[] = {"rows8x64", "rows4x128", "rows1x512", "bulk", "rows8x64+reads"};
+constexpr int kReadBytes = 112 * 1024;
+constexpr int kLoadsPerReader = kReadBytes / 16 / kThreads;  // 28
+template <int kPattern>
+constexpr int block_threads() { return kPattern == kRows8x64WithReads ? 2 * kThreads : kThreads; }
 
 // Byte offset in the tile of store j of this thread: warp w covers rows 8 w .. 8 w + 7.
 template <int kPattern>
 __device__ __forceinline__ int store_offset(int warp, int lane, int j) {
-  if (kPattern == kRows8x64) {  // segment j (64 bytes) of 8 rows; lane: row lane / 4, chunk lane % 4
+  if (kPattern == kRows8x64 || kPattern == kRows8x64WithReads) {  // segment j (64 bytes) of 8 rows; lane: row lane / 4, chunk lane % 4
     return (8 * warp + lane / 4) * kRowBytes + 64 * j + 16 * (lane % 4);
   } else if (kPattern == kRows4x128) {  // rows 4 (j / 8) .., segment j % 8 (128 bytes)
     return (8 * warp + 4 * (j / 8) + lane / 8) * kRowBytes + 128 * (j % 8) + 16 * (lane % 8);
@@ -52,8 +59,17 @@ __device__ __forceinline__ void st_global_16(void* address, uint4 v) {
                : "memory");
 }
 
+__device__ __forceinline__ uint4 ld_global_nc_16(const void* address) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(address));
+  return v;
+}
+
 template <int kPattern>
-__global__ void __launch_bounds__(kThreads, 1) store_tiles(uint8_t* out, int tiles, long long* cycles) {
+__global__ void __launch_bounds__(block_threads<kPattern>(), 1)
+    store_tiles(uint8_t* out, const uint8_t* in, int tiles, long long* cycles, uint32_t* sink) {
   extern __shared__ __align__(128) uint8_t staging[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (kPattern == kBulk) {
@@ -61,6 +77,7 @@ __global__ void __launch_bounds__(kThreads, 1) store_tiles(uint8_t* out, int til
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
   const uint4 value = make_uint4(threadIdx.x, blockIdx.x, 0x3F803F80u, 0x40004000u);
+  uint32_t read_sum = 0;
   long long total = 0;
   for (int t = 0; t < tiles; ++t) {
     uint8_t* tile = out + (size_t(t) * gridDim.x + blockIdx.x) * kTileBytes;
@@ -77,15 +94,23 @@ __global__ void __launch_bounds__(kThreads, 1) store_tiles(uint8_t* out, int til
         asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
         asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
       }
-    } else {
+    } else if (threadIdx.x < kThreads) {
 #pragma unroll
       for (int j = 0; j < kStoresPerThread; ++j) st_global_16(tile + store_offset<kPattern>(warp, lane, j), value);
+    } else {  // the readers (kRows8x64WithReads)
+      const uint8_t* source = in + (size_t(t) * gridDim.x + blockIdx.x) * kReadBytes + 16 * (threadIdx.x - kThreads);
+      uint4 v[kLoadsPerReader];
+#pragma unroll
+      for (int j = 0; j < kLoadsPerReader; ++j) v[j] = ld_global_nc_16(source + j * 16 * kThreads);
+#pragma unroll
+      for (int j = 0; j < kLoadsPerReader; ++j) read_sum ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
     }
     __syncthreads();
     total += clock64() - start;
   }
   if (kPattern == kBulk && threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
   if (threadIdx.x == 0) cycles[blockIdx.x] = total;
+  if (read_sum == 0x12345678u) *sink = read_sum;  // keeps the loads
 }
 
 #define CHECK(call)                                                                 \
@@ -98,16 +123,16 @@ __global__ void __launch_bounds__(kThreads, 1) store_tiles(uint8_t* out, int til
   } while (0)
 
 template <int kPattern>
-void run(uint8_t* out, long long* cycles_device, int ctas, int tiles) {
+void run(uint8_t* out, const uint8_t* in, long long* cycles_device, uint32_t* sink, int ctas, int tiles) {
   const int smem = kPattern == kBulk ? kTileBytes : 0;
   CHECK(cudaFuncSetAttribute(store_tiles<kPattern>, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileBytes));
-  store_tiles<kPattern><<<ctas, kThreads, smem>>>(out, tiles, cycles_device);  // warm-up
+  store_tiles<kPattern><<<ctas, block_threads<kPattern>(), smem>>>(out, in, tiles, cycles_device, sink);  // warm-up
   CHECK(cudaGetLastError());
   cudaEvent_t begin, end;
   CHECK(cudaEventCreate(&begin));
   CHECK(cudaEventCreate(&end));
   CHECK(cudaEventRecord(begin));
-  store_tiles<kPattern><<<ctas, kThreads, smem>>>(out, tiles, cycles_device);
+  store_tiles<kPattern><<<ctas, block_threads<kPattern>(), smem>>>(out, in, tiles, cycles_device, sink);
   CHECK(cudaEventRecord(end));
   CHECK(cudaEventSynchronize(end));
   float ms = 0.0f;
@@ -130,21 +155,28 @@ int main() {
   CHECK(cudaGetDevice(&device));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   constexpr int kTiles = 32;
-  uint8_t* out = nullptr;
+  uint8_t *out = nullptr, *in = nullptr;
   long long* cycles = nullptr;
+  uint32_t* sink = nullptr;
   CHECK(cudaMalloc(&out, size_t(kTileBytes) * kTiles * sms));
+  CHECK(cudaMalloc(&in, size_t(kReadBytes) * kTiles * sms));
+  CHECK(cudaMemset(in, 1, size_t(kReadBytes) * kTiles * sms));
   CHECK(cudaMalloc(&cycles, sms * sizeof(long long)));
+  CHECK(cudaMalloc(&sink, sizeof(uint32_t)));
   std::printf("%d SMs; %d tiles of %d bytes a CTA, 256 threads; cycles a tile: median over CTAs\n", sms, kTiles,
               kTileBytes);
   std::printf("| pattern | CTAs | cycles a tile | bytes a cycle an SM | GB/s (launch) | ms |\n|---|---|---|---|---|---|\n");
   const int counts[] = {1, 16, sms / 2, sms};
   for (const int ctas : counts) {
-    run<kRows8x64>(out, cycles, ctas, kTiles);
-    run<kRows4x128>(out, cycles, ctas, kTiles);
-    run<kRows1x512>(out, cycles, ctas, kTiles);
-    run<kBulk>(out, cycles, ctas, kTiles);
+    run<kRows8x64>(out, in, cycles, sink, ctas, kTiles);
+    run<kRows4x128>(out, in, cycles, sink, ctas, kTiles);
+    run<kRows1x512>(out, in, cycles, sink, ctas, kTiles);
+    run<kBulk>(out, in, cycles, sink, ctas, kTiles);
+    run<kRows8x64WithReads>(out, in, cycles, sink, ctas, kTiles);
   }
   CHECK(cudaFree(out));
+  CHECK(cudaFree(in));
   CHECK(cudaFree(cycles));
+  CHECK(cudaFree(sink));
   return 0;
 }
