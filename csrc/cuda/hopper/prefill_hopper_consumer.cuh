@@ -634,7 +634,12 @@ class ConsumerRole {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int head = w.head0 + row0_ + 8 * r;
-          store_output_row(output_row(params_, w.token, head), r, out_scale[r], head < params_.num_heads);
+#if defined(CAKE_HOPPER_NO_O_STORES)
+          const bool store = false;  // timing only: what the O write costs the item
+#else
+          const bool store = head < params_.num_heads;
+#endif
+          store_output_row(output_row(params_, w.token, head), r, out_scale[r], store);
         }
       }
     }
