@@ -91,7 +91,7 @@ class ConsumerRole {
 #endif
       trace_event(consumer_, 7, gblock + 1);
       // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy);
-      // the fence orders this thread's generic writes of the tile (the last epilogue's O) before them.
+      // the fence orders this thread's generic writes of the tile (a split item's partial) before them.
       fence_proxy_async();
       for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
         const bool last = block + 2 >= num_blocks;
@@ -107,7 +107,7 @@ class ConsumerRole {
       if (item == int(blockIdx.x)) trace_life(consumer_, kLifeFirstEpilogue);
       finish_item(item, gblock - 1, !kSplitItems);
     }
-    // The last O stores must have written (and read the Q tile) before the CTA exits.
+    // The last split partials' TMA stores must have read the Q tile before the CTA exits.
     if (copies_thread()) sm90::bulk_wait_group<0>();
   }
 
