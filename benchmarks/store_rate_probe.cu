@@ -26,7 +26,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../csrc/cuda/common/ptx_primitives.cuh"  // st_global_16, ld_global_nc_16_no_l1: the kernels' own
+
 namespace {
+
+using cake::cuda::ld_global_nc_16_no_l1;
+using cake::cuda::st_global_16;
 
 constexpr int kRowBytes = 1024;
 constexpr int kRows = 64;
@@ -54,19 +59,6 @@ __device__ __forceinline__ int store_offset(int warp, int lane, int j) {
   }
 }
 
-__device__ __forceinline__ void st_global_16(void* address, uint4 v) {
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(address), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 ld_global_nc_16(const void* address) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address));
-  return v;
-}
-
 template <int kPattern>
 __global__ void __launch_bounds__(block_threads<kPattern>(), 1)
     store_tiles(uint8_t* out, const uint8_t* in, int tiles, long long* cycles, uint32_t* sink) {
@@ -76,7 +68,7 @@ __global__ void __launch_bounds__(block_threads<kPattern>(), 1)
     for (int i = threadIdx.x; i < kTileBytes / 4; i += kThreads) reinterpret_cast<uint32_t*>(staging)[i] = i;
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  const uint4 value = make_uint4(threadIdx.x, blockIdx.x, 0x3F803F80u, 0x40004000u);
+  const uint32_t value[4] = {threadIdx.x, blockIdx.x, 0x3F803F80u, 0x40004000u};
   uint32_t read_sum = 0;
   long long total = 0;
   for (int t = 0; t < tiles; ++t) {
@@ -101,7 +93,7 @@ __global__ void __launch_bounds__(block_threads<kPattern>(), 1)
       const uint8_t* source = in + (size_t(t) * gridDim.x + blockIdx.x) * kReadBytes + 16 * (threadIdx.x - kThreads);
       uint4 v[kLoadsPerReader];
 #pragma unroll
-      for (int j = 0; j < kLoadsPerReader; ++j) v[j] = ld_global_nc_16(source + j * 16 * kThreads);
+      for (int j = 0; j < kLoadsPerReader; ++j) v[j] = ld_global_nc_16_no_l1(source + j * 16 * kThreads);
 #pragma unroll
       for (int j = 0; j < kLoadsPerReader; ++j) read_sum ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
     }

@@ -30,6 +30,21 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// 16 (8) bytes from global memory through the read-only path, not kept in L1: for bytes read
+// once (a candidate row's codes).
+__device__ __forceinline__ uint4 ld_global_nc_16_no_l1(const void* pointer) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(pointer));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_global_nc_8_no_l1(const void* pointer) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(pointer));
+  return v;
+}
+
 // One 16-byte global store of four words (`address` 16-byte aligned). Written out because the
 // compiler splits a uint4 store through a reinterpreted bf16 pointer into four 4-byte stores.
 __device__ __forceinline__ void st_global_16(void* address, const uint32_t (&word)[4]) {

@@ -17,21 +17,6 @@
 
 namespace cake::cuda::hopper {
 
-// 16 (8) bytes from global memory through the read-only path, not kept in L1 (each row is read
-// once).
-__device__ __forceinline__ uint4 ld_global_nc_16(const void* pointer) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(pointer));
-  return v;
-}
-__device__ __forceinline__ uint2 ld_global_nc_8(const void* pointer) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(pointer));
-  return v;
-}
-
 // The CTA's blocks in order, over its items with candidates.
 template <bool kSplitItems>
 struct BlockCursor {
@@ -231,11 +216,11 @@ class DequantRole {
   __device__ __forceinline__ void load_high_codes(const RowSource& source) {
 #pragma unroll
     for (int i = kLowUnitsPerPart; i < kFullUnitsPerPart; ++i) load_unit_codes(source, i);
-    half_codes_ = source.valid ? ld_global_nc_8(source.data_row + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
+    half_codes_ = source.valid ? ld_global_nc_8_no_l1(source.data_row + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
   }
   __device__ __forceinline__ void load_unit_codes(const RowSource& source, int i) {
     const int unit = part_ + kPartsPerRow * i;
-    codes_[i] = source.valid ? ld_global_nc_16(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
+    codes_[i] = source.valid ? ld_global_nc_16_no_l1(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
   }
 
   // The row's 32-byte scale row into stage `parity`, 16 bytes by each of parts 0 and 1 (a masked

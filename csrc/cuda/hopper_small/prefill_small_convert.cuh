@@ -167,7 +167,7 @@ class ConvertRole {
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
     const int group = kFirst + quad_ + 4 * slot;
-    row.groups[slot] = source.valid ? sm90::ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
+    row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
   }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
     row.scales = source.valid ? sm90::ld_global_nc_16(source.scale_row + kFirst) : make_uint4(0, 0, 0, 0);

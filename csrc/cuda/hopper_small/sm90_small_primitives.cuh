@@ -81,14 +81,9 @@ __device__ __forceinline__ bool named_barrier_or(bool value) {
 }
 
 // Global loads of the conversion, through the read-only path. The code bytes of a row are read once
-// and 32 contiguous bytes per warp instruction and row: not kept in L1. The RoPE and scale bytes are
-// read by two instructions (or by the four threads of a row) that each use half of a sector: kept
-// in L1, so the second one hits.
-__device__ __forceinline__ uint2 ld_global_nc_8_no_l1(const void* pointer) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(pointer));
-  return v;
-}
+// and 32 contiguous bytes per warp instruction and row: not kept in L1 (ld_global_nc_8_no_l1,
+// ../common/ptx_primitives.cuh). The RoPE and scale bytes are read by two instructions (or by the
+// four threads of a row) that each use half of a sector: kept in L1, so the second one hits.
 __device__ __forceinline__ uint4 ld_global_nc_16(const void* pointer) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(pointer));
