@@ -1,7 +1,8 @@
 // Thin wrappers over the PTX instructions that both CUDA prefill kernels use (all sm_80+):
 // asynchronous 16-byte copies, named barriers, byte permutes, bf16x2 packing and multiplies,
-// quad shuffles, ex2. One instruction each, so kernels read as the algorithm and the SASS maps
-// one-to-one. Kernel-specific ones: ../portable/sm80_primitives.cuh (ldmatrix, mma.sync) and
+// read-only loads that skip L1, 16-byte stores, quad shuffles (and the quad's word transpose, two
+// rounds of them), ex2. One instruction each otherwise, so kernels read as the algorithm and the
+// SASS maps one-to-one. Kernel-specific ones: ../portable/sm80_primitives.cuh (ldmatrix, mma.sync) and
 // ../hopper/sm90_primitives.cuh (wgmma, mbarriers, setmaxnreg).
 #pragma once
 
