@@ -103,7 +103,7 @@ constexpr int kQkStepsPerHalf = kQkSteps / 2;
 enum ConsumerBarrier : int {
   kWeightsReady = 1,    // + c: consumer c's weights are in p[c] (and the follower's reference in reference_exchange[1])
   kSumsExchanged = 3,   // item epilogue: both consumers' row sums are in sum/exact_exchange
-  kOutputStaged = 4,    // + c: consumer c's 128 threads wrote their O into its half of the Q tile
+  kOutputStaged = 4,    // + c: consumer c's 128 threads wrote a round of its split partial into its half of the Q tile
   // The leader's reference after the pair's first block is in reference_exchange[0] (pairs with a
   // second block; in the item's last pair without one, kWeightsReady + 0 hands it over).
   kReferenceReady = 6,
