@@ -33,16 +33,20 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(uint32_t nibbles, uint32_t& out
   out23 = byte_perm(low, high, 0x7362u);
 }
 
-// An E4M3 block scale as a bf16 pair (exact). sm_89+ converts in hardware (subnormals and NaN
+// An E4M3 block scale as a float (exact). sm_89+ converts in hardware (subnormals and NaN
 // included); older GPUs use the format header's decoder.
-__device__ __forceinline__ uint32_t e4m3_to_bf16x2(uint8_t scale_byte) {
+__device__ __forceinline__ float e4m3_scale_to_float(uint8_t scale_byte) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   uint32_t halves;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(static_cast<unsigned short>(scale_byte)));
-  const float scale = __half2float(__ushort_as_half(static_cast<unsigned short>(halves & 0xFFFFu)));
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(halves & 0xFFFFu)));
 #else
-  const float scale = nvfp4::e4m3_to_float(scale_byte);
+  return nvfp4::e4m3_to_float(scale_byte);
 #endif
+}
+// The same as a bf16 pair (exact).
+__device__ __forceinline__ uint32_t e4m3_to_bf16x2(uint8_t scale_byte) {
+  const float scale = e4m3_scale_to_float(scale_byte);
   return pack_bf16x2(scale, scale);
 }
 

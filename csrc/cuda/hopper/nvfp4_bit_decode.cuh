@@ -1,40 +1,57 @@
 // NVFP4 -> bf16 by bit placement (no tables): the decode of both Hopper kernels (the 64-head
 // kernel's dequant warpgroups, the small-heads kernel's converters). Exact: every E2M1 value times
-// an E4M3 scale is a bf16.
+// an E4M3 scale (times 2^-9, below) is a bf16.
 #pragma once
 
 #include <cstdint>
 
+#include "../common/nvfp4_dequant.cuh"
 #include "../common/ptx_primitives.cuh"
 
 namespace cake::cuda::hopper {
 
-// 2^126 as a bf16 pair. A nibble's three magnitude bits placed in a bf16's two lowest exponent
-// bits and its top mantissa bit read as 2^-126 times the E2M1 value (the E = 0 codes become bf16
-// subnormals, which bf16 multiplication keeps).
-constexpr uint32_t kE2m1BiasBf16x2 = 0x7E807E80u;
+// A nibble's three magnitude bits placed in a bf16's two lowest exponent bits and its top
+// mantissa bit read as 2^-126 times the E2M1 value (the E = 0 codes become bf16 subnormals, which
+// bf16 multiplication keeps). Undoing that bias and applying the block scale in one multiply
+// would need 2^126 times a scale of up to 448, past bf16's range; 2^117 times the scale fits
+// (< 2^126), so one multiply gives the value times the scale times 2^-9, still exact (its
+// smallest nonzero magnitude is 2^-19). The kernels that use this decode take K (= V) as
+// 2^-9 times the cache's values in the NoPE dims (the RoPE dims as stored) and undo the factor
+// where a power of two is exact: the 64-head kernel scales Q's RoPE dims by 2^-9 and its scores
+// by 2^9, the small-heads kernel Q's NoPE dims by 2^9; both the NoPE dims' output scale by 2^9.
+constexpr float kBitDecodeScaleBias = 0x1p117f;  // the block scale's factor (e4m3_to_decode_scale)
+constexpr float kBitDecodeUnscale = 0x1p9f;      // 1 / (2^117 / 2^126): what the kernels undo
+constexpr uint32_t kBitDecodeFactorBf16x2 = 0x3B003B00u;   // 2^-9 as a bf16 pair
+constexpr uint32_t kBitDecodeUnscaleBf16x2 = 0x44004400u;  // 2^9 as a bf16 pair
 
-// Eight E2M1 codes (element i in bits 4i..4i+3) times `scale_bf16x2` -> four bf16 pairs,
-// pair[k] = (element k, element k + 4) (element k in the low half). One shift brings nibbles k and
-// k + 4 to bits 12..15 and 28..31 (signs in place), another brings their magnitudes to bits 6..8
-// and 22..24; two masks merge them; two multiplies fix the exponent bias and apply the scale.
-// The small-heads kernel uses the pairs as they come (its K order follows them).
-__device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t scale_bf16x2, uint32_t (&pair)[4]) {
+// An E4M3 block scale times 2^117 as a bf16 pair, for the decode below (exact; NaN stays NaN).
+__device__ __forceinline__ uint32_t e4m3_to_decode_scale(uint8_t scale_byte) {
+  const float scale = e4m3_scale_to_float(scale_byte) * kBitDecodeScaleBias;
+  return pack_bf16x2(scale, scale);
+}
+
+// Eight E2M1 codes (element i in bits 4i..4i+3) times a block scale times 2^-9 -> four bf16
+// pairs, pair[k] = (element k, element k + 4) (element k in the low half); `decode_scale` is
+// e4m3_to_decode_scale of the scale byte. One shift brings nibbles k and k + 4 to bits 12..15 and
+// 28..31 (signs in place), another brings their magnitudes to bits 6..8 and 22..24; two masks
+// merge them (one LOP3); one multiply. The small-heads kernel uses the pairs as they come (its K
+// order follows them).
+__device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t decode_scale, uint32_t (&pair)[4]) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const uint32_t signs = codes << (12 - 4 * k);
     const int magnitude_shift = 6 - 4 * k;
     const uint32_t magnitudes = magnitude_shift >= 0 ? codes << magnitude_shift : codes >> -magnitude_shift;
     const uint32_t placed = (signs & 0x80008000u) | (magnitudes & 0x01C001C0u);
-    pair[k] = bf16x2_mul(bf16x2_mul(placed, kE2m1BiasBf16x2), scale_bf16x2);
+    pair[k] = bf16x2_mul(placed, decode_scale);
   }
 }
 
-// The same eight values in element order: byte permutes of the pairs. About 3.5 instructions a
+// The same eight values in element order: byte permutes of the pairs. About 3 instructions a
 // value in SASS.
-__device__ __forceinline__ void e2m1x8_to_bf16x8(uint32_t codes, uint32_t scale_bf16x2, uint32_t (&out)[4]) {
+__device__ __forceinline__ void e2m1x8_to_bf16x8(uint32_t codes, uint32_t decode_scale, uint32_t (&out)[4]) {
   uint32_t pair[4];
-  e2m1x8_to_bf16_pairs(codes, scale_bf16x2, pair);
+  e2m1x8_to_bf16_pairs(codes, decode_scale, pair);
   out[0] = byte_perm(pair[0], pair[1], 0x5410u);
   out[1] = byte_perm(pair[2], pair[3], 0x5410u);
   out[2] = byte_perm(pair[0], pair[1], 0x7632u);

@@ -14,6 +14,7 @@
 #include "../common/prefill_epilogue.cuh"
 #include "../common/split_epilogue.cuh"
 #include "../common/ptx_primitives.cuh"
+#include "nvfp4_bit_decode.cuh"
 #include "prefill_hopper_layout.h"
 #include "prefill_hopper_params.h"
 #include "prefill_hopper_trace.cuh"
@@ -63,7 +64,7 @@ class ConsumerRole {
   __device__ ConsumerRole(const HopperParams& params, SharedStorage& smem, int consumer, int thread)
       : params_(params), smem_(smem), consumer_(consumer), lane_(thread % 32),
         row0_((thread / 32) * 16 + (thread % 32) / 4),
-        score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
+        score_scale_(score_scale_or_nan(params.score_scale_log2) * kBitDecodeUnscale) {}
 
   __device__ void run() {
     using namespace sm90;
@@ -90,9 +91,12 @@ class ConsumerRole {
       mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
 #endif
       trace_event(consumer_, 7, gblock + 1);
-      // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy);
-      // the fence orders this thread's generic writes of the tile (a split item's partial) before them.
+      // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy)
+      // and to this thread; the fence orders this thread's generic writes of the tile (a split
+      // item's partial, the RoPE scaling) before the wgmmas' reads.
+      scale_q_rope();
       fence_proxy_async();
+      consumer_barrier<kQRopeScaled>();
       for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
         const bool last = block + 2 >= num_blocks;
         const PairBlocks pair = {gblock & 1,     (gblock >> 1) & 1, block + 1 < num_blocks,
@@ -117,7 +121,9 @@ class ConsumerRole {
   const int consumer_;  // 0: the leader (first block of each pair), 1: the follower
   const int lane_;
   const int row0_;      // this thread's accumulator rows (heads of the item): row0 and row0 + 8
-  const float score_scale_;  // sm_scale * log2(e), NaN when sm_scale is not finite
+  // sm_scale * log2(e) * 2^9 (the scores come out 2^-9 times the true ones: scale_q_rope), NaN
+  // when sm_scale is not finite.
+  const float score_scale_;
 
   float o_acc_[128];    // O[64 heads x 256 dims of this consumer] (see o_dim)
   float reference_[2];  // the softmax reference of each row (the same in both consumers after a pair)
@@ -367,6 +373,44 @@ class ConsumerRole {
     }
     sm90::fence_proxy_async();
   }
+  // Q's RoPE dims (448..511: column block 7 of the tile) times 2^-9. The dequant writes K's NoPE
+  // dims as 2^-9 times the cache's values (one multiply a pair: nvfp4_bit_decode.cuh) and copies
+  // its RoPE dims as they are, so with Q's RoPE dims scaled too every score is 2^-9 times the
+  // true one (powers of two: exact), which score_scale_ undoes. Each of the 256 consumer threads
+  // scales 32 bytes of the block (whatever their swizzled place); padding rows are zeros.
+  __device__ __forceinline__ void scale_q_rope() {
+    static_assert(nvfp4::kNopeDim == (kColumnBlocks - 1) * kColumnBlockDims, "RoPE is Q's last column block");
+    constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kConsumerThreads;  // 2
+    uint4* chunk = reinterpret_cast<uint4*>(smem_.q + (kColumnBlocks - 1) * kQColumnBlockBytes) +
+                   (consumer_ * kWarpgroupThreads + threadIdx.x % kWarpgroupThreads) * kChunksPerThread;
+#pragma unroll
+    for (int k = 0; k < kChunksPerThread; ++k) {
+      uint4 v = chunk[k];
+      v.x = bf16x2_mul(v.x, kBitDecodeFactorBf16x2);
+      v.y = bf16x2_mul(v.y, kBitDecodeFactorBf16x2);
+      v.z = bf16x2_mul(v.z, kBitDecodeFactorBf16x2);
+      v.w = bf16x2_mul(v.w, kBitDecodeFactorBf16x2);
+      chunk[k] = v;
+    }
+  }
+
+  // The output scales of a row whose softmax gives it `row_scale`: PV took V as the dequant wrote
+  // it, 2^-9 times the cache's values in the NoPE dims and the RoPE dims (448..) as they are. The
+  // RoPE dims are consumer 1's accumulator groups 24..31 (o_dim), so a group's scale is one of two
+  // per row, chosen at compile time but for the consumer.
+  struct GroupScales {
+    float nope;  // groups 0..23, and 24..31 of consumer 0
+    float last;  // groups 24..31
+  };
+  static constexpr int kLastGroups = 24;
+  __device__ __forceinline__ GroupScales group_scales(float row_scale) const {
+    const float nope = row_scale * kBitDecodeUnscale;
+    return {nope, consumer_ == 1 ? row_scale : nope};
+  }
+  static __device__ __forceinline__ float group_scale(const GroupScales& scales, int i) {
+    return i >= kLastGroups ? scales.last : scales.nope;
+  }
+
   // This consumer's reference into reference_exchange[consumer], for the other consumer (read
   // after the next hand-over barrier).
   __device__ __forceinline__ void publish_reference() {
@@ -391,6 +435,7 @@ class ConsumerRole {
   // 2 c and 2 c + 1. The output dim of accumulator column block i (o_acc[4 i ..], 8 columns).
   __device__ __forceinline__ int pv_quarter(int step) const { return 2 * consumer_ + step; }
   __device__ __forceinline__ int o_dim(int i) const { return 128 * pv_quarter(i / 16) + 8 * (i % 16); }
+  static_assert(128 * (2 * 1 + 24 / 16) + 8 * (24 % 16) == nvfp4::kNopeDim, "consumer 1's group 24 is the first RoPE dim");
 
   // V rows 16 kk .. 16 kk + 15 of the block in K tile `parity`, quarter pv_quarter(step) of the dims.
   __device__ __forceinline__ uint64_t v_descriptor(int parity, int step, int kk) const {
@@ -469,13 +514,15 @@ class ConsumerRole {
   // `store` says whether the row is an output row.
   __device__ __forceinline__ void store_output_row(__nv_bfloat16* out_row, int r, float out_scale, bool store) {
     const int q = lane_ % 4;
+    const GroupScales scales = group_scales(out_scale);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       uint32_t word[4];
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int i = 4 * j + t;
-        word[t] = pack_bf16x2(o_acc_[4 * i + 2 * r] * out_scale, o_acc_[4 * i + 2 * r + 1] * out_scale);
+        const float scale = group_scale(scales, i);
+        word[t] = pack_bf16x2(o_acc_[4 * i + 2 * r] * scale, o_acc_[4 * i + 2 * r + 1] * scale);
       }
       quad_transpose(word, lane_);
       if (store) st_global_16(out_row + o_dim(4 * j) + 8 * q, word);
@@ -500,12 +547,14 @@ class ConsumerRole {
       uint32_t row_base = smem_address(smem_.q) + consumer_ * kColumnBlocksPerConsumer * kQColumnBlockBytes +
                           row * kTileRowBytes + (((row % 8) ^ ((lane_ / 2) % 2)) * 16) + 8 * (lane_ % 2);
       asm volatile("" : "+r"(row_base));  // computed here, not kept across the item loop
+      const GroupScales scales = group_scales(out_scale[r]);
 #pragma unroll
       for (int g = 0; g < 16; ++g) {
         const int i = 16 * round + g;
+        const float scale = group_scale(scales, i);
         sm90::st_shared_8((row_base ^ ((2 * (g % 4)) * 16)) + (g / 4) * kQColumnBlockBytes,
-                          __float_as_uint(o_acc_[4 * i + 2 * r] * out_scale[r]),
-                          __float_as_uint(o_acc_[4 * i + 2 * r + 1] * out_scale[r]));
+                          __float_as_uint(o_acc_[4 * i + 2 * r] * scale),
+                          __float_as_uint(o_acc_[4 * i + 2 * r + 1] * scale));
       }
     }
   }
@@ -594,10 +643,12 @@ class ConsumerRole {
         out_scale[r] = final.out_scale;
         if (!aligned) {
           float* out_row = split_output_row(params_, w.split, w.token, head) + 2 * (lane_ % 4);
+          const GroupScales scales = group_scales(final.out_scale);
 #pragma unroll
           for (int i = 0; i < 32; ++i) {
+            const float scale = group_scale(scales, i);
             *reinterpret_cast<float2*>(out_row + o_dim(i)) =
-                make_float2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+                make_float2(o_acc_[4 * i + 2 * r] * scale, o_acc_[4 * i + 2 * r + 1] * scale);
           }
         }
         if (consumer_ == 0 && lane_ % 4 == 0) store_split_lse(params_, w.split, w.token, head, final.lse2);
@@ -606,10 +657,12 @@ class ConsumerRole {
         out_scale[r] = final.out_scale;
         if (!aligned) {
           __nv_bfloat16* out_row = output_row(params_, w.token, head) + 2 * (lane_ % 4);
+          const GroupScales scales = group_scales(final.out_scale);
 #pragma unroll
           for (int i = 0; i < 32; ++i) {
+            const float scale = group_scale(scales, i);
             *reinterpret_cast<uint32_t*>(out_row + o_dim(i)) =
-                pack_bf16x2(o_acc_[4 * i + 2 * r] * final.out_scale, o_acc_[4 * i + 2 * r + 1] * final.out_scale);
+                pack_bf16x2(o_acc_[4 * i + 2 * r] * scale, o_acc_[4 * i + 2 * r + 1] * scale);
           }
         }
         if (consumer_ == 0 && lane_ % 4 == 0) store_lse(params_, w.token, head, final.lse2);

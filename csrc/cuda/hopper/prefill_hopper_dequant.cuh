@@ -253,10 +253,11 @@ class DequantRole {
     }
   }
 
-  // Eight codes (one word) times a scale into the 16-byte chunk at `address`.
-  __device__ __forceinline__ void convert_word(uint32_t address, uint32_t word, uint32_t scale_bf16x2) {
+  // Eight codes (one word) times a scale (times 2^-9: nvfp4_bit_decode.cuh) into the 16-byte
+  // chunk at `address`.
+  __device__ __forceinline__ void convert_word(uint32_t address, uint32_t word, uint32_t decode_scale) {
     uint32_t out[4];
-    e2m1x8_to_bf16x8(word, scale_bf16x2, out);
+    e2m1x8_to_bf16x8(word, decode_scale, out);
     sm90::st_shared_16(address, out[0], out[1], out[2], out[3]);
   }
 
@@ -267,8 +268,8 @@ class DequantRole {
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
     const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
     const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
-    const uint32_t scale_low = e4m3_to_bf16x2(uint8_t(scale_pair & 0xFFu));
-    const uint32_t scale_high = e4m3_to_bf16x2(uint8_t(scale_pair >> 8));
+    const uint32_t scale_low = e4m3_to_decode_scale(uint8_t(scale_pair & 0xFFu));
+    const uint32_t scale_high = e4m3_to_decode_scale(uint8_t(scale_pair >> 8));
     const uint32_t chunk0 = half_tile + unit_offset_;
     const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
     convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
@@ -288,7 +289,7 @@ class DequantRole {
     static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
     convert_unit(half_tile, parity, kLowUnitsPerPart);
     const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
-    const uint32_t scale_half = e4m3_to_bf16x2(scales[kHalfUnitFirstScale + part_]);
+    const uint32_t scale_half = e4m3_to_decode_scale(scales[kHalfUnitFirstScale + part_]);
     const uint32_t tail = half_tile + tail_offset_;
     convert_word(tail, half_codes_.x, scale_half);
     convert_word(tail ^ 16u, half_codes_.y, scale_half);

@@ -108,6 +108,7 @@ enum ConsumerBarrier : int {
   // second block; in the item's last pair without one, kWeightsReady + 0 hands it over).
   kReferenceReady = 6,
   kScoresIssued = 7,  // the leader has issued the QK^T of the pair's first block (pairs with a second block)
+  kQRopeScaled = 8,   // item start: Q's RoPE dims are scaled by 2^-9 (scale_q_rope), for both QK^Ts
 };
 
 }  // namespace cake::cuda::hopper

@@ -19,6 +19,7 @@
 #include "../common/online_softmax.cuh"
 #include "../common/prefill_epilogue.cuh"
 #include "../common/ptx_primitives.cuh"
+#include "../hopper/nvfp4_bit_decode.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_layout.h"
 #include "prefill_small_params.h"
@@ -207,9 +208,14 @@ class AttendRole {
       if (part_ == 0) {
         const SoftmaxFinal final = finalize_row(params_, u.head0 + head, row_max_[k], WeightSums{rounded, exact});
         store_lse(params_, u.token, u.head0 + head, final.lse2);
-        smem_.out_scale[head] = final.out_scale;
+        smem_.out_scale[head] = final.out_scale * hopper::kBitDecodeUnscale;  // V was 2^-9 times the cache's
       }
     }
+    // PV took V as the converters wrote it: 2^-9 times the cache's values in the NoPE dims
+    // (nvfp4_bit_decode.cuh), the RoPE dims (m-tile kRopeMTile) as stored. Those are scaled down to
+    // match, so that one scale a head (out_scale, times 2^9) serves every dim; powers of two, exact.
+#pragma unroll
+    for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     if (by_tma && copies_thread()) sm90::bulk_wait_group_read<0>();  // the previous unit's O left the tile
     named_barrier<kScalesReady, kWarpgroupThreads>();
     if (by_tma) {

@@ -236,7 +236,12 @@ class ConvertRole {
     using namespace sm90;
     if (word < kRopeFirstWord) {
       // Code word 2 g + b, g = first group + q + 4 i: k-step 4 i + 2 b + t holds (dim 2t, 2t + 4)
-      // at position 2 q and (2t + 1, 2t + 5) at 2 q + 8.
+      // at position 2 q and (2t + 1, 2t + 5) at 2 q + 8. Times 2^9: the decoded K is 2^-9 times
+      // the cache's values in these dims (nvfp4_bit_decode.cuh), so the scores come out exact.
+      dims.x = bf16x2_mul(dims.x, hopper::kBitDecodeUnscaleBf16x2);
+      dims.y = bf16x2_mul(dims.y, hopper::kBitDecodeUnscaleBf16x2);
+      dims.z = bf16x2_mul(dims.z, hopper::kBitDecodeUnscaleBf16x2);
+      dims.w = bf16x2_mul(dims.w, hopper::kBitDecodeUnscaleBf16x2);
       const int local_group = word / 2 - kFirst;
       const int q = local_group % 4;
       const int kstep = 4 * (local_group / 4) + 2 * (word % 2);
@@ -292,7 +297,7 @@ class ConvertRole {
     for (int r = 0; r < 2; ++r) {
       const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
 #pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) scales[r][slot] = e4m3_to_bf16x2(uint8_t(words[slot] >> (8 * quad_)));
+      for (int slot = 0; slot < kSlots; ++slot) scales[r][slot] = hopper::e4m3_to_decode_scale(uint8_t(words[slot] >> (8 * quad_)));
       load_scales(rows_[r], next_rows[r]);
     }
     if constexpr (kHasRope) {
