@@ -308,12 +308,13 @@ def test_small_heads_persistent_grid_crosses_units(heads):
 @needs_small_heads
 @pytest.mark.parametrize("heads", [16, 32, 80, 96])
 def test_small_heads_output_views_of_each_alignment(heads):
-    """The small-heads kernel stores each unit's O through a staging tile and TMA stores when the
-    output is 16-byte aligned, from registers when it is only 4-byte aligned (a view 2 bf16 into
-    its storage). Both paths match the reference and give the same bits, and neither writes
-    outside the view (the guard elements around it keep their NaN). The persistent grid walks
-    several units a CTA, so the staging tile is reused; with H = 80 and 96 the kernel runs heads
-    64.. through a tensor map of those heads only (heads 0..63 run on the 64-head kernel)."""
+    """Units of 16 heads (H = 16, 80) store O through a staging tile and TMA stores when the output
+    is 16-byte aligned, from registers when it is only 4-byte aligned (a view 2 bf16 into its
+    storage); units of 32 heads (H = 32, 96) always from registers. Every path matches the
+    reference and gives the same bits, and none writes outside the view (the guard elements
+    around it keep their NaN). The persistent grid walks several units a CTA, so the staging tile
+    is reused; with H = 80 and 96 the kernel runs heads 64.. through a tensor map of those heads
+    only (heads 0..63 run on the 64-head kernel)."""
     problem = persistent_walk_problem(heads)
     expected_out, expected_lse, expected_plan = problem.run()
     assert expected_plan["kernel"] == "hopper_small"

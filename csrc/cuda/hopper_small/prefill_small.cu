@@ -16,12 +16,13 @@ namespace {
 // spans exactly those heads: a unit's box (kGroupHeads heads from head0, within num_heads_run)
 // never reaches another launch's heads, which the map's bound would clip anyway. The moved
 // pointer keeps the output's alignment (a head is 1,024 bytes); an output view only 4-byte
-// aligned (the op accepts those) keeps the register stores.
+// aligned (the op accepts those), and every unit of 32 heads (no staging tile), keeps the
+// register stores.
 template <int kGroupHeads>
 HopperSmallParams small_params(const PrefillParams& params, int num_heads_run) {
   HopperSmallParams small{};
   static_cast<PrefillParams&>(small) = params;
-  small.output_by_tma = tma_addressable(params.output);
+  small.output_by_tma = hopper_small::Geometry<kGroupHeads>::kStagesOutput && tma_addressable(params.output);
   if (small.output_by_tma) {
     small.output_map =
         head_rows_tensor_map(params.output, params.num_tokens, num_heads_run, params.num_heads, kGroupHeads);

@@ -69,7 +69,7 @@ class AttendRole {
       finish_unit(u);
     }
     // The last unit's O must be written (and have read the staging tile) before the CTA exits.
-    if (params_.output_by_tma != 0 && copies_thread()) sm90::bulk_wait_group<0>();
+    if (stores_by_tma() && copies_thread()) sm90::bulk_wait_group<0>();
   }
 
  private:
@@ -183,6 +183,12 @@ class AttendRole {
     }
   }
 
+  // O leaves through the staging tile and TMA stores (only where the tile exists), else from
+  // registers.
+  __device__ __forceinline__ bool stores_by_tma() const {
+    return G::kStagesOutput && params_.output_by_tma != 0;
+  }
+
   // The thread that issues the TMA stores of O (and waits for them).
   __device__ __forceinline__ bool copies_thread() const { return warp_ == 0 && lane_ == 0; }
 
@@ -195,7 +201,7 @@ class AttendRole {
   // heads are all real (G divides the heads the launch runs) and the output map spans only the
   // launch's heads, so no store reaches past them.
   __device__ void finish_unit(const Unit& u) {
-    const bool by_tma = params_.output_by_tma != 0;
+    const bool by_tma = stores_by_tma();
 #pragma unroll
     for (int k = 0; k < G::kSoftmaxHeads; ++k) {
       const int head = head_group_ + 16 * k;
@@ -218,17 +224,20 @@ class AttendRole {
     for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     if (by_tma && copies_thread()) sm90::bulk_wait_group_read<0>();  // the previous unit's O left the tile
     named_barrier<kScalesReady, kWarpgroupThreads>();
-    if (by_tma) {
-      stage_output();
-      // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
-      // fences its own, the barrier below orders them before the copy thread's stores.
-      sm90::fence_proxy_async();
-    } else {
-      store_output_from_registers(u);
+    if constexpr (G::kStagesOutput) {
+      if (by_tma) {
+        stage_output();
+        // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
+        // fences its own, the barrier below orders them before the copy thread's stores.
+        sm90::fence_proxy_async();
+      }
     }
+    if (!by_tma) store_output_from_registers(u);
     // All read the scales (before the next unit rewrites them) and staged their O.
     named_barrier<kScalesReady, kWarpgroupThreads>();
-    if (by_tma && copies_thread()) store_output(u);
+    if constexpr (G::kStagesOutput) {
+      if (by_tma && copies_thread()) store_output(u);
+    }
   }
 
   // O^T normalised, in bf16, into the staging tile: head rows, 128-byte swizzled column blocks
@@ -253,7 +262,7 @@ class AttendRole {
     const int column = lane / 4, quad = lane % 4;
     const bool swap_heads = (quad & 1) != 0;
     const bool odd_column = (column & 1) != 0;
-    const uint32_t tile = smem_address(smem_.o);
+    const uint32_t tile = smem_address(smem_.o.bytes);
     // Slot s of each pair of stores writes head e = s ^ swap_heads (row 2 q + e of every block of 8
     // heads). The rows of head block n are n whole swizzle periods (1,024 bytes) further and m-tile
     // t goes to column block t, so both are immediate offsets from these four addresses.
@@ -299,7 +308,7 @@ class AttendRole {
   __device__ __forceinline__ void store_output(const Unit& u) {
 #pragma unroll
     for (int block = 0; block < kOColumnBlocks; ++block) {
-      sm90::tma_store_3d(&params_.output_map, smem_address(smem_.o) + block * G::kOColumnBlockBytes,
+      sm90::tma_store_3d(&params_.output_map, smem_address(smem_.o.bytes) + block * G::kOColumnBlockBytes,
                          block * kOColumnBlockDims, u.head0, u.token);
     }
     sm90::bulk_commit_group();

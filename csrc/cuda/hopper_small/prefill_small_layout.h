@@ -21,7 +21,6 @@ constexpr int kWarpgroupThreads = 128;
 // 32, and the heads past the first 64 of H = 80, 96), or all of H = 64, 128 with head_tiles below
 // 4; H = 48 and 112 run on the 64-head kernel (../prefill_kernel_choice.h), so no unit has 48.
 constexpr int group_heads_for(long long num_heads) { return num_heads % 32 == 0 ? 32 : 16; }
-constexpr int kMaxGroupHeads = 32;
 
 // Warpgroup 0 attends (softmax, PV, the unit's epilogue); warpgroups 1 and 2 convert: converter h
 // gathers and converts dims half h of every candidate row of a chunk (h = 0: NoPE dims 0..255;
@@ -68,9 +67,13 @@ struct Geometry {
   static constexpr int kQColumnBlockBytes = kHeads * kTileRowBytes;
   static constexpr int kQHalfBytes = 4 * kQColumnBlockBytes;
   // The unit's O staged for the TMA stores of the epilogue: kHeads rows x 512 dims (bf16), 8
-  // column blocks of 64 dims, each a box of the output's tensor map (common/tensor_map.h).
+  // column blocks of 64 dims, each a box of the output's tensor map (common/tensor_map.h). At 16
+  // heads a unit only: at 32 the 32 KB tile took the kernel's shared memory from 190 to 223 KB and
+  // the kernel was 9-15% slower than with its O stored from registers (H200), where at 16 heads
+  // the tile gains 3-5% (docs/hopper_small_kernel.md, "The unit epilogue").
+  static constexpr bool kStagesOutput = kHeads == 16;
   static constexpr int kOColumnBlockBytes = kHeads * kTileRowBytes;
-  static constexpr int kOTileBytes = kOColumnBlocks * kOColumnBlockBytes;
+  static constexpr int kOTileBytes = kStagesOutput ? kOColumnBlocks * kOColumnBlockBytes : 0;
   // P^T, the B operand of PV: kHeads rows x 64 candidates (K-major), one column block.
   static constexpr int kPTileBytes = kHeads * kTileRowBytes;
   // n-blocks of 8 heads in the wgmma accumulators: S^T holds 4 * kHeadBlocks floats a thread, each
@@ -92,15 +95,19 @@ struct Geometry {
                 "the roles' registers fit what the CTA was launched with");
 };
 
+// The O staging tile of a unit (Geometry::kStagesOutput), nothing where O leaves from registers.
+template <int kBytes>
+struct alignas(1024) OutputTile {
+  uint8_t bytes[kBytes];
+};
+template <>
+struct OutputTile<0> {};
+
 template <int kGroupHeads>
 struct alignas(1024) SharedStorage {
   using G = Geometry<kGroupHeads>;
   uint8_t k[kKTiles][kKTileBytes];                   // K (= V) of two chunks, bf16, swizzled
   uint8_t q[kConverters][G::kQHalfBytes];            // the unit's Q, one half per converter
-  // The unit's O, bf16, swizzled: written by the attend warpgroup in its epilogue, read by its
-  // TMA stores (which must have read it before the next unit's epilogue rewrites it). Its own
-  // buffer: in the epilogue the converters already fill the K tiles, Q and S for the next unit.
-  uint8_t o[G::kOTileBytes];
   // bf16 weights of the chunk, [head][candidate], per chunk parity: a warp's wgmma_wait need not
   // cover the other warps' share of PV, so P is rewritten for chunk j + 2 only after the kPReady
   // barrier of chunk j + 1, which every warp reaches after its PV of chunk j.
@@ -113,15 +120,21 @@ struct alignas(1024) SharedStorage {
   uint64_t k_full[kKTiles];   // both converters wrote the tile, their S halves and the flags
   uint64_t k_empty[kKTiles];  // PV of the tile's chunk retired
   uint64_t s_empty;           // the attend warpgroup has read the S halves of the last chunk
+  // The unit's O, bf16, swizzled (G::kStagesOutput): written by the attend warpgroup in its
+  // epilogue, read by its TMA stores (which must have read it before the next unit's epilogue
+  // rewrites it). Its own buffer: in the epilogue the converters already fill the K tiles, Q and S
+  // for the next unit. Last, so that an empty one moves nothing else off its 1,024-byte boundary.
+  OutputTile<G::kOTileBytes> o;
 };
 
 template <int kGroupHeads>
 constexpr int smem_bytes() {
   return int(sizeof(SharedStorage<kGroupHeads>));
 }
-static_assert(smem_bytes<kMaxGroupHeads>() <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
+constexpr int kMaxSmemBytes = smem_bytes<16>() > smem_bytes<32>() ? smem_bytes<16>() : smem_bytes<32>();
+static_assert(kMaxSmemBytes <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
 static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 && offsetof(SharedStorage<16>, o) % 1024 == 0 &&
-                  offsetof(SharedStorage<16>, p) % 1024 == 0 && offsetof(SharedStorage<32>, o) % 1024 == 0 &&
+                  offsetof(SharedStorage<16>, p) % 1024 == 0 && offsetof(SharedStorage<32>, q) % 1024 == 0 &&
                   offsetof(SharedStorage<32>, p) % 1024 == 0,
               "swizzled tiles start on 1024-byte boundaries");
 
@@ -142,7 +155,7 @@ namespace cake::cuda {
 // What the host needs: the kernel's threads and its largest shared memory.
 struct HopperSmallPrefillLayout {
   static constexpr int kThreads = hopper_small::kThreads;
-  static constexpr int kMaxSmemBytes = hopper_small::smem_bytes<hopper_small::kMaxGroupHeads>();
+  static constexpr int kMaxSmemBytes = hopper_small::kMaxSmemBytes;
 };
 
 }  // namespace cake::cuda

@@ -13,8 +13,8 @@ struct HopperSmallParams : PrefillParams {
   // - 1 from the launch's `output`, rows num_heads apart), a box of one unit's heads; when
   // output_by_tma.
   CUtensorMap output_map;
-  // 1: a unit's O goes from the staging tile to `output` by TMA stores (output 16-byte aligned);
-  // 0: from registers (an output view only 4-byte aligned).
+  // 1: a unit's O goes from the staging tile to `output` by TMA stores (16 heads a unit, output
+  // 16-byte aligned); 0: from registers (32 heads a unit, or an output view only 4-byte aligned).
   int output_by_tma;
 };
 
