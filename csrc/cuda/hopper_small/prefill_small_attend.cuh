@@ -314,23 +314,30 @@ class AttendRole {
     sm90::bulk_commit_group();
   }
 
-  // O^T normalised, from registers to the output, one bf16 a store: the dims of m-tile t, row
-  // 16 w + lane / 4 + 8 h are column lane / 4 of K-tile chunk 8 t + 2 w + h (k_tile_dim). For an
-  // output view that the TMA cannot address (only 4-byte aligned).
+  // O^T normalised, from registers to the output, 4 bytes a store: the same pairs of adjacent dims
+  // as stage_output writes into the staging tile (the RoPE pairs after the swap of one value with
+  // the lane of the other column), each at its dim in the head's output row. For units of 32 heads
+  // (no staging tile) and for an output view that the TMA cannot address (4-byte aligned: every
+  // pair starts at an even dim, so each store is aligned). A warp instruction writes 8 column
+  // pairs of 4 heads.
   __device__ __forceinline__ void store_output_from_registers(const Unit& u) {
+    const int column = lane_ / 4, quad = lane_ % 4;
+    const bool odd_column = (column & 1) != 0;
+    const int nope_dim = nope_pair_dim(warp_, column);
+    const int rope_dim = 64 * kRopeMTile + rope_pair_dim(warp_, column);
 #pragma unroll
     for (int n = 0; n < G::kHeadBlocks; ++n) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int head = 8 * n + 2 * (lane_ % 4) + e;
+        const int head = 8 * n + 2 * quad + e;
         const float scale = smem_.out_scale[head];
         __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            out[k_tile_dim(8 * t + 2 * warp_ + h, lane_ / 4)] = __float2bfloat16_rn(o_acc_[t][4 * n + 2 * h + e] * scale);
-          }
+          const float low = o_acc_[t][4 * n + e] * scale, high = o_acc_[t][4 * n + 2 + e] * scale;
+          const uint32_t pair = t < kRopeMTile ? pack_bf16x2(low, high) : rope_pair(low, high, odd_column);
+          const int dim = t < kRopeMTile ? 64 * t + nope_dim : rope_dim;
+          *reinterpret_cast<uint32_t*>(out + dim) = pair;
         }
       }
     }
