@@ -119,10 +119,13 @@ PAIR_STEPS = (
     ("F_leader_pv", FOLLOWER, 3, 4),
     ("F_own_pv", FOLLOWER, 4, 5),
 )
-# A dequant block's steps (role 2, the first half of the rows; events 0 top, 1 low half free, 3
-# low half written, 4 high half free, 2 high half written).
+# A dequant block's steps (role 2, the first half of the rows; events 0 top, 5 the next block's
+# row source known, 6 the top's bookkeeping done, 1 low half free, 3 low half written, 4 high half
+# free, 2 high half written; logs from before points 5 and 6 have zeros there).
 BLOCK_STEPS = (
-    ("D_wait_low", 0, 1),      # the consumers' release of the tile's low half (two blocks back)
+    ("D_wait_low", 0, 1),      # from the top: its bookkeeping, then the consumers' release of the tile's low half (two blocks back)
+    ("D_top_source", 0, 5),    # of which: the next block's row source (index -> cache addresses)
+    ("D_top_cursor", 5, 6),    # of which: the scale and index copies issued, the cursors advanced
     ("D_convert_low", 1, 3),
     ("D_wait_high", 3, 4),
     ("D_convert_high", 4, 2),
@@ -161,7 +164,7 @@ def block_parts(launch, blocks_per_item):
             continue
         parts = {"row": row}
         for name, a, b in BLOCK_STEPS:
-            parts[name] = clocks[b] - clocks[a]
+            parts[name] = clocks[b] - clocks[a] if clocks[a] and clocks[b] else None
         following = dequant.get(row + 1, [])
         parts["to_next_top"] = following[0] - clocks[2] if any(following) else None
         blocks.append(parts)
@@ -265,8 +268,11 @@ def main():
     if blocks_per_item > 2:  # items of several pairs: where a pair's time goes in steady state
         print_medians("pairs of the items after the first", pair_parts(launches[-1], blocks_per_item),
                       [name for name, *_ in PAIR_STEPS] + ["to_next"])
-        print_medians("dequant blocks (warpgroup 2) of the items after the first",
-                      block_parts(launches[-1], blocks_per_item), [name for name, *_ in BLOCK_STEPS] + ["to_next_top"])
+        blocks = block_parts(launches[-1], blocks_per_item)
+        # The block top's two points exist in logs from 2026-12-01 on; older logs leave them out.
+        names = [name for name, *_ in BLOCK_STEPS
+                 if not name.startswith("D_top_") or any(block[name] is not None for block in blocks)]
+        print_medians("dequant blocks (warpgroup 2) of the items after the first", blocks, names + ["to_next_top"])
 
 
 def print_medians(what, rows, names):

@@ -186,10 +186,11 @@ def run_trace_summary(log, text):
                           capture_output=True, text=True)
 
 
-def multi_pair_trace(num_items=3, blocks_per_item=8):
+def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False):
     """A `PROBLEM 4096 64 512` trace of items of `blocks_per_item` blocks. Every pair's leader and
     follower steps, gaps and the dequant's block steps are fixed numbers, except in the first item
-    (the kernel's start), whose are ten times longer."""
+    (the kernel's start), whose are ten times longer. top_points: the dequant rows carry the block
+    top's points 5 and 6 (3 and 3 + 5 cycles after the top), as logs from 2026-12-01 on do."""
     lines = ["PROBLEM 4096 64 512", "LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]
     leader_steps, follower_steps = (100, 200, 300, 400, 500), (150, 250, 350, 450, 550)
     rows = {0: {}, 1: {}, 2: {}}
@@ -212,7 +213,8 @@ def multi_pair_trace(num_items=3, blocks_per_item=8):
             # events: 0 top, 1 low free, 3 low written, 4 high free, 2 high written
             low_free, low_done = top + slow * 11, top + slow * 11 + slow * 22
             high_free, high_done = low_done + slow * 33, low_done + slow * 33 + slow * 44
-            rows[2][block] = [top, low_free, high_done, low_done, high_free, 0, 0, 0]
+            top_points_at = [top + slow * 3, top + slow * 8] if top_points else [0, 0]
+            rows[2][block] = [top, low_free, high_done, low_done, high_free, *top_points_at, 0]
     rows[0][num_items * blocks_per_item] = [t, t + 1, t + 2, t + 3, t + 4, t + 5, 0, 0]
     for role in (0, 1, 2):
         lines += [f"TRACE {role} {row} " + " ".join(str(c) for c in clocks) for row, clocks in sorted(rows[role].items())]
@@ -248,6 +250,20 @@ def test_trace_items_pairs_of_long_items(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--topk" in bad.stderr
 
+
+
+def test_trace_items_dequant_block_top(tmp_path):
+    """With the block top's points (5: the next row source known, 6: the bookkeeping done) the
+    dequant table splits the top into them; D_wait_low still runs from the top to the low half
+    being free."""
+    trace_items = import_benchmark("trace_items")
+    text = multi_pair_trace(top_points=True)
+    blocks = trace_items.block_parts(trace_items.parse_launches(text)[-1], 8)
+    assert trace_items.medians(blocks, ["D_wait_low", "D_top_source", "D_top_cursor", "D_convert_low"]) == {
+        "D_wait_low": 11, "D_top_source": 3, "D_top_cursor": 5, "D_convert_low": 22}
+    result = run_trace_summary(tmp_path / "trace_top.log", text)
+    assert "| D_wait_low | D_top_source | D_top_cursor | D_convert_low |" in result.stdout
+    assert "| 11 | 3 | 5 | 22 | 33 | 44 |" in result.stdout
 
 def test_trace_items_reads_the_life_points(tmp_path):
     """LIFE lines give each role's points from the earliest entry of any role, the dequant's missing

@@ -85,11 +85,13 @@ class DequantRole {
       const bool has_next = next.item < num_items_;
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
+      trace_event(2 + warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance(after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
+      trace_event(2 + warpgroup_, 6, gblock);
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
       // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the

@@ -13,8 +13,10 @@
 //   landed, 3 O written (into the Q tile, or from registers to global memory), 4 the copy
 //   thread's TMA stores of O have read the tile and the next Q's TMA loads are issued; and at
 //   the item's start, row = its first block + 1: 6 the item's list read, 7 its Q landed;
-// - roles 2 and 3, the dequant warpgroups, row = the block: 0 top, 1 low half free, 3 low half
-//   written, 4 high half free, 2 high half written.
+// - roles 2 and 3, the dequant warpgroups, row = the block: 0 top, 5 the next block's row source
+//   known, 6 the cursors advanced and the copies of the next scales and the index after issued
+//   (the block top's bookkeeping done, its wait for the low half next), 1 low half free, 3 low
+//   half written, 4 high half free, 2 high half written.
 #pragma once
 
 #include <cstdio>
