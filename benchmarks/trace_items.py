@@ -119,17 +119,18 @@ PAIR_STEPS = (
     ("F_leader_pv", FOLLOWER, 3, 4),
     ("F_own_pv", FOLLOWER, 4, 5),
 )
-# A dequant block's steps (role 2, the first half of the rows; events 0 top, 5 the next block's
-# row source known, 6 the top's bookkeeping done, 1 low half free, 3 low half written, 4 high half
-# free, 2 high half written; logs from before points 5 and 6 have zeros there).
+# A dequant block's steps (role 2, the first half of the rows; events 0 top, 1 low half free, 3
+# low half written, 4 high half free, 2 high half written; 5 the next block's row source known and
+# 6 the bookkeeping for the next blocks done, which a block does at its top (before 1) or after
+# its conversion (after 2); logs from before points 5 and 6 have zeros there).
 BLOCK_STEPS = (
-    ("D_wait_low", 0, 1),      # from the top: its bookkeeping, then the consumers' release of the tile's low half (two blocks back)
-    ("D_top_source", 0, 5),    # of which: the next block's row source (index -> cache addresses)
-    ("D_top_cursor", 5, 6),    # of which: the scale and index copies issued, the cursors advanced
+    ("D_wait_low", 0, 1),      # from the top: the consumers' release of the tile's low half (two blocks back), and the bookkeeping where it is at the top
     ("D_convert_low", 1, 3),
     ("D_wait_high", 3, 4),
     ("D_convert_high", 4, 2),
 )
+# The bookkeeping's two parts: from its start (the top, or the high half written) to point 5, and 5 to 6.
+BOOK_STEPS = ("D_book_source", "D_book_cursor")
 
 
 def pair_parts(launch, blocks_per_item):
@@ -154,17 +155,21 @@ def pair_parts(launch, blocks_per_item):
 
 
 def block_parts(launch, blocks_per_item):
-    """Per dequant block (warpgroup 2) of every item but the first: the BLOCK_STEPS in cycles,
-    and `to_next_top`, from the high half written to the next block's top."""
+    """Per dequant block (warpgroup 2) of every item but the first: the BLOCK_STEPS and BOOK_STEPS
+    in cycles, `to_next_top` (from the high half written to the next block's top) and `second`
+    (whether the block is the second of its pair: odd within its item)."""
     dequant = launch.get(DEQUANT, {})
     blocks = []
     for row in sorted(dequant):
         clocks = dequant[row]
         if row < blocks_per_item or not any(clocks):
             continue
-        parts = {"row": row}
+        parts = {"row": row, "second": (row % blocks_per_item) % 2 == 1}
         for name, a, b in BLOCK_STEPS:
             parts[name] = clocks[b] - clocks[a] if clocks[a] and clocks[b] else None
+        book_start = clocks[0] if clocks[5] <= clocks[1] else clocks[2]
+        parts["D_book_source"] = clocks[5] - book_start if clocks[5] else None
+        parts["D_book_cursor"] = clocks[6] - clocks[5] if clocks[5] and clocks[6] else None
         following = dequant.get(row + 1, [])
         parts["to_next_top"] = following[0] - clocks[2] if any(following) else None
         blocks.append(parts)
@@ -269,10 +274,12 @@ def main():
         print_medians("pairs of the items after the first", pair_parts(launches[-1], blocks_per_item),
                       [name for name, *_ in PAIR_STEPS] + ["to_next"])
         blocks = block_parts(launches[-1], blocks_per_item)
-        # The block top's two points exist in logs from 2026-12-01 on; older logs leave them out.
-        names = [name for name, *_ in BLOCK_STEPS
-                 if not name.startswith("D_top_") or any(block[name] is not None for block in blocks)]
-        print_medians("dequant blocks (warpgroup 2) of the items after the first", blocks, names + ["to_next_top"])
+        # The bookkeeping's points exist in logs from 2026-12-01 on; older logs leave them out.
+        names = [name for name, *_ in BLOCK_STEPS]
+        names += [name for name in BOOK_STEPS if any(block[name] is not None for block in blocks)]
+        for second, which in ((False, "first"), (True, "second")):
+            print_medians(f"dequant blocks (warpgroup 2) of the items after the first, the {which} of a pair",
+                          [block for block in blocks if block["second"] == second], names + ["to_next_top"])
 
 
 def print_medians(what, rows, names):

@@ -253,17 +253,26 @@ def test_trace_items_pairs_of_long_items(tmp_path):
 
 
 def test_trace_items_dequant_block_top(tmp_path):
-    """With the block top's points (5: the next row source known, 6: the bookkeeping done) the
-    dequant table splits the top into them; D_wait_low still runs from the top to the low half
-    being free."""
+    """With the bookkeeping's points (5: the next row source known, 6: the bookkeeping done) the
+    dequant tables give its two parts, timed from the block's top when it is there and from the
+    high half written when it comes after the conversion, and split the blocks into the first and
+    the second of each pair."""
     trace_items = import_benchmark("trace_items")
     text = multi_pair_trace(top_points=True)
     blocks = trace_items.block_parts(trace_items.parse_launches(text)[-1], 8)
-    assert trace_items.medians(blocks, ["D_wait_low", "D_top_source", "D_top_cursor", "D_convert_low"]) == {
-        "D_wait_low": 11, "D_top_source": 3, "D_top_cursor": 5, "D_convert_low": 22}
+    assert trace_items.medians(blocks, ["D_wait_low", "D_book_source", "D_book_cursor", "D_convert_low"]) == {
+        "D_wait_low": 11, "D_book_source": 3, "D_book_cursor": 5, "D_convert_low": 22}
+    assert [block["second"] for block in blocks[:4]] == [False, True, False, True]
     result = run_trace_summary(tmp_path / "trace_top.log", text)
-    assert "| D_wait_low | D_top_source | D_top_cursor | D_convert_low |" in result.stdout
-    assert "| 11 | 3 | 5 | 22 | 33 | 44 |" in result.stdout
+    assert "| D_wait_low | D_convert_low | D_wait_high | D_convert_high | D_book_source | D_book_cursor |" in result.stdout
+    assert "the first of a pair" in result.stdout and "the second of a pair" in result.stdout
+    assert result.stdout.count("| 11 | 22 | 33 | 44 | 3 | 5 |") == 2
+    # The bookkeeping after the conversion (a pair's second block on some builds): timed from point 2.
+    launch = trace_items.parse_launches(text)[-1]
+    clocks = launch[2][9]
+    launch[2][9] = clocks[:5] + [clocks[2] + 7, clocks[2] + 7 + 4, 0]
+    after = {block["row"]: block for block in trace_items.block_parts(launch, 8)}[9]
+    assert after["D_book_source"] == 7 and after["D_book_cursor"] == 4
 
 def test_trace_items_reads_the_life_points(tmp_path):
     """LIFE lines give each role's points from the earliest entry of any role, the dequant's missing
