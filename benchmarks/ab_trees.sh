@@ -14,6 +14,8 @@
 #   bash benchmarks/ab_trees.sh main=.ab/main new=.ab/my-branch        # on the device, carry [".ab"]
 #
 # AB_TESTS    pytest arguments run on each tree before any timing (default: none), e.g. "tests/test_hopper.py"
+# AB_TEST_TIMEOUT  seconds each tree's tests may take (default: no limit but AB_DEADLINE); a tree whose
+#             tests fail or time out (a kernel that hangs) is left out of the digest and the timing
 # AB_PREFILL  bench_prefill.py arguments (default: none, no prefill rows), e.g. "--tokens 4096 --heads 64 128
 #             --topk 128 512 1024 --baseline none --repeats 10"
 # AB_DECODE   bench_decode.py arguments (default: none, no decode rows), e.g. "--kernels"
@@ -98,10 +100,17 @@ in_tree() {  # in_tree INDEX COMMAND...: run with the tree's package first on th
 }
 
 if [ -n "${AB_TESTS:-}" ]; then
+  passed=()
   for i in "${built[@]}"; do
-    in_tree "$i" "$py" -m pytest -q -p no:cacheprovider $AB_TESTS > "$out/${labels[$i]}/pytest.log" 2>&1
-    echo "[${labels[$i]}] tests: $(tail -1 "$out/${labels[$i]}/pytest.log")"
+    test_limit=(); [ -n "${AB_TEST_TIMEOUT:-}" ] && test_limit=(timeout "$AB_TEST_TIMEOUT")
+    if in_tree "$i" "${test_limit[@]}" "$py" -m pytest -q -p no:cacheprovider $AB_TESTS > "$out/${labels[$i]}/pytest.log" 2>&1; then
+      passed+=("$i")
+      echo "[${labels[$i]}] tests: $(tail -1 "$out/${labels[$i]}/pytest.log")"
+    else
+      echo "[${labels[$i]}] tests failed or timed out, left out: $(tail -1 "$out/${labels[$i]}/pytest.log")"
+    fi
   done
+  built=("${passed[@]}")
 fi
 
 if [ -n "${AB_DIGEST:-}" ]; then
