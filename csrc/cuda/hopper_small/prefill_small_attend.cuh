@@ -282,16 +282,21 @@ class AttendRole {
       for (int t = 0; t < kPvMTiles; ++t) {
         uint32_t pair[2];  // by head e
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float low = o_acc_[t][4 * n + e] * scale[e], high = o_acc_[t][4 * n + 2 + e] * scale[e];
-          pair[e] = t < kRopeMTile ? pack_bf16x2(low, high) : rope_pair(low, high, odd_column);
-        }
+        for (int e = 0; e < 2; ++e) pair[e] = output_pair(t, n, e, scale[e], odd_column);
         const uint32_t offset = t * G::kOColumnBlockBytes + n * 8 * kTileRowBytes;
         const uint32_t* slot = t < kRopeMTile ? nope_slot : rope_slot;
         st_shared_4(slot[0] + offset, swap_heads ? pair[1] : pair[0]);
         st_shared_4(slot[1] + offset, swap_heads ? pair[0] : pair[1]);
       }
     }
+  }
+
+  // This thread's pair of adjacent output dims of m-tile t for head 8 n + 2 (lane % 4) + e, scaled
+  // and in bf16 (the RoPE m-tile's after the swap with the other column's lane: every lane takes
+  // part). Both epilogue paths store exactly these pairs.
+  __device__ __forceinline__ uint32_t output_pair(int t, int n, int e, float scale, bool odd_column) const {
+    const float low = o_acc_[t][4 * n + e] * scale, high = o_acc_[t][4 * n + 2 + e] * scale;
+    return t < kRopeMTile ? pack_bf16x2(low, high) : rope_pair(low, high, odd_column);
   }
 
   // A head's RoPE values: this lane holds dims d, d + 2 (d of an even column) or d + 1, d + 3 (odd
@@ -334,10 +339,8 @@ class AttendRole {
         __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) {
-          const float low = o_acc_[t][4 * n + e] * scale, high = o_acc_[t][4 * n + 2 + e] * scale;
-          const uint32_t pair = t < kRopeMTile ? pack_bf16x2(low, high) : rope_pair(low, high, odd_column);
           const int dim = t < kRopeMTile ? 64 * t + nope_dim : rope_dim;
-          *reinterpret_cast<uint32_t*>(out + dim) = pair;
+          *reinterpret_cast<uint32_t*>(out + dim) = output_pair(t, n, e, scale, odd_column);
         }
       }
     }
