@@ -330,6 +330,28 @@ def test_ab_trees_rejects_bad_arguments(tmp_path):
     assert not (work / "trees").exists() and not (tmp_path / "out").exists()
 
 
+def test_ab_trees_leaves_out_a_tree_whose_tests_fail_or_hang(tmp_path):
+    """With AB_TEST_TIMEOUT each tree's tests are time-limited; a tree whose tests fail or run past
+    it (a kernel that hangs) is left out of the digest and the timing, the others go on. Two fake
+    trees whose "build" only writes an extension file: one test passes, the other sleeps."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    trees = {"fine": "def test_ok():\n    assert True\n",
+             "stuck": "import time\n\ndef test_stuck():\n    time.sleep(120)\n"}
+    for name, test in trees.items():
+        (tmp_path / name / "torch_ops").mkdir(parents=True)
+        (tmp_path / name / "tests").mkdir()
+        (tmp_path / name / "setup.py").write_text('import pathlib\npathlib.Path("torch_ops/_C.fake.so").write_text("")\n')
+        (tmp_path / name / "torch_ops" / "__init__.py").write_text("")
+        (tmp_path / name / "tests" / "test_x.py").write_text(test)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(tmp_path / "work"), AB_TESTS="tests/test_x.py",
+               AB_TEST_TIMEOUT="5", PYTHON=sys.executable)
+    result = subprocess.run(["bash", str(script), f"fine={tmp_path / 'fine'}", f"stuck={tmp_path / 'stuck'}"],
+                            capture_output=True, text=True, env=env, timeout=100)
+    assert "[fine] tests: 1 passed" in result.stdout, result.stdout + result.stderr
+    assert "[stuck] tests failed or timed out, left out" in result.stdout, result.stdout
+    assert (tmp_path / "out" / "summary.md").exists()
+
+
 def test_output_digest_compare(tmp_path):
     """--compare names every case of the later files as the same bits or DIFFERENT against the first
     file (output or LSE), and exits non-zero when any differs."""
