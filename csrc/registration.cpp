@@ -208,6 +208,19 @@ PYBIND11_MODULE(_C, module) {
       },
       "The CUDA gathers' page of each slot (0 <= slot < 2^31) by multiply and shift, for tests",
       pybind11::arg("page_size"), pybind11::arg("slots"));
+  module.def(
+      "slot_row_offsets",
+      [](long long page_size, long long page_stride, const std::vector<long long>& slots) {
+        const cake::nvfp4::SlotPageDivisor divisor = cake::nvfp4::slot_page_divisor(page_size);
+        std::vector<std::pair<unsigned long long, unsigned long long>> offsets;
+        for (const long long slot : slots) {
+          const cake::nvfp4::SlotRowOffsets o = cake::nvfp4::slot_row_offsets(uint32_t(slot), divisor, page_size, page_stride);
+          offsets.emplace_back(o.data, o.scale);
+        }
+        return offsets;
+      },
+      "The CUDA gathers' (data row, scale row) byte offsets of each slot (0 <= slot < 2^31), for tests",
+      pybind11::arg("page_size"), pybind11::arg("page_stride"), pybind11::arg("slots"));
   module.def("decode_splits_fit_hopper", &cake::cuda::decode_splits_fit_hopper,
              "Whether a decode plan of num_splits splits, the largest holding chunks_per_block chunks, gives the "
              "64-head Hopper kernel enough work a split (one split always does: it is the prefill's choice)",

@@ -170,3 +170,24 @@ def test_gather_page_division_by_multiply_and_shift():
         slots = sorted(slots)
         pages = torch_ops._C.divided_slot_pages(page_size, slots)
         assert pages == [slot // page_size for slot in slots], page_size
+
+
+def test_gather_row_offsets_in_32_bit_slot_arithmetic():
+    """The Hopper kernels' per-block address math (slot_row_offsets: the page by multiply and shift,
+    page and row in 32 bits) gives every slot's data row and scale row at the format's byte offsets
+    (page * stride, then page_size data rows of 352 bytes, then 32-byte scale rows), for page sizes
+    from 1 to beyond 2^31, strides with and without padding, and slots up to 2^31 - 1."""
+    rng = random.Random(11)
+    largest = 2**31 - 1
+    sizes = [1, 2, 3, 7, 16, 63, 64, 65, 256, 1000, 1024, 4096, 65537, 2**20 + 7, 2**30 + 1, largest, 2**31, 2**40]
+    for page_size in sizes:
+        for pad in (0, 16, 4096):
+            stride = page_size * 384 + pad
+            slots = {0, largest, largest - 1, min(page_size, largest), min(page_size - 1, largest)}
+            slots.update(rng.randrange(0, largest + 1) for _ in range(32))
+            slots.update(k * page_size + d for k in (1, 2, 5) for d in (-1, 0, 1) if 0 <= k * page_size + d <= largest)
+            slots = sorted(slots)
+            got = torch_ops._C.slot_row_offsets(page_size, stride, slots)
+            want = [((s // page_size) * stride + (s % page_size) * 352,
+                     (s // page_size) * stride + page_size * 352 + (s % page_size) * 32) for s in slots]
+            assert [tuple(o) for o in got] == want, (page_size, pad)

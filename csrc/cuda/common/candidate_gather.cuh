@@ -30,6 +30,18 @@ __device__ __forceinline__ CandidateRows candidate_rows(const CandidateListParam
   return {page_base + nvfp4::data_row_in_page(row), page_base + nvfp4::scale_row_in_page(row, list.page_size), valid};
 }
 
+// The rows of a candidate given by its raw int32 index (masked when negative or >= num_slots; a
+// masked candidate's rows are the view's base, never read). The same addresses as candidate_rows
+// of candidate_slot's slot, in the format's 32-bit slot arithmetic (nvfp4::slot_row_offsets) and
+// without a branch (a masked index computes slot 0's rows, then selects the base), so that a
+// kernel's per-block address math is a short chain.
+__device__ __forceinline__ CandidateRows candidate_rows_of_index(const CandidateListParams& list, int32_t index) {
+  const bool valid = index >= 0 && int64_t(index) < list.num_slots;
+  const nvfp4::SlotRowOffsets offsets =
+      nvfp4::slot_row_offsets(valid ? uint32_t(index) : 0u, list.page_divisor, list.page_size, list.page_stride);
+  return {valid ? list.cache + offsets.data : list.cache, valid ? list.cache + offsets.scale : list.cache, valid};
+}
+
 // Copies 16-byte chunk `chunk` (0 .. kGatherChunks - 1) of a candidate of `list` to `dst_row` +
 // 16 * chunk in shared memory. A masked candidate's copy zero-fills it; the view's base stands in
 // as its (never read) source address.

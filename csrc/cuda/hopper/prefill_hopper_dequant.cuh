@@ -177,6 +177,13 @@ class DequantRole {
     if (position >= w.length(cursor.block)) return nullptr;
     return list.indices + int64_t(w.token) * list.width + position;
   }
+  // Whether the cursor's block is in the main list, warp-uniform to ptxas (lane 0's value: every
+  // lane's is the same): row_source then reads the list's fields with constant offsets (uniform
+  // loads) rather than by a per-thread index into params.lists. (The same in cursor_index_address
+  // made the dequant spill a word at 56 registers.)
+  static __device__ __forceinline__ bool in_main_list(const WorkItem<kSplitItems>& w, int block) {
+    return __shfl_sync(0xffffffffu, int(w.in_main(block)), 0) != 0;
+  }
   __device__ __forceinline__ int32_t cursor_index(const BlockCursor<kSplitItems>& cursor) const {
     const int32_t* address = cursor_index_address(cursor);
     return address != nullptr ? __ldg(address) : -1;
@@ -198,10 +205,11 @@ class DequantRole {
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
-    const CandidateListParams& list = params_.lists[w.in_main(block) ? 0 : 1];
-    const int64_t cache_slot = index >= 0 && index < list.num_slots ? index : -1;
-    const CandidateRows rows = candidate_rows(list, cache_slot);
-    return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
+    return in_main_list(w, block) ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
+  }
+  static __device__ __forceinline__ RowSource list_row_source(const CandidateListParams& list, int32_t index) {
+    const CandidateRows rows = candidate_rows_of_index(list, index);
+    return RowSource{rows.data, rows.scale, rows.valid};
   }
 
   // This part's codes of a row into registers: the low half's units (part, part + 4) and the high

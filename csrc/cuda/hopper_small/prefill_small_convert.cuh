@@ -159,9 +159,8 @@ class ConvertRole {
 
   __device__ __forceinline__ RowSource row_source(const Cursor& cursor, int32_t index) const {
     const CandidateListParams& list = params_.lists[cursor.unit < num_units_ && cursor.chunk >= cursor.u.chunks0 ? 1 : 0];
-    const int64_t slot = index >= 0 && index < list.num_slots ? index : -1;
-    const CandidateRows rows = candidate_rows(list, slot);
-    return rows.valid ? RowSource{rows.data, rows.scale, true} : RowSource{list.cache, list.cache, false};
+    const CandidateRows rows = candidate_rows_of_index(list, index);
+    return RowSource{rows.data, rows.scale, rows.valid};
   }
 
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
