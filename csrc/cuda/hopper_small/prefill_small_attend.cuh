@@ -44,6 +44,7 @@ class AttendRole {
     using namespace sm90;
     const int num_units = params_.num_tokens * params_.num_head_blocks;
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
+    if constexpr (G::kRowTable) start_row_table(num_units);
     for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
       const Unit u = unit_at<kGroupHeads>(params_, unit);
       reset();
@@ -65,6 +66,9 @@ class AttendRole {
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) pin_registers(o_acc_[t]);
         mbarrier_arrive(smem_address(&smem_.k_empty[parity]));
+        // The converters have read this chunk's row entries (a chunk before converting it): its
+        // slot takes the chunk four ahead.
+        if constexpr (G::kRowTable) write_table_chunk(num_units, gchunk + kTableSlots);
       }
       finish_unit(u);
     }
@@ -73,6 +77,29 @@ class AttendRole {
   }
 
  private:
+  // The row table (G::kRowTable): threads 0..63 write a chunk's 64 row entries, one each (the index loaded here,
+  // while this warpgroup waits for the converters anyway); thread 0 moves the shared cursor into
+  // its other copy. The first four chunks here; then chunk a + 4 at the end of chunk a, the cursor
+  // copies ordered by the kPReady barrier every chunk passes.
+  __device__ void start_row_table(int num_units) {
+    if (warp_ == 0 && lane_ == 0) smem_.table.cursor[0] = table_cursor_at<kGroupHeads>(params_, num_units, blockIdx.x);
+    named_barrier<kTableCursorMoved, kWarpgroupThreads>();
+    for (int c = 0; c < kTableSlots; ++c) {
+      write_table_chunk(num_units, c);
+      named_barrier<kTableCursorMoved, kWarpgroupThreads>();
+    }
+  }
+  // Chunk c's entries (the cursor copy c % 2 is at chunk c), then the cursor moved to chunk c + 1.
+  __device__ __forceinline__ void write_table_chunk(int num_units, int c) {
+    const int t = warp_ * 32 + lane_;
+    const TableCursor cursor = smem_.table.cursor[c & 1];
+    if (t < kChunkRows) {
+      smem_.table.rows[c % kTableSlots][t] = table_row_entry(params_, num_units, cursor, t);
+      sm90::mbarrier_arrive(smem_address(&smem_.table_full[c % kTableSlots]));
+    }
+    if (t == 0) smem_.table.cursor[(c + 1) & 1] = table_cursor_next<kGroupHeads>(params_, num_units, cursor);
+  }
+
   const HopperSmallParams& params_;
   SharedStorage<kGroupHeads>& smem_;
   const int warp_;

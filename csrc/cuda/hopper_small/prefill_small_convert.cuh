@@ -4,8 +4,10 @@
 // threads a row) straight into the register A fragments of its 16 QK^T k-steps, stores the same
 // values into the chunk's K tile (PV reads it), and hands its half of S^T = K Q^T (64 candidates x
 // the unit's heads, fp32) to the attend warpgroup. The code bytes of the next chunk are loaded
-// while this one is converted, group by group, into the registers just converted; the candidate
-// indices two chunks ahead. Each converter also loads its half of each unit's Q.
+// while this one is converted, group by group, into the registers just converted, from the
+// addresses the attend warpgroup's row table gives (16 heads a unit, prefill_small_attend.cuh) or
+// from the candidate indices this thread loads a chunk ahead (32). Each converter also loads its
+// half of each unit's Q.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,32 +42,35 @@ class ConvertRole {
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
         num_units_(params.num_tokens * params.num_head_blocks) {}
 
-  // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread loads
-  // the indices of chunk j + 2, waits until PV is done with chunk j - 2 (same K tile), converts
-  // chunk j (whose codes were loaded during chunk j - 1) while loading chunk j + 1's, and hands
-  // over its S half once the attend warpgroup has read the previous one.
+  // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread takes
+  // the addresses of its rows of chunk j + 1 (from the row table, or from the indices it loaded a
+  // chunk earlier), waits until PV is done with chunk j - 2 (same K tile), converts chunk j (whose
+  // codes were loaded during chunk j - 1) while loading chunk j + 1's, and hands over its S half
+  // once the attend warpgroup has read the previous one.
   __device__ void run() {
     using namespace sm90;
     Cursor current;
     seek_unit(current, blockIdx.x);
     if (current.unit >= num_units_) return;
     {
-      const int2 index = cursor_indices(current);
-      const RowSource first[2] = {row_source(current, index.x), row_source(current, index.y)};
+      RowSource first[2];
+      if constexpr (G::kRowTable) table_rows(0, first);
+      else index_rows(current, cursor_indices(current), first);
       load_rows(first);
     }
     Cursor next = current;
     advance(next);
-    int2 next_index = cursor_indices(next);
+    int2 next_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(next);
     for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
       const int parity = gchunk & 1;
       if (current.chunk == 0) load_q(current);
       const bool has_next = next.unit < num_units_;
-      const RowSource next_rows[2] = {row_source(next, has_next ? next_index.x : -1),
-                                      row_source(next, has_next ? next_index.y : -1)};
+      RowSource next_rows[2];
+      if constexpr (G::kRowTable) table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
+      else index_rows(next, has_next ? next_index : make_int2(-1, -1), next_rows);
       Cursor after = next;
       if (has_next) advance(after);
-      const int2 after_index = cursor_indices(after);
+      const int2 after_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(after);
 
       if (gchunk >= 2) mbarrier_wait(smem_address(&smem_.k_empty[parity]), ((gchunk >> 1) - 1) & 1);
       float s_acc[G::kSAccumulators];
@@ -143,8 +148,9 @@ class ConvertRole {
     if (++cursor.chunk == cursor.u.num_chunks) seek_unit(cursor, cursor.unit + gridDim.x);
   }
 
-  // The raw indices of this thread's two rows of the cursor's chunk (-1 past the list's length or
-  // the CTA's chunks). Range-checked in row_source, so the loads' latency hides behind a chunk.
+  // Without the row table: the raw indices of this thread's two rows of the cursor's chunk (-1 past
+  // the list's length or the CTA's chunks), loaded a chunk before index_rows range-checks them, so
+  // that their latency hides behind a chunk.
   __device__ __forceinline__ int2 cursor_indices(const Cursor& cursor) const {
     if (cursor.unit >= num_units_) return make_int2(-1, -1);
     const Unit& u = cursor.u;
@@ -156,11 +162,25 @@ class ConvertRole {
     return make_int2(position < length ? __ldg(indices + position) : -1,
                      position + 8 < length ? __ldg(indices + position + 8) : -1);
   }
-
-  __device__ __forceinline__ RowSource row_source(const Cursor& cursor, int32_t index) const {
+  __device__ __forceinline__ void index_rows(const Cursor& cursor, int2 index, RowSource (&rows)[2]) const {
     const CandidateListParams& list = params_.lists[cursor.unit < num_units_ && cursor.chunk >= cursor.u.chunks0 ? 1 : 0];
-    const CandidateRows rows = candidate_rows_of_index(list, index);
-    return RowSource{rows.data, rows.scale, rows.valid};
+    const CandidateRows a = candidate_rows_of_index(list, index.x);
+    const CandidateRows b = candidate_rows_of_index(list, index.y);
+    rows[0] = RowSource{a.data, a.scale, a.valid};
+    rows[1] = RowSource{b.data, b.scale, b.valid};
+  }
+
+  // With the row table: this thread's two rows (row0, row0 + 8) of the CTA's chunk c, which the
+  // attend warpgroup writes four chunks ahead (waited for; usually long done).
+  __device__ __forceinline__ void table_rows(int c, RowSource (&rows)[2]) const {
+    const int slot = c % kTableSlots;
+    sm90::mbarrier_wait(smem_address(&smem_.table_full[slot]), (c / kTableSlots) & 1);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const RowEntry entry = smem_.table.rows[slot][row0_ + 8 * r];
+      rows[r] = RowSource{reinterpret_cast<const uint8_t*>(entry.data & ~uint64_t(1)),
+                          reinterpret_cast<const uint8_t*>(entry.scale), (entry.data & 1u) != 0};
+    }
   }
 
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).

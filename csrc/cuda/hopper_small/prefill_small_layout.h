@@ -74,6 +74,12 @@ struct Geometry {
   static constexpr bool kStagesOutput = kHeads == 16;
   static constexpr int kOColumnBlockBytes = kHeads * kTileRowBytes;
   static constexpr int kOTileBytes = kStagesOutput ? kOColumnBlocks * kOColumnBlockBytes : 0;
+  // The row table (RowTable below): the attend warpgroup gives the converters their rows' cache
+  // addresses four chunks ahead. At 16 heads a unit only: there the attend waits on the converters,
+  // and the table takes the index loads and the address math off their path (3-6% faster, H200);
+  // at 32 the attend's softmax is twice as long, and the table's writes on its path made the kernel
+  // 0-3% slower than the converters loading their own indices (docs/hopper_small_kernel.md).
+  static constexpr bool kRowTable = kHeads == 16;
   // P^T, the B operand of PV: kHeads rows x 64 candidates (K-major), one column block.
   static constexpr int kPTileBytes = kHeads * kTileRowBytes;
   // n-blocks of 8 heads in the wgmma accumulators: S^T holds 4 * kHeadBlocks floats a thread, each
@@ -103,6 +109,34 @@ struct alignas(1024) OutputTile {
 template <>
 struct OutputTile<0> {};
 
+// The row table (Geometry::kRowTable): the cache addresses of each row of the CTA's chunks, by
+// chunk c over the CTA's walk (slot c % kTableSlots), written by the attend warpgroup four chunks
+// ahead (one row a thread of its first 64) and read by both converters a chunk before they convert
+// c. A row's data row address with bit 0 set when the row is valid (data rows are 16-byte aligned),
+// and its scale row's; a masked row has the list's base in both. 16-byte aligned, so that an entry
+// is one LDS.128: behind the mbarriers the table is otherwise only 8-byte aligned, an entry two
+// LDS.64, and that build was 3-6% slower at 16 heads (H200).
+struct alignas(16) RowEntry {
+  uint64_t data;
+  uint64_t scale;
+};
+constexpr int kTableSlots = 4;
+// The table writer's place: the chunk whose entries come next (its unit's fields as unit_at gives
+// them). Two copies by parity: the attend's thread 0 advances one into the other.
+struct TableCursor {
+  int unit;  // >= the unit count: past the end
+  int chunk;
+  int token, length0, length1, chunks0, num_chunks;
+  int pad;
+};
+template <bool kUsed>
+struct RowTable {
+  RowEntry rows[kTableSlots][kChunkRows];
+  TableCursor cursor[2];
+};
+template <>
+struct RowTable<false> {};
+
 template <int kGroupHeads>
 struct alignas(1024) SharedStorage {
   using G = Geometry<kGroupHeads>;
@@ -120,6 +154,10 @@ struct alignas(1024) SharedStorage {
   uint64_t k_full[kKTiles];   // both converters wrote the tile, their S halves and the flags
   uint64_t k_empty[kKTiles];  // PV of the tile's chunk retired
   uint64_t s_empty;           // the attend warpgroup has read the S halves of the last chunk
+  uint64_t table_full[kTableSlots];  // G::kRowTable, by chunk % 4: the attend wrote the chunk's row entries
+  // The rows' addresses, four chunks ahead (G::kRowTable; after the mbarriers, so that an empty
+  // one moves nothing else).
+  RowTable<G::kRowTable> table;
   // The unit's O, bf16, swizzled (G::kStagesOutput): written by the attend warpgroup in its
   // epilogue, read by its TMA stores (which must have read it before the next unit's epilogue
   // rewrites it). Its own buffer: in the epilogue the converters already fill the K tiles, Q and S
@@ -146,6 +184,7 @@ enum NamedBarrier : int {
   // previous unit's TMA stores have read it); then they are read and O is staged.
   kScalesReady = 2,
   kQBarrierFirst = 3,   // + converter: its warps are done with the previous Q / stored the new one
+  kTableCursorMoved = 5,  // attend: the row table's cursor moved (its start only)
 };
 
 }  // namespace cake::cuda::hopper_small

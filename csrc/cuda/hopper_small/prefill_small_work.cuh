@@ -4,6 +4,7 @@
 // finds each output dim). Units are walked by a persistent grid: CTA c takes c, c + gridDim.x, ...
 #pragma once
 
+#include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/prefill_params.h"
 #include "../hopper/nvfp4_bit_decode.cuh"
@@ -152,5 +153,42 @@ constexpr bool output_pairs_hold() {
   return true;
 }
 static_assert(output_pairs_hold(), "the epilogue's pairs of adjacent output dims (see above)");
+
+// The row table's cursor (the attend's thread 0 moves it): unit `unit` or the first one after it
+// (gridDim.x apart) with candidates, at its chunk 0.
+template <int kGroupHeads>
+__device__ __forceinline__ TableCursor table_cursor_at(const PrefillParams& params, int num_units, int unit) {
+  TableCursor c{};
+  for (; unit < num_units; unit += gridDim.x) {
+    const Unit u = unit_at<kGroupHeads>(params, unit);
+    if (u.num_chunks > 0) {
+      c = {unit, 0, u.token, u.length0, u.length1, u.chunks0, u.num_chunks, 0};
+      return c;
+    }
+  }
+  c.unit = unit;
+  return c;
+}
+// The chunk after the cursor's.
+template <int kGroupHeads>
+__device__ __forceinline__ TableCursor table_cursor_next(const PrefillParams& params, int num_units, TableCursor c) {
+  if (c.unit >= num_units) return c;
+  if (++c.chunk < c.num_chunks) return c;
+  return table_cursor_at<kGroupHeads>(params, num_units, c.unit + gridDim.x);
+}
+// Row `row` of the cursor's chunk as a row-table entry (its index loaded here).
+__device__ __forceinline__ RowEntry table_row_entry(const PrefillParams& params, int num_units, const TableCursor& c,
+                                                    int row) {
+  const bool in_units = c.unit < num_units;
+  const bool in_main = c.chunk < c.chunks0;
+  const CandidateListParams& list = params.lists[in_units && !in_main ? 1 : 0];
+  int32_t index = -1;
+  if (in_units) {
+    const int position = (in_main ? c.chunk : c.chunk - c.chunks0) * kChunkRows + row;
+    if (position < (in_main ? c.length0 : c.length1)) index = __ldg(list.indices + int64_t(c.token) * list.width + position);
+  }
+  const CandidateRows rows = candidate_rows_of_index(list, index);
+  return {reinterpret_cast<uint64_t>(rows.data) | uint64_t(rows.valid), reinterpret_cast<uint64_t>(rows.scale)};
+}
 
 }  // namespace cake::cuda::hopper_small
