@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [pack]
+# pack (last): every file in $OUT into $OUT/device_suite.tar.gz, with $OUT/summary.txt beside it
+# (each step's time and the logs' pass / fail / sanitizer summary lines): two files, where the
+# device returns only a few from $OUT. A step not in this list stops the script before any runs.
 # BENCH_ARGS reaches the prefill benchmark steps, e.g. BENCH_ARGS="--kernel portable" (the portable
 # kernel on Hopper too), "--kernel hopper" (fail unless the GPU runs the Hopper kernels) or
 # "--head-tiles 4 --variant 3,2" (one portable instance); each sets the kernel override for that run
@@ -13,7 +16,12 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 steps="${*:-build test}"
+known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe pack "
+for step in $steps; do
+  [[ "$known" == *" $step "* ]] || { echo "unknown step: $step (steps:$known)"; exit 2; }
+done
 rc=0
+timings=""
 for step in $steps; do
   start=$(date +%s)
   case "$step" in
@@ -81,7 +89,18 @@ for step in $steps; do
         echo "store probe build failed: $out/store_probe_build.log"; rc=1
       fi
       ;;
+    pack)
+      {
+        echo "steps: $steps"
+        printf "%s" "$timings"
+        grep -h -E "[0-9]+ (passed|failed)|ERROR SUMMARY|RACECHECK SUMMARY|failed:" "$out"/*.log 2> /dev/null
+      } > "$out/summary.txt"
+      (cd "$out" && find . -type f ! -name device_suite.tar.gz ! -name summary.txt -print0 \
+         | tar -czf device_suite.tar.gz --null -T - --remove-files) || rc=1
+      find "$out" -mindepth 1 -type d -empty -delete
+      ;;
   esac
+  timings+="[$step] $(( $(date +%s) - start )) s, rc so far $rc"$'\n'
   echo "[$step] $(( $(date +%s) - start )) s"
 done
 exit $rc

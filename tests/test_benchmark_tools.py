@@ -330,6 +330,32 @@ def test_ab_trees_rejects_bad_arguments(tmp_path):
     assert not (work / "trees").exists() and not (tmp_path / "out").exists()
 
 
+def test_device_suite_checks_its_steps_and_packs_its_logs(tmp_path):
+    """device_suite.sh stops before running anything when a step is misspelt; its pack step leaves
+    two files in $OUT (the device returns only a few): every log in one tarball, and a summary with
+    the logs' pass / fail and sanitizer lines."""
+    import tarfile
+    script = ROOT / "benchmarks" / "device_suite.sh"
+    out = tmp_path / "out"
+    (out / "nested").mkdir(parents=True)
+    (out / "pytest.log").write_text("...\n7 passed, 1 skipped in 2.0s\n")
+    (out / "memcheck.log").write_text("========= ERROR SUMMARY: 0 errors\n")
+    (out / "nested" / "raw.json").write_text("{}")
+    env = dict(os.environ, OUT=str(out))
+    result = subprocess.run(["bash", str(script), "pack", "tset"], capture_output=True, text=True, env=env)
+    assert result.returncode == 2 and "unknown step: tset" in result.stdout
+    assert (out / "pytest.log").exists() and not (out / "device_suite.tar.gz").exists()
+    result = subprocess.run(["bash", str(script), "pack"], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["device_suite.tar.gz", "summary.txt"]
+    summary = (out / "summary.txt").read_text()
+    assert "7 passed, 1 skipped" in summary and "ERROR SUMMARY: 0 errors" in summary
+    with tarfile.open(out / "device_suite.tar.gz") as tar:
+        names = sorted(name.lstrip("./") for name in tar.getnames())
+        assert names == ["memcheck.log", "nested/raw.json", "pytest.log"]
+        assert tar.extractfile("./pytest.log").read().decode().endswith("7 passed, 1 skipped in 2.0s\n")
+
+
 def test_ab_trees_leaves_out_a_tree_whose_tests_fail_or_hang(tmp_path):
     """With AB_TEST_TIMEOUT each tree's tests are time-limited; a tree whose tests fail or run past
     it (a kernel that hangs) is left out of the digest and the timing, the others go on. Two fake
