@@ -21,7 +21,10 @@ kernel), where the fixed cost of a short launch is most of the time: the summary
 takes the item's block count (2 where a log has none: logs from before the option). Besides the
 item table it then prints where a pair's time goes in steady state (the pairs of every item but
 the first, medians over them): each consumer's steps, and each dequant block's waits for its
-tile and its conversions, the measure of whether the dequant or the consumers hold the pair up.
+tile and its conversions, the measure of whether the dequant or the consumers hold the pair up;
+and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the
+dequant's time for a pair's two blocks, its waits in them, the leader's period and how soon after
+the dequant wrote a pair's first block the leader starts it.
 """
 import argparse
 import statistics
@@ -172,8 +175,43 @@ def block_parts(launch, blocks_per_item):
         parts["D_book_cursor"] = clocks[6] - clocks[5] if clocks[5] and clocks[6] else None
         following = dequant.get(row + 1, [])
         parts["to_next_top"] = following[0] - clocks[2] if any(following) else None
+        # The block's waiting for the consumers to free a half: the high half's wait, and the low
+        # half's after the bookkeeping (from the top where the log has no bookkeeping points).
+        low_wait_from = clocks[6] if clocks[6] and clocks[6] <= clocks[1] else clocks[0]
+        parts["D_waiting"] = (clocks[1] - low_wait_from + parts["D_wait_high"]
+                              if clocks[1] and parts["D_wait_high"] is not None else None)
         blocks.append(parts)
     return blocks
+
+
+def dequant_load(launch, blocks_per_item):
+    """Whether the dequant holds the pairs up, in steady state: over the pairs of the items after
+    the first from an item's third on (the dequant converts an item's first pair during the epilogue
+    before, and catches up with the consumers over its second) but its last (whose successor is
+    converted during the epilogue), medians of the dequant's time for the pair's two blocks (the first
+    block's top to the next pair's first block's top), of its waiting for the consumers in them
+    (each high half's wait, and each low half's after the bookkeeping; from the top where the log
+    has no bookkeeping points: an upper bound), of the leader's period (its start of the pair to
+    its start of the next), and of how long after the dequant wrote the pair's first block (its
+    high half) the leader starts the pair (a leader that starts right after waits for it)."""
+    leader, dequant = launch.get(LEADER, {}), launch.get(DEQUANT, {})
+    blocks = {block["row"]: block for block in block_parts(launch, blocks_per_item)}
+    rows = []
+    for first in range(blocks_per_item, max(leader, default=0) + 1, blocks_per_item):
+        for row in range(first + 4, first + blocks_per_item - 2, 2):
+            needed = (blocks.get(row), blocks.get(row + 1), dequant.get(row + 2), leader.get(row), leader.get(row + 2))
+            if not all(needed) or not all(any(x) if isinstance(x, list) else True for x in needed):
+                continue
+            waits = [blocks[r]["D_waiting"] for r in (row, row + 1)]
+            rows.append({"dequant": dequant[row + 2][0] - dequant[row][0],
+                         "waiting": None if None in waits else sum(waits),
+                         "leader": leader[row + 2][0] - leader[row][0],
+                         "leader_after_block": leader[row][0] - dequant[row][2]})
+    if not rows:
+        return None
+    load = medians(rows, ["dequant", "waiting", "leader", "leader_after_block"])
+    load["pairs"] = len(rows)
+    return load
 
 
 def medians(rows, names):
@@ -280,6 +318,12 @@ def main():
         for second, which in ((False, "first"), (True, "second")):
             print_medians(f"dequant blocks (warpgroup 2) of the items after the first, the {which} of a pair",
                           [block for block in blocks if block["second"] == second], names + ["to_next_top"])
+        load = dequant_load(launches[-1], blocks_per_item)
+        if load:
+            print(f"dequant load over {load['pairs']} pairs inside items after the first (medians): the dequant's "
+                  f"two blocks {load['dequant']:.0f} cycles top to top, {load['waiting']:.0f} of them waiting for the "
+                  f"consumers; the leader's period {load['leader']:.0f}, its start {load['leader_after_block']:.0f} "
+                  f"cycles after the dequant wrote the pair's first block")
 
 
 def print_medians(what, rows, names):

@@ -5,6 +5,7 @@ import importlib
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 
@@ -273,6 +274,27 @@ def test_trace_items_dequant_block_top(tmp_path):
     launch[2][9] = clocks[:5] + [clocks[2] + 7, clocks[2] + 7 + 4, 0]
     after = {block["row"]: block for block in trace_items.block_parts(launch, 8)}[9]
     assert after["D_book_source"] == 7 and after["D_book_cursor"] == 4
+
+def test_trace_items_dequant_load(tmp_path):
+    """The dequant's load over the steady pairs (an item's third pair on, not its last, items after
+    the first): its two blocks top to top, its waits for the consumers in them (each low half's
+    from the bookkeeping's end where the log has its points, else from the top), the leader's
+    period and its start after the pair's first block is written."""
+    trace_items = import_benchmark("trace_items")
+    for top_points, low_wait in ((True, 11 - 8), (False, 11)):
+        text = multi_pair_trace(top_points=top_points)
+        launch = trace_items.parse_launches(text)[-1]
+        load = trace_items.dequant_load(launch, 8)
+        # Two items after the first, each with one pair (blocks 4, 5 of 8) whose successor is inside it.
+        assert load["pairs"] == 2
+        assert load["dequant"] == 2000 and load["leader"] == 1500 + 70
+        assert load["waiting"] == 2 * (low_wait + 33)
+        row = 8 + 4
+        assert load["leader_after_block"] == statistics.median(
+            launch[0][r][0] - launch[2][r][2] for r in (row, row + 8))
+    result = run_trace_summary(tmp_path / "load.log", multi_pair_trace(top_points=True))
+    assert "dequant load over 2 pairs" in result.stdout and "two blocks 2000 cycles top to top, 72 of them" in result.stdout
+
 
 def test_trace_items_reads_the_life_points(tmp_path):
     """LIFE lines give each role's points from the earliest entry of any role, the dequant's missing
