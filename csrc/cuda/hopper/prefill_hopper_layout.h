@@ -25,9 +25,10 @@ constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
 constexpr int kDequantThreads = kDequantWarpgroups * kWarpgroupThreads;
 // setmaxnreg budgets, the whole register file between them. A consumer holds a 64 x 256 fp32 O
 // accumulator (128) and a 64 x 64 S accumulator (32, then its bf16 weights: 16); a dequant
-// thread holds a quarter row's codes of the next block (16). At 192 the consumers spill a few
-// words (the follower's softmax waits beside live S and O); at 208 the dequant, with 48, spills in
-// its block loop. 200 / 56 is the one split where neither spills.
+// thread holds a quarter row's codes of the next block (16). With CUDA 13.0: at 192 the split
+// instance's consumers spill 8 bytes (the whole-list instance none; the dequant's conversion then
+// uses up to 61 registers where it uses 54 at 56), at 184 ptxas serialises the wgmmas, at 208 the
+// dequant, with 48, spills in its block loop. 200 / 56 is the split where no instance spills.
 #ifndef CAKE_HOPPER_CONSUMER_REGISTERS
 #define CAKE_HOPPER_CONSUMER_REGISTERS 200
 #endif
