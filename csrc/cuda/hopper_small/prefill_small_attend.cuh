@@ -77,10 +77,10 @@ class AttendRole {
   }
 
  private:
-  // The row table (G::kRowTable): threads 0..63 write a chunk's 64 row entries, one each (the index loaded here,
-  // while this warpgroup waits for the converters anyway); thread 0 moves the shared cursor into
-  // its other copy. The first four chunks here; then chunk a + 4 at the end of chunk a, the cursor
-  // copies ordered by the kPReady barrier every chunk passes.
+  // The row table (G::kRowTable): threads 0..63 write a chunk's 64 row entries, one each (the
+  // index loaded here, while this warpgroup waits for the converters anyway); thread 0 moves the
+  // shared cursor into its other copy. The first four chunks here; then chunk a + 4 at the end of
+  // chunk a, the cursor copies ordered by the kPReady barrier every chunk passes.
   __device__ void start_row_table(int num_units) {
     if (warp_ == 0 && lane_ == 0) smem_.table.cursor[0] = table_cursor_at<kGroupHeads>(params_, num_units, blockIdx.x);
     named_barrier<kTableCursorMoved, kWarpgroupThreads>();
