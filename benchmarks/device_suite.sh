@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [pack]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [ncu-source] [pack]
 # pack (last): every file in $OUT into $OUT/device_suite.tar.gz, with $OUT/summary.txt beside it
 # (each step's time and the logs' pass / fail / sanitizer summary lines): two files, where the
 # device returns only a few from $OUT. A step not in this list stops the script before any runs.
@@ -16,7 +16,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 steps="${*:-build test}"
-known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe pack "
+known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe ncu-source pack "
 for step in $steps; do
   [[ "$known" == *" $step "* ]] || { echo "unknown step: $step (steps:$known)"; exit 2; }
 done
@@ -88,6 +88,20 @@ for step in $steps; do
       else
         echo "store probe build failed: $out/store_probe_build.log"; rc=1
       fi
+      ;;
+    ncu-source)
+      # Nsight Compute on the installed build, T = 4096, topk 512, for each H of NCU_HEADS (default
+      # "64 16": the 64-head and the small-heads kernel): the full sections as text, and the source
+      # counters (warp stall samples per SASS instruction) as CSV, gzipped, for reading off the device.
+      for heads in ${NCU_HEADS:-64 16}; do
+        problem=(--tokens 4096 --heads "$heads" --topk 512)
+        ncu --clock-control none -k regex:sparse_mla --launch-skip 1 --launch-count 1 --set full --import-source yes \
+          --page details --print-details all "$py" benchmarks/profile_one.py "${problem[@]}" \
+          > "$out/ncu_h${heads}_details.txt" 2> "$out/ncu_h${heads}_details.err" || rc=1
+        ncu --clock-control none -k regex:sparse_mla --launch-skip 1 --launch-count 1 --section SourceCounters \
+          --section WarpStateStats --page source --print-source sass --csv "$py" benchmarks/profile_one.py "${problem[@]}" \
+          2> "$out/ncu_h${heads}_source.err" | gzip > "$out/ncu_h${heads}_source.csv.gz" || rc=1
+      done
       ;;
     pack)
       {
