@@ -59,14 +59,6 @@ CAKE_HOST_DEVICE int64_t divided_slot_page(int64_t slot, const SlotPageDivisor& 
   return int64_t((uint64_t(uint32_t(slot)) * divisor.multiplier) >> divisor.shift);
 }
 CAKE_HOST_DEVICE int64_t slot_row(int64_t slot, int64_t page, int64_t page_size) { return slot - page * page_size; }
-// A slot's data row and scale row as byte offsets from its view's base, for 0 <= slot < 2^31 (an
-// int32 index): the page by multiply and shift, and the page and the row within it in 32 bits (both
-// are at most the slot). The CUDA gathers' per-block address math; the same values as
-// CacheGeometry::data_offset and scale_offset.
-struct SlotRowOffsets {
-  uint64_t data;
-  uint64_t scale;
-};
 CAKE_HOST_DEVICE int64_t page_offset(int64_t page, int64_t page_stride) { return page * page_stride; }
 // Offsets of row `row`'s data row and scale row from the start of its page.
 CAKE_HOST_DEVICE int64_t data_row_in_page(int64_t row) { return row * kDataRowBytes; }
@@ -74,13 +66,21 @@ CAKE_HOST_DEVICE int64_t scale_row_in_page(int64_t row, int64_t page_size) {
   return page_size * kDataRowBytes + row * kScaleRowBytes;
 }
 
+// A slot's data row and scale row as byte offsets from its view's base, for 0 <= slot < 2^31 (an
+// int32 index): the page by multiply and shift (divided_slot_page), and the page and the row within
+// it in 32 bits (both are at most the slot; slot_row's arithmetic without the 64-bit multiply). The
+// CUDA gathers' per-block address math; the same values as CacheGeometry::data_offset and
+// scale_offset.
+struct SlotRowOffsets {
+  uint64_t data;
+  uint64_t scale;
+};
 CAKE_HOST_DEVICE SlotRowOffsets slot_row_offsets(uint32_t slot, const SlotPageDivisor& divisor, int64_t page_size,
                                                  int64_t page_stride) {
-  const uint32_t page = uint32_t((uint64_t(slot) * divisor.multiplier) >> divisor.shift);
+  const uint32_t page = uint32_t(divided_slot_page(slot, divisor));
   const uint32_t row = slot - page * uint32_t(page_size);  // page 0 wherever page_size >= 2^31
-  const uint64_t page_base = uint64_t(page) * uint64_t(page_stride);
-  return {page_base + uint64_t(row) * kDataRowBytes,
-          page_base + uint64_t(page_size) * kDataRowBytes + uint64_t(row) * kScaleRowBytes};
+  const int64_t page_base = page_offset(page, page_stride);
+  return {uint64_t(page_base + data_row_in_page(row)), uint64_t(page_base + scale_row_in_page(row, page_size))};
 }
 
 // Geometry of one cache view, read from the tensor at run time.
