@@ -159,8 +159,9 @@ def pair_parts(launch, blocks_per_item):
 
 def block_parts(launch, blocks_per_item):
     """Per dequant block (warpgroup 2) of every item but the first: the BLOCK_STEPS and BOOK_STEPS
-    in cycles, `to_next_top` (from the high half written to the next block's top) and `second`
-    (whether the block is the second of its pair: odd within its item)."""
+    in cycles, `to_next_top` (from the high half written to the next block's top), `D_waiting`
+    (its waits for the consumers to free a half) and `second` (whether the block is the second of
+    its pair: odd within its item)."""
     dequant = launch.get(DEQUANT, {})
     blocks = []
     for row in sorted(dequant):
