@@ -82,7 +82,7 @@ class AttendRole {
   // shared cursor into its other copy. The first four chunks here; then chunk a + 4 at the end of
   // chunk a, the cursor copies ordered by the kPReady barrier every chunk passes.
   __device__ void start_row_table(int num_units) {
-    if (warp_ == 0 && lane_ == 0) smem_.table.cursor[0] = table_cursor_at<kGroupHeads>(params_, num_units, blockIdx.x);
+    if (warp_ == 0 && lane_ == 0) seek_unit<kGroupHeads>(params_, num_units, smem_.table.cursor[0], blockIdx.x);
     named_barrier<kTableCursorMoved, kWarpgroupThreads>();
     for (int c = 0; c < kTableSlots; ++c) {
       write_table_chunk(num_units, c);
@@ -92,12 +92,16 @@ class AttendRole {
   // Chunk c's entries (the cursor copy c % 2 is at chunk c), then the cursor moved to chunk c + 1.
   __device__ __forceinline__ void write_table_chunk(int num_units, int c) {
     const int t = warp_ * 32 + lane_;
-    const TableCursor cursor = smem_.table.cursor[c & 1];
+    const ChunkCursor cursor = smem_.table.cursor[c & 1];
     if (t < kChunkRows) {
       smem_.table.rows[c % kTableSlots][t] = table_row_entry(params_, num_units, cursor, t);
       sm90::mbarrier_arrive(smem_address(&smem_.table_full[c % kTableSlots]));
     }
-    if (t == 0) smem_.table.cursor[(c + 1) & 1] = table_cursor_next<kGroupHeads>(params_, num_units, cursor);
+    if (t == 0) {
+      ChunkCursor next = cursor;
+      if (next.unit < num_units) advance<kGroupHeads>(params_, num_units, next);  // past the end: stays
+      smem_.table.cursor[(c + 1) & 1] = next;
+    }
   }
 
   const HopperSmallParams& params_;

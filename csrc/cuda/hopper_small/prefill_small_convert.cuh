@@ -49,8 +49,8 @@ class ConvertRole {
   // once the attend warpgroup has read the previous one.
   __device__ void run() {
     using namespace sm90;
-    Cursor current;
-    seek_unit(current, blockIdx.x);
+    ChunkCursor current;
+    seek_unit<kGroupHeads>(params_, num_units_, current, blockIdx.x);
     if (current.unit >= num_units_) return;
     {
       RowSource first[2];
@@ -58,8 +58,8 @@ class ConvertRole {
       else index_rows(current, cursor_indices(current), first);
       load_rows(first);
     }
-    Cursor next = current;
-    advance(next);
+    ChunkCursor next = current;
+    advance<kGroupHeads>(params_, num_units_, next);
     int2 next_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(next);
     for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
       const int parity = gchunk & 1;
@@ -68,8 +68,8 @@ class ConvertRole {
       RowSource next_rows[2];
       if constexpr (G::kRowTable) table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
       else index_rows(next, has_next ? next_index : make_int2(-1, -1), next_rows);
-      Cursor after = next;
-      if (has_next) advance(after);
+      ChunkCursor after = next;
+      if (has_next) advance<kGroupHeads>(params_, num_units_, after);
       const int2 after_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(after);
 
       if (gchunk >= 2) mbarrier_wait(smem_address(&smem_.k_empty[parity]), ((gchunk >> 1) - 1) & 1);
@@ -94,12 +94,6 @@ class ConvertRole {
   }
 
  private:
-  // The CTA's chunks in order, over its units with candidates.
-  struct Cursor {
-    int unit;  // >= the unit count: past the end
-    int chunk;
-    Unit u;
-  };
   // Where one of this thread's candidate rows of a chunk comes from.
   struct RowSource {
     const uint8_t* data_row;  // the list's cache base when masked (nothing is read)
@@ -136,22 +130,10 @@ class ConvertRole {
     return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
   }
 
-  __device__ __forceinline__ void seek_unit(Cursor& cursor, int unit) const {
-    for (; unit < num_units_; unit += gridDim.x) {
-      cursor.u = unit_at<kGroupHeads>(params_, unit);
-      if (cursor.u.num_chunks > 0) break;
-    }
-    cursor.unit = unit;
-    cursor.chunk = 0;
-  }
-  __device__ __forceinline__ void advance(Cursor& cursor) const {
-    if (++cursor.chunk == cursor.u.num_chunks) seek_unit(cursor, cursor.unit + gridDim.x);
-  }
-
   // Without the row table: the raw indices of this thread's two rows of the cursor's chunk (-1 past
   // the list's length or the CTA's chunks), loaded a chunk before index_rows range-checks them, so
   // that their latency hides behind a chunk.
-  __device__ __forceinline__ int2 cursor_indices(const Cursor& cursor) const {
+  __device__ __forceinline__ int2 cursor_indices(const ChunkCursor& cursor) const {
     if (cursor.unit >= num_units_) return make_int2(-1, -1);
     const Unit& u = cursor.u;
     const bool in_main = cursor.chunk < u.chunks0;
@@ -162,7 +144,7 @@ class ConvertRole {
     return make_int2(position < length ? __ldg(indices + position) : -1,
                      position + 8 < length ? __ldg(indices + position + 8) : -1);
   }
-  __device__ __forceinline__ void index_rows(const Cursor& cursor, int2 index, RowSource (&rows)[2]) const {
+  __device__ __forceinline__ void index_rows(const ChunkCursor& cursor, int2 index, RowSource (&rows)[2]) const {
     const CandidateListParams& list = params_.lists[cursor.unit < num_units_ && cursor.chunk >= cursor.u.chunks0 ? 1 : 0];
     const CandidateRows a = candidate_rows_of_index(list, index.x);
     const CandidateRows b = candidate_rows_of_index(list, index.y);
@@ -216,7 +198,7 @@ class ConvertRole {
   // the CTA's next unit's Q. In batches of four loads a thread, the batch loop not unrolled: the
   // store offsets are then computed per batch (unrolled, the compiler keeps all of them live across
   // the whole kernel and spills).
-  __device__ void load_q(const Cursor& cursor) {
+  __device__ void load_q(const ChunkCursor& cursor) {
     using namespace sm90;
     named_barrier<kQBarrierFirst + kHalf, kWarpgroupThreads>();
     const __nv_bfloat16* q_unit =

@@ -121,18 +121,26 @@ struct alignas(16) RowEntry {
   uint64_t scale;
 };
 constexpr int kTableSlots = 4;
-// The table writer's place: the chunk whose entries come next (its unit's fields as unit_at gives
-// them). Two copies by parity: the attend's thread 0 advances one into the other.
-struct TableCursor {
+// A work unit's fields (unit_at, prefill_small_work.cuh).
+struct Unit {
+  int token;
+  int head0;
+  int length0, length1;  // valid prefixes of the main and extra lists
+  int chunks0;           // 64-candidate chunks of the main list
+  int num_chunks;        // main + extra
+};
+// A place in the CTA's chunks, in order over its units with candidates (seek_unit / advance in
+// prefill_small_work.cuh): the converters' walk, and the row table's writer's (two copies in the
+// table by parity: the attend's thread 0 advances one into the other).
+struct ChunkCursor {
   int unit;  // >= the unit count: past the end
   int chunk;
-  int token, length0, length1, chunks0, num_chunks;
-  int pad;
+  Unit u;
 };
 template <bool kUsed>
 struct RowTable {
   RowEntry rows[kTableSlots][kChunkRows];
-  TableCursor cursor[2];
+  ChunkCursor cursor[2];
 };
 template <>
 struct RowTable<false> {};

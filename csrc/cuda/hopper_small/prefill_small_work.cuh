@@ -13,14 +13,6 @@
 namespace cake::cuda::hopper_small {
 
 // params.num_head_blocks is the number of units per token here (num_heads / kGroupHeads).
-struct Unit {
-  int token;
-  int head0;
-  int length0, length1;  // valid prefixes of the main and extra lists
-  int chunks0;           // 64-candidate chunks of the main list
-  int num_chunks;        // main + extra
-};
-
 template <int kGroupHeads>
 __device__ __forceinline__ Unit unit_at(const PrefillParams& params, int unit) {
   Unit u;
@@ -154,38 +146,31 @@ constexpr bool output_pairs_hold() {
 }
 static_assert(output_pairs_hold(), "the epilogue's pairs of adjacent output dims (see above)");
 
-// The row table's cursor (the attend's thread 0 moves it): unit `unit` or the first one after it
-// (gridDim.x apart) with candidates, at its chunk 0.
+// The cursor at unit `unit` or the first one after it (gridDim.x apart) with candidates, chunk 0.
 template <int kGroupHeads>
-__device__ __forceinline__ TableCursor table_cursor_at(const PrefillParams& params, int num_units, int unit) {
-  TableCursor c{};
+__device__ __forceinline__ void seek_unit(const PrefillParams& params, int num_units, ChunkCursor& cursor, int unit) {
   for (; unit < num_units; unit += gridDim.x) {
-    const Unit u = unit_at<kGroupHeads>(params, unit);
-    if (u.num_chunks > 0) {
-      c = {unit, 0, u.token, u.length0, u.length1, u.chunks0, u.num_chunks, 0};
-      return c;
-    }
+    cursor.u = unit_at<kGroupHeads>(params, unit);
+    if (cursor.u.num_chunks > 0) break;
   }
-  c.unit = unit;
-  return c;
+  cursor.unit = unit;
+  cursor.chunk = 0;
 }
-// The chunk after the cursor's.
+// The cursor at the chunk after its own (not past the end).
 template <int kGroupHeads>
-__device__ __forceinline__ TableCursor table_cursor_next(const PrefillParams& params, int num_units, TableCursor c) {
-  if (c.unit >= num_units) return c;
-  if (++c.chunk < c.num_chunks) return c;
-  return table_cursor_at<kGroupHeads>(params, num_units, c.unit + gridDim.x);
+__device__ __forceinline__ void advance(const PrefillParams& params, int num_units, ChunkCursor& cursor) {
+  if (++cursor.chunk == cursor.u.num_chunks) seek_unit<kGroupHeads>(params, num_units, cursor, cursor.unit + gridDim.x);
 }
-// Row `row` of the cursor's chunk as a row-table entry (its index loaded here).
-__device__ __forceinline__ RowEntry table_row_entry(const PrefillParams& params, int num_units, const TableCursor& c,
+// Row `row` of the cursor's chunk as a row-table entry (its index loaded here; masked past the end).
+__device__ __forceinline__ RowEntry table_row_entry(const PrefillParams& params, int num_units, const ChunkCursor& c,
                                                     int row) {
   const bool in_units = c.unit < num_units;
-  const bool in_main = c.chunk < c.chunks0;
+  const bool in_main = c.chunk < c.u.chunks0;
   const CandidateListParams& list = params.lists[in_units && !in_main ? 1 : 0];
   int32_t index = -1;
   if (in_units) {
-    const int position = (in_main ? c.chunk : c.chunk - c.chunks0) * kChunkRows + row;
-    if (position < (in_main ? c.length0 : c.length1)) index = __ldg(list.indices + int64_t(c.token) * list.width + position);
+    const int position = (in_main ? c.chunk : c.chunk - c.u.chunks0) * kChunkRows + row;
+    if (position < (in_main ? c.u.length0 : c.u.length1)) index = __ldg(list.indices + int64_t(c.u.token) * list.width + position);
   }
   const CandidateRows rows = candidate_rows_of_index(list, index);
   return {reinterpret_cast<uint64_t>(rows.data) | uint64_t(rows.valid), reinterpret_cast<uint64_t>(rows.scale)};
