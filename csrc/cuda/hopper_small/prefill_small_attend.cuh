@@ -3,9 +3,8 @@
 // exceeds it by more than 2^8 (as the 64-head kernel does: weights stay <= 256 and the O rescale is
 // rare), writes the bf16 weights as P^T and accumulates O^T[512 dims x heads] += V^T P^T with wgmma
 // (V^T = the chunk's K tile read MN-major, one m-tile of 64 dims per column block). At the end of a
-// unit it folds in the sink and the NaN rules and stores the LSE and the output: O^T through a
-// staging tile in shared memory and TMA stores (or from registers where the output is only 4-byte
-// aligned).
+// unit it folds in the sink and the NaN rules and stores the LSE and the output, O^T straight from
+// its registers.
 //
 // Two thread layouts: the softmax takes 8 threads a head, 8 candidates each (thread t: heads
 // t / 8 + 16 k, candidates 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3), so a head's max and sums
@@ -18,11 +17,11 @@
 
 #include "../common/online_softmax.cuh"
 #include "../common/prefill_epilogue.cuh"
+#include "../common/prefill_params.h"
 #include "../common/ptx_primitives.cuh"
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_layout.h"
-#include "prefill_small_params.h"
 #include "prefill_small_work.cuh"
 #include "sm90_small_primitives.cuh"
 
@@ -36,7 +35,7 @@ class AttendRole {
   using G = Geometry<kGroupHeads>;
 
  public:
-  __device__ AttendRole(const HopperSmallParams& params, SharedStorage<kGroupHeads>& smem, int thread)
+  __device__ AttendRole(const PrefillParams& params, SharedStorage<kGroupHeads>& smem, int thread)
       : params_(params), smem_(smem), warp_(thread / 32), lane_(thread % 32), head_group_(thread / 8),
         part_(thread % 8), score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
 
@@ -72,8 +71,6 @@ class AttendRole {
       }
       finish_unit(u);
     }
-    // The last unit's O must be written (and have read the staging tile) before the CTA exits.
-    if (stores_by_tma() && copies_thread()) sm90::bulk_wait_group<0>();
   }
 
  private:
@@ -104,7 +101,7 @@ class AttendRole {
     }
   }
 
-  const HopperSmallParams& params_;
+  const PrefillParams& params_;
   SharedStorage<kGroupHeads>& smem_;
   const int warp_;
   const int lane_;
@@ -214,25 +211,12 @@ class AttendRole {
     }
   }
 
-  // O leaves through the staging tile and TMA stores (only where the tile exists), else from
-  // registers.
-  __device__ __forceinline__ bool stores_by_tma() const {
-    return G::kStagesOutput && params_.output_by_tma != 0;
-  }
-
-  // The thread that issues the TMA stores of O (and waits for them).
-  __device__ __forceinline__ bool copies_thread() const { return warp_ == 0 && lane_ == 0; }
-
   // Epilogue of a unit: each head's sums over its 8 threads (a fixed order), the sink and the NaN
-  // rules (finalize_row), the LSE; then O^T normalised and stored. By TMA (output 16-byte
-  // aligned): every thread writes its share into the staging tile, and once all have, one thread
-  // stores the tile's 8 column blocks; the tile is rewritten only after those stores have read it,
-  // which the copy thread makes sure of before the first barrier of the next unit's epilogue (a
-  // whole unit later, so usually without waiting). Otherwise from registers straight to global memory. A unit's
-  // heads are all real (G divides the heads the launch runs) and the output map spans only the
-  // launch's heads, so no store reaches past them.
+  // rules (finalize_row), the LSE; then O^T normalised and stored from registers. A unit's heads
+  // are all real (G divides the heads the launch runs), so no store reaches past them. (A staging
+  // tile with TMA stores was 9-15% slower at 32 heads and, once the 16-head units had the row
+  // table, 2-3% slower at 16: docs/hopper_small_kernel.md, "The unit epilogue".)
   __device__ void finish_unit(const Unit& u) {
-    const bool by_tma = stores_by_tma();
 #pragma unroll
     for (int k = 0; k < G::kSoftmaxHeads; ++k) {
       const int head = head_group_ + 16 * k;
@@ -253,78 +237,15 @@ class AttendRole {
     // match, so that one scale a head (out_scale, times 2^9) serves every dim; powers of two, exact.
 #pragma unroll
     for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
-    if (by_tma && copies_thread()) sm90::bulk_wait_group_read<0>();  // the previous unit's O left the tile
     named_barrier<kScalesReady, kWarpgroupThreads>();
-    if constexpr (G::kStagesOutput) {
-      if (by_tma) {
-        stage_output();
-        // The tile's writes (generic proxy) before the TMA (async proxy) reads them: each thread
-        // fences its own, the barrier below orders them before the copy thread's stores.
-        sm90::fence_proxy_async();
-      }
-    }
-    if (!by_tma) store_output_from_registers(u);
-    // All read the scales (before the next unit rewrites them) and staged their O.
+    store_output(u);
+    // All read the scales before the next unit rewrites them.
     named_barrier<kScalesReady, kWarpgroupThreads>();
-    if constexpr (G::kStagesOutput) {
-      if (by_tma && copies_thread()) store_output(u);
-    }
-  }
-
-  // O^T normalised, in bf16, into the staging tile: head rows, 128-byte swizzled column blocks
-  // (16-byte chunk c of row r at chunk c ^ (r % 8)), as the output map's boxes are. Each thread
-  // writes 4-byte pairs of adjacent dims (prefill_small_work.cuh: "The output dims a thread of the
-  // attend warpgroup holds"), 2 heads x 8 m-tiles per n-block of 8 heads.
-  //
-  // Bank conflicts: rows are 128 bytes, so a word's bank is its place in the row. In a warp
-  // instruction lane (column c = lane / 4, quad q = lane % 4) of warp w writes row 8 n + 2 q + e,
-  // whose swizzle XORs its chunk with 2 q + e, in chunk 2 (c / 2) + w / 2, word (w % 2) + 2 (c % 2)
-  // of the chunk (NoPE; the RoPE pairs take word 2 (w % 2) + (c % 2)). One of the two word bits is
-  // the warp's: at most 16 of the 32 banks, a 2-way conflict at best. With e the same in every
-  // lane, chunk bit 0 is fixed too and bits 1..2 are (c / 2) ^ q: 8 banks, 4-way. So lanes of odd
-  // q write their e = 1 head first (one select a store): chunk bit 0 then follows q % 2, and each
-  // of 16 banks takes 2 lanes.
-  __device__ __forceinline__ void stage_output() {
-    using namespace sm90;
-    // Opaque copies of the lane and the warp, so that ptxas derives the addresses here rather than
-    // keeping them in registers across the unit loop (where they spill at G = 16).
-    int lane = lane_, warp = warp_;
-    asm volatile("" : "+r"(lane), "+r"(warp));
-    const int column = lane / 4, quad = lane % 4;
-    const bool swap_heads = (quad & 1) != 0;
-    const bool odd_column = (column & 1) != 0;
-    const uint32_t tile = smem_address(smem_.o.bytes);
-    // Slot s of each pair of stores writes head e = s ^ swap_heads (row 2 q + e of every block of 8
-    // heads). The rows of head block n are n whole swizzle periods (1,024 bytes) further and m-tile
-    // t goes to column block t, so both are immediate offsets from these four addresses.
-    uint32_t nope_slot[2], rope_slot[2];
-#pragma unroll
-    for (int slot = 0; slot < 2; ++slot) {
-      const int row = 2 * quad + (slot ^ int(swap_heads));
-      nope_slot[slot] = tile + row_tile_offset(row, nope_pair_dim(warp, column));
-      rope_slot[slot] = tile + row_tile_offset(row, rope_pair_dim(warp, column));
-    }
-#pragma unroll
-    for (int n = 0; n < G::kHeadBlocks; ++n) {
-      float scale[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) scale[e] = smem_.out_scale[8 * n + 2 * quad + e];
-#pragma unroll
-      for (int t = 0; t < kPvMTiles; ++t) {
-        uint32_t pair[2];  // by head e
-#pragma unroll
-        for (int e = 0; e < 2; ++e) pair[e] = output_pair(t, n, e, scale[e], odd_column);
-        const uint32_t offset = t * G::kOColumnBlockBytes + n * 8 * kTileRowBytes;
-        const uint32_t* slot = t < kRopeMTile ? nope_slot : rope_slot;
-        st_shared_4(slot[0] + offset, swap_heads ? pair[1] : pair[0]);
-        st_shared_4(slot[1] + offset, swap_heads ? pair[0] : pair[1]);
-      }
-    }
   }
 
   // This thread's pair of adjacent output dims of m-tile t for head 8 n + 2 (lane % 4) + e, scaled
   // and in bf16 (the RoPE m-tile's after the swap with the other column's lane: every lane takes
-  // part). Both epilogue paths store exactly these pairs.
+  // part).
   __device__ __forceinline__ uint32_t output_pair(int t, int n, int e, float scale, bool odd_column) const {
     const float low = o_acc_[t][4 * n + e] * scale, high = o_acc_[t][4 * n + 2 + e] * scale;
     return t < kRopeMTile ? pack_bf16x2(low, high) : rope_pair(low, high, odd_column);
@@ -339,24 +260,11 @@ class AttendRole {
     return odd_column ? pack_bf16x2(taken, row1) : pack_bf16x2(row0, taken);
   }
 
-  // The staging tile's 8 column blocks to the unit's place in the output: one TMA box each
-  // (64 dims x G heads x 1 token), one bulk group.
+  // O^T normalised, from registers to the output, 4 bytes a store: each pair of adjacent dims (the
+  // RoPE pairs after the swap of one value with the lane of the other column) at its dim in the
+  // head's output row. Every pair starts at an even dim, so each store is aligned for any output
+  // view the op accepts (4-byte aligned). A warp instruction writes 8 column pairs of 4 heads.
   __device__ __forceinline__ void store_output(const Unit& u) {
-#pragma unroll
-    for (int block = 0; block < kOColumnBlocks; ++block) {
-      sm90::tma_store_3d(&params_.output_map, smem_address(smem_.o.bytes) + block * G::kOColumnBlockBytes,
-                         block * kOColumnBlockDims, u.head0, u.token);
-    }
-    sm90::bulk_commit_group();
-  }
-
-  // O^T normalised, from registers to the output, 4 bytes a store: the same pairs of adjacent dims
-  // as stage_output writes into the staging tile (the RoPE pairs after the swap of one value with
-  // the lane of the other column), each at its dim in the head's output row. For units of 32 heads
-  // (no staging tile) and for an output view that the TMA cannot address (4-byte aligned: every
-  // pair starts at an even dim, so each store is aligned). A warp instruction writes 8 column
-  // pairs of 4 heads.
-  __device__ __forceinline__ void store_output_from_registers(const Unit& u) {
     const int column = lane_ / 4, quad = lane_ % 4;
     const bool odd_column = (column & 1) != 0;
     const int nope_dim = nope_pair_dim(warp_, column);

@@ -7,18 +7,17 @@
 //     row's dims into the register A operand of its half of S^T = K Q^T (wgmma, M = 64 candidates,
 //     N = the unit's heads) and into the chunk's K tile, and hands its S half over;
 //   - attend (prefill_small_attend.cuh): softmax over the chunk, P^T, and O^T += V^T P^T (wgmma,
-//     V^T = the K tile read MN-major), then the unit's epilogue (O out through a staging tile and
-//     TMA stores).
+//     V^T = the K tile read MN-major), then the unit's epilogue (O stored from registers).
 // Two K tiles hold two chunks: the converters fill chunk j + 1 while PV reads chunk j, handing
 // over on k_full / k_empty mbarriers (and s_empty for the single S buffer).
 #pragma once
 
+#include "../common/prefill_params.h"
 #include "../common/ptx_primitives.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_attend.cuh"
 #include "prefill_small_convert.cuh"
 #include "prefill_small_layout.h"
-#include "prefill_small_params.h"
 
 namespace cake::cuda::hopper_small {
 
@@ -34,7 +33,7 @@ __device__ __forceinline__ void set_registers() {
 
 template <int kGroupHeads>
 __global__ void __launch_bounds__(kThreads, 1)
-    sparse_mla_prefill_small_kernel(const __grid_constant__ HopperSmallParams params) {
+    sparse_mla_prefill_small_kernel(const __grid_constant__ PrefillParams params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   using G = Geometry<kGroupHeads>;
@@ -43,7 +42,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
   const int thread = threadIdx.x % kWarpgroupThreads;
   if (threadIdx.x == 0) {
-    if (params.output_by_tma) prefetch_tensor_map(&params.output_map);  // used first by the first unit's epilogue
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     for (int tile = 0; tile < kKTiles; ++tile) {
       mbarrier_init(smem_address(&smem.k_full[tile]), kConverterThreads);

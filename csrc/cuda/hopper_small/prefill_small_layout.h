@@ -47,11 +47,6 @@ constexpr int kKTiles = 2;  // chunk j in tile j % 2: the converters fill j + 1 
 constexpr int kKStepsPerConverter = nvfp4::kHeadDim / 16 / kConverters;  // 16
 constexpr int kPvKSteps = kChunkRows / 16;                               // 4
 constexpr int kPvMTiles = nvfp4::kHeadDim / 64;                          // 8
-// The output's column blocks of 64 dims: O^T m-tile t holds the dims of column block t
-// (prefill_small_work.cuh).
-constexpr int kOColumnBlocks = nvfp4::kHeadDim / 64;  // 8
-constexpr int kOColumnBlockDims = kTileRowBytes / 2;  // bf16: 64
-static_assert(kOColumnBlocks == kPvMTiles, "one output column block per PV m-tile");
 // S partials are stored [head][candidate] with 4 floats of padding a head: the converters' stores
 // (8 heads x 4 lane pairs a warp instruction) then hit 32 different banks.
 constexpr int kSPartialStride = kChunkRows + 4;
@@ -66,14 +61,6 @@ struct Geometry {
   // column blocks of 64.
   static constexpr int kQColumnBlockBytes = kHeads * kTileRowBytes;
   static constexpr int kQHalfBytes = 4 * kQColumnBlockBytes;
-  // The unit's O staged for the TMA stores of the epilogue: kHeads rows x 512 dims (bf16), 8
-  // column blocks of 64 dims, each a box of the output's tensor map (common/tensor_map.h). At 16
-  // heads a unit only: at 32 the 32 KB tile took the kernel's shared memory from 190 to 223 KB and
-  // the kernel was 9-15% slower than with its O stored from registers (H200), where at 16 heads
-  // the tile gains 3-5% (docs/hopper_small_kernel.md, "The unit epilogue").
-  static constexpr bool kStagesOutput = kHeads == 16;
-  static constexpr int kOColumnBlockBytes = kHeads * kTileRowBytes;
-  static constexpr int kOTileBytes = kStagesOutput ? kOColumnBlocks * kOColumnBlockBytes : 0;
   // The row table (RowTable below): the attend warpgroup gives the converters their rows' cache
   // addresses four chunks ahead. At 16 heads a unit only: there the attend waits on the converters,
   // and the table takes the index loads and the address math off their path (3-6% faster, H200);
@@ -100,14 +87,6 @@ struct Geometry {
   static_assert(kAttendRegisters + kConverters * kConvertRegisters <= 3 * kLaunchRegisters,
                 "the roles' registers fit what the CTA was launched with");
 };
-
-// The O staging tile of a unit (Geometry::kStagesOutput), nothing where O leaves from registers.
-template <int kBytes>
-struct alignas(1024) OutputTile {
-  uint8_t bytes[kBytes];
-};
-template <>
-struct OutputTile<0> {};
 
 // The row table (Geometry::kRowTable): the cache addresses of each row of the CTA's chunks, by
 // chunk c over the CTA's walk (slot c % kTableSlots), written by the attend warpgroup four chunks
@@ -163,14 +142,9 @@ struct alignas(1024) SharedStorage {
   uint64_t k_empty[kKTiles];  // PV of the tile's chunk retired
   uint64_t s_empty;           // the attend warpgroup has read the S halves of the last chunk
   uint64_t table_full[kTableSlots];  // G::kRowTable, by chunk % 4: the attend wrote the chunk's row entries
-  // The rows' addresses, four chunks ahead (G::kRowTable; after the mbarriers, so that an empty
-  // one moves nothing else).
+  // The rows' addresses, four chunks ahead (G::kRowTable; last, so that an empty one moves
+  // nothing else).
   RowTable<G::kRowTable> table;
-  // The unit's O, bf16, swizzled (G::kStagesOutput): written by the attend warpgroup in its
-  // epilogue, read by its TMA stores (which must have read it before the next unit's epilogue
-  // rewrites it). Its own buffer: in the epilogue the converters already fill the K tiles, Q and S
-  // for the next unit. Last, so that an empty one moves nothing else off its 1,024-byte boundary.
-  OutputTile<G::kOTileBytes> o;
 };
 
 template <int kGroupHeads>
@@ -179,7 +153,7 @@ constexpr int smem_bytes() {
 }
 constexpr int kMaxSmemBytes = smem_bytes<16>() > smem_bytes<32>() ? smem_bytes<16>() : smem_bytes<32>();
 static_assert(kMaxSmemBytes <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
-static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 && offsetof(SharedStorage<16>, o) % 1024 == 0 &&
+static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 &&
                   offsetof(SharedStorage<16>, p) % 1024 == 0 && offsetof(SharedStorage<32>, q) % 1024 == 0 &&
                   offsetof(SharedStorage<32>, p) % 1024 == 0,
               "swizzled tiles start on 1024-byte boundaries");
