@@ -14,25 +14,14 @@ namespace cake::cuda {
 constexpr uintptr_t kTmaAlignment = 16;
 inline bool tma_addressable(const void* data) { return reinterpret_cast<uintptr_t>(data) % kTmaAlignment == 0; }
 
-// The default box height: the 64 heads of the Hopper kernel's Q tile (hopper/prefill_hopper_layout.h).
+// The box height: the 64 heads of the Hopper kernel's Q tile (hopper/prefill_hopper_layout.h).
 constexpr uint32_t kHeadRowsBoxHeads = 64;
 
-// Heads 0 .. num_heads - 1 of each token of a bf16 tensor whose token rows start
-// `heads_per_token` heads apart (>= num_heads; each head 512 contiguous dims), as a 3-D map (dims
-// 512, num_heads, num_tokens) with a box of 64 dims x box_heads heads x 1 token, 128-byte swizzled
-// in shared memory: one column block of a tile of box_heads head rows. A box reaching past
-// num_heads loads zeros there and stores nothing there, so a map of part of each token's heads (a
-// launch that runs heads first .. first + num_heads - 1: `data` moved to head `first`) never
-// touches the others. `data` must be 16-byte aligned; num_tokens and num_heads positive;
-// box_heads 1 .. 256.
-CUtensorMap head_rows_tensor_map(const void* data, int64_t num_tokens, int64_t num_heads, int64_t heads_per_token,
-                                 uint32_t box_heads);
-
-// A whole contiguous [num_tokens, num_heads, 512] bf16 tensor (q, output).
-inline CUtensorMap head_rows_tensor_map(const void* data, int64_t num_tokens, int64_t num_heads,
-                                        uint32_t box_heads = kHeadRowsBoxHeads) {
-  return head_rows_tensor_map(data, num_tokens, num_heads, num_heads, box_heads);
-}
+// A contiguous [num_tokens, num_heads, 512] bf16 tensor (q) as a 3-D map (dims 512, num_heads,
+// num_tokens) with a box of 64 dims x 64 heads x 1 token, 128-byte swizzled in shared memory: one
+// column block of a 64-row tile. A box reaching past num_heads loads zeros there. `data` must be
+// 16-byte aligned; num_tokens and num_heads positive.
+CUtensorMap head_rows_tensor_map(const void* data, int64_t num_tokens, int64_t num_heads);
 
 // The decode's split partials, fp32 rows [num_rows = splits x tokens, num_heads, 512] (mid_out):
 // boxes of 32 dims (128 bytes) x 64 heads x 1 row, 128-byte swizzled.
