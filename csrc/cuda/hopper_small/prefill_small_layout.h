@@ -162,8 +162,8 @@ static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 &&
 // each converter warpgroup.
 enum NamedBarrier : int {
   kPReady = 1,          // P, the rescale factors and the "some head moved" flag are written
-  // Unit epilogue, twice: the output scales are written (and the staging tile free again: the
-  // previous unit's TMA stores have read it); then they are read and O is staged.
+  // Unit epilogue, twice: the output scales are written; then every thread has read them (before
+  // the next unit's epilogue rewrites them).
   kScalesReady = 2,
   kQBarrierFirst = 3,   // + converter: its warps are done with the previous Q / stored the new one
   kTableCursorMoved = 5,  // attend: the row table's cursor moved (its start only)
