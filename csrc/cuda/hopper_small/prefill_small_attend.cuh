@@ -213,9 +213,9 @@ class AttendRole {
 
   // Epilogue of a unit: each head's sums over its 8 threads (a fixed order), the sink and the NaN
   // rules (finalize_row), the LSE; then O^T normalised and stored from registers. A unit's heads
-  // are all real (G divides the heads the launch runs), so no store reaches past them. (A staging
-  // tile with TMA stores was 9-15% slower at 32 heads and, once the 16-head units had the row
-  // table, 2-3% slower at 16: docs/hopper_small_kernel.md, "The unit epilogue".)
+  // are all real (G divides the heads the launch runs), so no store reaches past them. (Why not
+  // through a staging tile and TMA stores, measured: docs/hopper_small_kernel.md, "The unit
+  // epilogue".)
   __device__ void finish_unit(const Unit& u) {
 #pragma unroll
     for (int k = 0; k < G::kSoftmaxHeads; ++k) {
