@@ -8,7 +8,8 @@ and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every hea
 per item: the Hopper kernel's splits on Hopper), one split and several, splits past a token's
 length or holding only masked slots, more than 1024 candidates over both caches, one-chunk splits
 on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on both Hopper
-kernels (register and TMA stores of O). Small shapes, so the sanitizer finishes in minutes."""
+kernels (O stored from registers, 4 or 16 bytes a lane). Small shapes, so the sanitizer finishes
+in minutes."""
 import torch
 
 import torch_ops
@@ -72,8 +73,8 @@ def main():
         torch.cuda.synchronize()
         assert plan["kernel"] == "hopper_small"
         assert_matches_reference(output, out_lse, *problem.reference())
-    # Output views at an offset of 2 elements (4-byte aligned: the Hopper kernels store O from
-    # registers) and 8 (16-byte aligned: through shared memory by TMA), with NaN guards around the
+    # Output views at an offset of 2 elements (4-byte aligned: the 64-head kernel stores O 4 bytes a
+    # lane) and 8 (16-byte aligned: 16 bytes a lane), with NaN guards around the
     # view, on the 64-head kernel (64 heads) and the small-heads one (32, and 96: its launch moved
     # to head 64).
     for i, (num_heads, offset) in enumerate([(64, 2), (64, 8), (32, 2), (32, 8), (96, 2)]):

@@ -114,16 +114,17 @@ def test_hopper_persistent_grid_crosses_items():
 
 @needs_hopper
 def test_hopper_output_views_of_each_alignment():
-    """O leaves the kernel by TMA stores when the output is 16-byte aligned and by register
-    stores when it is only 4-byte aligned (a view 2 bf16 into 16-byte aligned storage): both
-    paths write every element, match the reference and give the same bits, and neither writes
-    outside the view (the 16 guard elements on each side keep their NaN)."""
+    """O leaves the kernel from registers, 16 bytes a lane (after a transpose within each quad) when
+    the output is 16-byte aligned and 4 bytes a lane when it is only 4-byte aligned (a view 2 bf16
+    into 16-byte aligned storage): both paths write every element, match the reference and give
+    the same bits, and neither writes outside the view (the 16 guard elements on each side keep
+    their NaN)."""
     problem = persistent_walk_problem(64)
     num_tokens, num_heads = problem.q.shape[0], problem.q.shape[1]
     size = num_tokens * num_heads * 512
     guard = 16
     results = {}
-    for offset in (0, 2, 8):  # bf16 elements past a 16-byte boundary: TMA, registers, TMA
+    for offset in (0, 2, 8):  # bf16 elements past a 16-byte boundary: 16-, 4-, 16-byte stores
         storage = torch.full((guard + offset + size + guard,), float("nan"), dtype=torch.bfloat16, device="cuda")
         output = storage[guard + offset:guard + offset + size].view(num_tokens, num_heads, 512)
         assert (output.data_ptr() % 16 == 0) == (offset % 8 == 0)

@@ -4,10 +4,10 @@ serves (on Hopper, by default, every call the 64-head kernel does not), and the 
 These tests run with no kernel override (the device's own choice). They cover 16 and 32 heads a
 unit, the head counts that take several units a token or heads 0..63 on the 64-head kernel, and
 48 and 112 heads (the 64-head kernel with its last head block padded, planned as small-heads
-calls), masks, both caches, sinks, the
-non-finite rules, empty rows, repeatability, a persistent grid that crosses units and both ways
-O leaves the kernel (TMA stores, register stores for a 4-byte aligned output); everything
-against the float64 reference. The override "hopper_small" is a synonym of "hopper"."""
+calls), masks, both caches, sinks, the non-finite rules, empty rows, repeatability, a persistent
+grid that crosses units, and output views of 4- and 16-byte alignment (O stored from registers, 4
+bytes a store); everything against the float64 reference. The override "hopper_small" is a
+synonym of "hopper"."""
 import dataclasses
 import math
 
@@ -308,13 +308,12 @@ def test_small_heads_persistent_grid_crosses_units(heads):
 @needs_small_heads
 @pytest.mark.parametrize("heads", [16, 32, 80, 96])
 def test_small_heads_output_views_of_each_alignment(heads):
-    """Units of 16 heads (H = 16, 80) store O through a staging tile and TMA stores when the output
-    is 16-byte aligned, from registers when it is only 4-byte aligned (a view 2 bf16 into its
-    storage); units of 32 heads (H = 32, 96) always from registers. Every path matches the
-    reference and gives the same bits, and none writes outside the view (the guard elements
-    around it keep their NaN). The persistent grid walks several units a CTA, so the staging tile
-    is reused; with H = 80 and 96 the kernel runs heads 64.. through a tensor map of those heads
-    only (heads 0..63 run on the 64-head kernel)."""
+    """Units of 16 heads (H = 16, 80) and of 32 (H = 32, 96) store O from registers, 4 bytes a
+    store, into a 16-byte aligned output and into views 4 and 16 bytes into their storage: every
+    view matches the reference and gives the same bits, and no store lands outside the view (the
+    guard elements around it keep their NaN). The persistent grid walks several units a CTA; with
+    H = 80 and 96 the kernel runs heads 64.. from pointers moved by 64 heads (heads 0..63 run on
+    the 64-head kernel)."""
     problem = persistent_walk_problem(heads)
     expected_out, expected_lse, expected_plan = problem.run()
     assert expected_plan["kernel"] == "hopper_small"
