@@ -300,7 +300,16 @@ class ConsumerRole {
         const int k = half * kQkStepsPerHalf + step;
         const uint32_t q_offset = ((k / 4) * kQColumnBlockBytes + (k % 4) * 32) >> 4;
         const uint32_t k_offset = ((k / 4) * kKColumnBlockBytes + (k % 4) * 32) >> 4;
+#if defined(CAKE_HOPPER_NO_MMA)  // development timing only: wrong results (scores all 0)
+        if (k == 0) {
+#pragma unroll
+          for (int e = 0; e < 32; ++e) s_acc[e] = 0.0f;
+        }
+        (void)q_offset;
+        (void)k_offset;
+#else
         wgmma_m64n64k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
+#endif
       }
     }
     wgmma_commit();
@@ -454,7 +463,12 @@ class ConsumerRole {
 #pragma unroll
       for (int kk = 0; kk < kPvSteps; ++kk) {
         const uint32_t a[4] = {weights[2 * kk][0], weights[2 * kk][1], weights[2 * kk + 1][0], weights[2 * kk + 1][1]};
+#if defined(CAKE_HOPPER_NO_MMA)
+        sm90::keep_registers(a);
+        (void)o_part;
+#else
         wgmma_m64n128k16_rs_bt(o_part, a, v_descriptor(parity, step, kk), true);
+#endif
       }
     }
     wgmma_commit();
@@ -471,7 +485,11 @@ class ConsumerRole {
       float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * step);
 #pragma unroll
       for (int kk = 0; kk < kPvSteps; ++kk) {  // 16 candidates a step: +32 bytes of P rows
+#if defined(CAKE_HOPPER_NO_MMA)
+        (void)o_part;
+#else
         wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
+#endif
       }
     }
     wgmma_commit();

@@ -41,6 +41,14 @@ __device__ __forceinline__ void pin_registers(uint32_t (&a)[kRows][kCols]) {
     for (int j = 0; j < kCols; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
+// Makes the compiler compute these values without any use of them (development builds that
+// leave a store out, prefill_hopper_dequant.cuh).
+template <int kCount>
+__device__ __forceinline__ void keep_registers(const uint32_t (&v)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" ::"r"(v[i]));
+}
+
 // D[64 x 64] (+)= A[64 x 16] * B[16 x 64]^T: A and B K-major (QK^T: Q rows, K rows).
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
   asm volatile(
