@@ -41,8 +41,8 @@ __device__ __forceinline__ void pin_registers(uint32_t (&a)[kRows][kCols]) {
     for (int j = 0; j < kCols; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
-// Makes the compiler compute these values without any use of them (development builds that
-// leave a store out, prefill_hopper_dequant.cuh).
+// Makes the compiler compute these values without any use of them (development builds that leave
+// out the instruction that used them: the dequant's tile stores, the consumers' wgmma).
 template <int kCount>
 __device__ __forceinline__ void keep_registers(const uint32_t (&v)[kCount]) {
 #pragma unroll
