@@ -17,14 +17,6 @@
 
 namespace cake::cuda::hopper {
 
-// The CTA's blocks in order, over its items with candidates.
-template <bool kSplitItems>
-struct BlockCursor {
-  int item;  // >= the item count: past the end
-  int block;
-  WorkItem<kSplitItems> w;
-};
-
 // What part p of a row converts: full code units p, p + 4, p + 8 (units 0..11, 32 dims each) and
 // half h = p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
 // 112 dims each.
@@ -59,7 +51,7 @@ class DequantRole {
   // registers just freed, so they have about half a block to land.
   __device__ void run() {
     BlockCursor<kSplitItems> cur;
-    seek_item(cur, blockIdx.x);
+    seek_item(params_, num_items_, cur, blockIdx.x);
     if (cur.item >= num_items_) return;
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
@@ -73,7 +65,7 @@ class DequantRole {
     cp_async_commit();
     cp_async_commit();
     BlockCursor<kSplitItems> next = cur;
-    advance(next);
+    advance(params_, num_items_, next);
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
@@ -88,7 +80,7 @@ class DequantRole {
       trace_event(2 + warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       BlockCursor<kSplitItems> after_next = next;
-      if (has_next) advance(after_next);
+      if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
       trace_event(2 + warpgroup_, 6, gblock);
@@ -154,18 +146,6 @@ class DequantRole {
   const uint32_t tail_offset_;
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
-
-  __device__ __forceinline__ void seek_item(BlockCursor<kSplitItems>& cursor, int item) const {
-    for (; item < num_items_; item += gridDim.x) {
-      cursor.w = work_item<kSplitItems>(params_, item);
-      if (cursor.w.num_blocks > 0) break;
-    }
-    cursor.item = item;
-    cursor.block = 0;
-  }
-  __device__ __forceinline__ void advance(BlockCursor<kSplitItems>& cursor) const {
-    if (++cursor.block == cursor.w.num_blocks) seek_item(cursor, cursor.item + gridDim.x);
-  }
 
   // Where the raw index of this thread's row in the cursor's block is (nullptr past the list's
   // length or the CTA's blocks). Range-checked later, in row_source.

@@ -99,6 +99,31 @@ __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& p
   return w;
 }
 
+// A place in the CTA's blocks, in order over its items with candidates (the dequant's walk, any role
+// that walks the blocks).
+template <bool kSplitItems>
+struct BlockCursor {
+  int item;  // >= the item count: past the end
+  int block;
+  WorkItem<kSplitItems> w;
+};
+// The cursor at item `item` or the first one after it (gridDim.x apart) with candidates, block 0.
+template <bool kSplitItems>
+__device__ __forceinline__ void seek_item(const DecodeParams& params, int num_items, BlockCursor<kSplitItems>& cursor,
+                                          int item) {
+  for (; item < num_items; item += gridDim.x) {
+    cursor.w = work_item<kSplitItems>(params, item);
+    if (cursor.w.num_blocks > 0) break;
+  }
+  cursor.item = item;
+  cursor.block = 0;
+}
+// The cursor at the block after its own (past the end: item >= num_items).
+template <bool kSplitItems>
+__device__ __forceinline__ void advance(const DecodeParams& params, int num_items, BlockCursor<kSplitItems>& cursor) {
+  if (++cursor.block == cursor.w.num_blocks) seek_item(params, num_items, cursor, cursor.item + gridDim.x);
+}
+
 // Byte offset of bf16 element (row, column < 64) in the swizzled P tile (one column block).
 __device__ __forceinline__ uint32_t p_tile_offset(int row, int column) {
   return row * kTileRowBytes + (((column / 8) ^ (row % 8)) * 16) + (column % 8) * 2;
