@@ -1,6 +1,6 @@
-// The per-row arithmetic of the online softmax that both CUDA prefill kernels use (base 2: the
-// logits carry sm_scale * log2(e)). Each kernel decides itself when a row's reference moves (the
-// portable kernel on every new max, the Hopper kernel only on a large one) and how the threads
+// The per-row arithmetic of the online softmax that the CUDA attention kernels use (base 2: the
+// logits carry sm_scale * log2(e)). The portable kernel moves a row's reference on every new max,
+// the Hopper kernels only on a large one (next_reference); each kernel decides how the threads
 // holding a row exchange maxima and sums.
 #pragma once
 
@@ -9,6 +9,17 @@
 #include "ptx_primitives.cuh"
 
 namespace cake::cuda {
+
+// The Hopper kernels' lazy reference: a row's softmax reference moves only when a block's max
+// exceeds it by more than this (log2): weights stay <= 256, bf16 rounding is scale-free, and the O
+// rescale becomes rare. (The portable kernel moves it on every new max.)
+constexpr float kLazyRescaleLog2 = 8.0f;
+
+// The lazy reference after a block whose row max is `block_max` (-inf: all masked; NaN never
+// moves it).
+__device__ __forceinline__ float next_reference(float reference, float block_max) {
+  return block_max > reference + kLazyRescaleLog2 ? block_max : reference;  // false while block_max == -inf
+}
 
 // A candidate's logit in base 2, or -inf when it is masked.
 __device__ __forceinline__ float masked_logit2(float score, bool valid, float score_scale_log2) {

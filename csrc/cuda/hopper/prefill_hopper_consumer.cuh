@@ -23,15 +23,6 @@
 
 namespace cake::cuda::hopper {
 
-// A row's softmax reference moves only when a block's max exceeds it by more than this (log2):
-// weights stay <= 256, bf16 rounding is scale-free, and the O rescale becomes rare.
-constexpr float kLazyRescaleLog2 = 8.0f;
-
-// The reference after a block whose row max is `block_max` (-inf: all masked; NaN never moves it).
-__device__ __forceinline__ float next_reference(float reference, float block_max) {
-  return block_max > reference + kLazyRescaleLog2 ? block_max : reference;  // false while block_max == -inf
-}
-
 template <int kId>
 __device__ __forceinline__ void consumer_barrier() {
   named_barrier<kId, kConsumerThreads>();

@@ -27,9 +27,6 @@
 
 namespace cake::cuda::hopper_small {
 
-// A head's softmax reference moves only when a chunk's max exceeds it by more than this (log2).
-constexpr float kLazyRescaleLog2 = 8.0f;
-
 template <int kGroupHeads>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
