@@ -39,7 +39,7 @@ def table(directory, labels, kind):
         return []
     names = "/".join(KINDS[kind])
     lines = [f"### {kind} (us, median over rounds; ratio to {labels[0]})", "",
-             f"| {names} | " + " | ".join(labels) + " | " + " | ".join(f"{label} / {labels[0]}" for label in labels[1:]) + " |",
+             "| " + " | ".join([names] + labels + [f"{label} / {labels[0]}" for label in labels[1:]]) + " |",
              "|" + "---|" * (1 + 2 * len(labels) - 1)]
     for shape in shapes:
         medians = [statistics.median(runs[label][0][shape]) if shape in runs[label][0] else None for label in labels]

@@ -337,6 +337,16 @@ def test_ab_summary_medians_and_ratios(tmp_path):
     assert "base: bf16 matmul 801, 802, 803 TFLOP/s" in result.stdout
 
 
+def test_ab_summary_of_one_tree(tmp_path):
+    """With one tree timed (the others failed their tests, or a lone run) the table has the shape
+    and that tree's column only: header, rule and rows all two cells wide."""
+    write_run(tmp_path / "solo" / "prefill_r1.json", 800.0, [dict(T=4096, H=64, topk=512, kernel="hopper", us=12.5)])
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab_summary.py"), str(tmp_path), "solo"],
+                            check=True, capture_output=True, text=True)
+    table = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    assert table == ["| T/H/topk | solo |", "|---|---|", "| 4096/64/512 | 12.5 |"]
+
+
 def test_ab_trees_rejects_bad_arguments(tmp_path):
     """The A/B script stops before it removes, copies or builds anything unless every argument is
     LABEL=DIR of a tree with distinct labels (a run in progress keeps its work folder)."""
