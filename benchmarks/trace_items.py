@@ -25,6 +25,12 @@ tile and its conversions, the measure of whether the dequant or the consumers ho
 and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the
 dequant's time for a pair's two blocks, its waits in them, the leader's period and how soon after
 the dequant wrote a pair's first block the leader starts it.
+
+`--fused LOG` summarises a trace of the fused 64-head kernel instead (branch builds with
+`-DCAKE_HOPPER_FUSED=1 -DCAKE_HOPPER_TRACE`; `--run` traces it as it does the 64-head kernel):
+medians over the items after the first of each block's converter steps (its tile back, the NoPE
+steps, the RoPE steps, the reference handed on, the weights handed to PV), the period of a
+converter's blocks, PV's wait and MMAs a block, the converters' item starts and PV's item ends.
 """
 import argparse
 import statistics
@@ -274,6 +280,8 @@ def main():
     parser.add_argument("--tokens", type=int, default=4096, help="--run: T (default 4096)")
     parser.add_argument("--heads", type=int, default=128, help="--run: H, a multiple of 64 (default 128)")
     parser.add_argument("--topk", type=int, default=128, help="--run: candidates, a multiple of 128 (default 128)")
+    parser.add_argument("--fused", action="store_true",
+                        help="the log is the fused 64-head kernel's (a CAKE_HOPPER_FUSED trace build): its steps")
     args = parser.parse_args()
     if args.run:
         if args.heads % 64 or args.topk % 128 or not 0 < args.topk <= 1024:
@@ -291,6 +299,9 @@ def main():
     blocks_per_item = problem[2] // 64 if problem else 2
     if not launches:
         sys.exit(f"no TRACE lines in {args.log}: was the extension built with -DCAKE_HOPPER_TRACE?")
+    if args.fused:
+        print_fused(launches[-1], blocks_per_item)
+        return
     life = life_parts(launches[-1])
     if life:
         print("CTA 0's life in the last launch (cycles from the first role's entry)")
@@ -325,6 +336,62 @@ def main():
                   f"two blocks {load['dequant']:.0f} cycles top to top, {load['waiting']:.0f} of them waiting for the "
                   f"consumers; the leader's period {load['leader']:.0f}, its start {load['leader_after_block']:.0f} "
                   f"cycles after the dequant wrote the pair's first block")
+
+
+# The fused 64-head kernel's points (a `-DCAKE_HOPPER_FUSED=1 -DCAKE_HOPPER_TRACE` build; listed in
+# csrc/cuda/hopper_fused/fused_layout.h): converters are roles 2 and 3 (converter c takes the
+# walk's blocks of parity c), row = the block: 0 top, 1 its tile back from PV, 2 the NoPE k-steps
+# issued, 3 every MMA retired, 4 the reference handed on, 5 the block handed to PV; rows 6 / 7 at
+# an item's first block: its start (before the wait for its Q) and past it. PV warpgroups are
+# roles 0 and 1, row = the block: 0 before its wait for the block, 1 past it, 2 its PV retired;
+# row = an item's last block: 3 the item's end, 4 its sums read, 5 O stored.
+FUSED_CONVERTER_STEPS = (
+    ("tile_wait", 0, 1), ("nope", 1, 2), ("rope", 2, 3), ("reference", 3, 4), ("weights", 4, 5), ("block", 0, 5),
+)
+FUSED_PV_STEPS = (("block_wait", 0, 1), ("pv", 1, 2))
+FUSED_ITEM_STEPS = (("item_start", 6, 7),)
+FUSED_END_STEPS = (("sums", 3, 4), ("o_out", 4, 5))
+
+
+def fused_parts(launch, blocks_per_item):
+    """The fused kernel's steps in CTA 0, items after the first (the kernel's start): per block
+    its converter's steps and `period` (its top to the converter's next block's top), PV warpgroup
+    0's steps; per item start each converter's wait for the item's Q; per item end PV warpgroup 0's
+    sums and O. A step with a point not recorded (0) is left out."""
+    def steps(clocks, table):
+        return {name: clocks[b] - clocks[a] for name, a, b in table if clocks[a] and clocks[b]}
+    blocks, starts, ends = [], [], []
+    for role in (2, 3):
+        rows = launch.get(role, {})
+        for row, clocks in sorted(rows.items()):
+            if row < blocks_per_item:
+                continue
+            if row % 2 == role - 2 and clocks[0]:
+                block = steps(clocks, FUSED_CONVERTER_STEPS)
+                later = rows.get(row + 2)
+                if later and later[0]:
+                    block["period"] = later[0] - clocks[0]
+                pv = launch.get(0, {}).get(row)
+                if pv:
+                    block.update(steps(pv, FUSED_PV_STEPS))
+                blocks.append(block)
+            if len(clocks) > 7 and clocks[6] and clocks[7]:
+                starts.append(steps(clocks, FUSED_ITEM_STEPS))
+    for row, clocks in sorted(launch.get(0, {}).items()):
+        if row >= blocks_per_item and clocks[3]:
+            ends.append(steps(clocks, FUSED_END_STEPS))
+    return blocks, starts, ends
+
+
+def print_fused(launch, blocks_per_item):
+    blocks, starts, ends = fused_parts(launch, blocks_per_item)
+    if not blocks:
+        print("no converter blocks past the first item: a fused build's trace?")
+        return
+    names = [name for name, *_ in FUSED_CONVERTER_STEPS] + ["period"] + [name for name, *_ in FUSED_PV_STEPS]
+    print_medians("blocks of the items after the first (converter steps, then PV warpgroup 0's)", blocks, names)
+    print_medians("item starts after the first (each converter)", starts, [name for name, *_ in FUSED_ITEM_STEPS])
+    print_medians("item ends after the first (PV warpgroup 0)", ends, [name for name, *_ in FUSED_END_STEPS])
 
 
 def print_medians(what, rows, names):

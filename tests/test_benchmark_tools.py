@@ -222,6 +222,43 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False):
     return "\n".join(lines) + "\n"
 
 
+def fused_trace(num_items=3, blocks_per_item=4):
+    """A fused-kernel trace (`PROBLEM 4096 64 256`): block g's converter (role 2 + g % 2) records
+    top 1000 g, then its steps 10 / 500 / 50 / 200 / 300 cycles apart; PV warpgroup 0 waits 40 and
+    runs 150 a block; each item's first block has the item-start points 100 apart in both
+    converters' rows, and its last block PV's end points 7 / 60 apart."""
+    rows = {role: {} for role in range(4)}
+    for g in range(num_items * blocks_per_item):
+        top = 1000 * g + 1
+        clocks = [top, top + 10, top + 510, top + 560, top + 760, top + 1060, 0, 0]
+        rows[2 + g % 2][g] = clocks
+        rows[0][g] = [top + 1100, top + 1140, top + 1290, 0, 0, 0, 0, 0]
+        if g % blocks_per_item == 0:
+            for role in (2, 3):
+                row = rows[role].setdefault(g, [0] * 8)
+                row[6], row[7] = top - 200, top - 100
+        if g % blocks_per_item == blocks_per_item - 1:
+            rows[0][g][3:6] = [top + 1300, top + 1307, top + 1367]
+    lines = ["PROBLEM 4096 64 256", "LAUNCH 1"]
+    lines += [f"TRACE {role} {row} " + " ".join(map(str, clocks)) for role in rows for row, clocks in sorted(rows[role].items())]
+    return "\n".join(lines) + "\n"
+
+
+def test_trace_items_fused_steps(tmp_path):
+    """--fused reads the fused kernel's points: each converter block's steps and the top-to-top
+    period of its converter's blocks, PV's wait and MMA a block, the item starts of both
+    converters and PV's item ends, over the items after the first."""
+    log = tmp_path / "fused.log"
+    log.write_text(fused_trace())
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), "--fused", str(log)],
+                            check=True, capture_output=True, text=True)
+    out = result.stdout
+    assert "8 blocks of the items after the first" in out
+    assert "| 10 | 500 | 50 | 200 | 300 | 1060 | 2000 | 40 | 150 |" in out
+    assert "4 item starts after the first" in out and "| 100 |" in out
+    assert "2 item ends after the first" in out and "| 7 | 60 |" in out
+
+
 def test_trace_items_pairs_of_long_items(tmp_path):
     """A topk-512 trace (8 blocks an item, from its PROBLEM line): the item's pair time runs from
     its first pair's start to its last pair's end, the epilogue is read from its last block's row,
