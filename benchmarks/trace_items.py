@@ -375,7 +375,7 @@ def fused_parts(launch, blocks_per_item):
                 if pv:
                     block.update(steps(pv, FUSED_PV_STEPS))
                 blocks.append(block)
-            if len(clocks) > 7 and clocks[6] and clocks[7]:
+            if clocks[6] and clocks[7]:
                 starts.append(steps(clocks, FUSED_ITEM_STEPS))
     for row, clocks in sorted(launch.get(0, {}).items()):
         if row >= blocks_per_item and clocks[3]:
