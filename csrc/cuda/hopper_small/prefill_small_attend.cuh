@@ -269,7 +269,7 @@ class AttendRole {
     return odd_column ? make_float2(taken, row1) : make_float2(row0, taken);
   }
 
-  // Calls f(head, t, dim, pair) for each head 8 n + 2 (lane % 4) + e of this thread and each m-tile
+  // Calls store(head, dim, pair) for each head 8 n + 2 (lane % 4) + e of this thread and each m-tile
   // t, with the pair of adjacent output dims from `dim` (the RoPE pairs after the swap of one value
   // with the lane of the other column). Every pair starts at an even dim.
   template <typename Store>
