@@ -3,11 +3,13 @@ partial chunks, both caches with page sizes 1 and 2, padded strides, every view,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
 valid page; plus both writers. On Hopper every call runs on its Hopper kernel (the 64-head one
 for 4 tiles, the small-heads one for the rest) and again on the portable kernel, and more
-small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads. Then the decode (split kernel
-and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head tile (64 heads
-per item: the Hopper kernel's splits on Hopper), one split and several, splits past a token's
-length or holding only masked slots, more than 1024 candidates over both caches, one-chunk splits
-on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on both Hopper
+small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads.
+Then the decode (split kernel and merge): 8 heads (a padded head tile), 24 heads in two-tile
+blocks, every head tile (on Hopper: 64 heads per item on the 64-head kernel's splits, the other
+plans that split into two chunks or more on the small-heads kernel's split form, 8 and 24 heads
+in padded units, 16 heads with more split units than SMs), one split and several, splits past a
+token's length or holding only masked slots, more than 1024 candidates over both caches,
+one-chunk splits on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on both Hopper
 kernels (O stored from registers, 4 or 16 bytes a lane). Small shapes, so the sanitizer finishes
 in minutes."""
 import torch
