@@ -135,18 +135,11 @@ class ConvertRole {
   // the list's length or the CTA's chunks), loaded a chunk before index_rows range-checks them, so
   // that their latency hides behind a chunk.
   __device__ __forceinline__ int2 cursor_indices(const Cursor& cursor) const {
-    if (cursor.unit >= num_units_) return make_int2(-1, -1);
-    const Unit<kSplitItems>& u = cursor.u;
-    const bool in_main = in_main_list(u, cursor.chunk);
-    const CandidateListParams& list = params_.lists[in_main ? 0 : 1];
-    const int length = in_main ? u.length0 : u.length1;
-    const int position = list_position(u, cursor.chunk, row0_);
-    const int32_t* indices = list.indices + int64_t(u.token) * list.width;
-    return make_int2(position < length ? __ldg(indices + position) : -1,
-                     position + 8 < length ? __ldg(indices + position + 8) : -1);
+    return make_int2(chunk_row_index(params_, num_units_, cursor, row0_),
+                     chunk_row_index(params_, num_units_, cursor, row0_ + 8));
   }
   __device__ __forceinline__ void index_rows(const Cursor& cursor, int2 index, RowSource (&rows)[2]) const {
-    const CandidateListParams& list = params_.lists[cursor.unit < num_units_ && !in_main_list(cursor.u, cursor.chunk) ? 1 : 0];
+    const CandidateListParams& list = chunk_list(params_, num_units_, cursor);
     const CandidateRows a = candidate_rows_of_index(list, index.x);
     const CandidateRows b = candidate_rows_of_index(list, index.y);
     rows[0] = RowSource{a.data, a.scale, a.valid};

@@ -219,19 +219,30 @@ __device__ __forceinline__ void advance(const DecodeParams& params, int num_unit
     seek_unit<kGroupHeads, kSplitItems>(params, num_units, cursor, cursor.unit + gridDim.x);
   }
 }
+// The list of the cursor's chunk (the main list past the end, where nothing is read).
+template <bool kSplitItems>
+__device__ __forceinline__ const CandidateListParams& chunk_list(const DecodeParams& params, int num_units,
+                                                                 const ChunkCursor<kSplitItems>& c) {
+  return params.lists[c.unit < num_units && !in_main_list(c.u, c.chunk) ? 1 : 0];
+}
+// The raw index of row `row` of the cursor's chunk, loaded here: -1 past its list's length or the
+// CTA's chunks (candidate_rows_of_index range-checks the rest). The converters' index loads and the
+// row table's writer share it.
+template <bool kSplitItems>
+__device__ __forceinline__ int32_t chunk_row_index(const DecodeParams& params, int num_units,
+                                                   const ChunkCursor<kSplitItems>& c, int row) {
+  if (c.unit >= num_units) return -1;
+  const CandidateListParams& list = chunk_list(params, num_units, c);
+  const int position = list_position(c.u, c.chunk, row);
+  const int length = in_main_list(c.u, c.chunk) ? c.u.length0 : c.u.length1;
+  return position < length ? __ldg(list.indices + int64_t(c.u.token) * list.width + position) : -1;
+}
 // Row `row` of the cursor's chunk as a row-table entry (its index loaded here; masked past the end).
 template <bool kSplitItems>
 __device__ __forceinline__ RowEntry table_row_entry(const DecodeParams& params, int num_units,
                                                     const ChunkCursor<kSplitItems>& c, int row) {
-  const bool in_units = c.unit < num_units;
-  const bool in_main = in_main_list(c.u, c.chunk);
-  const CandidateListParams& list = params.lists[in_units && !in_main ? 1 : 0];
-  int32_t index = -1;
-  if (in_units) {
-    const int position = list_position(c.u, c.chunk, row);
-    if (position < (in_main ? c.u.length0 : c.u.length1)) index = __ldg(list.indices + int64_t(c.u.token) * list.width + position);
-  }
-  const CandidateRows rows = candidate_rows_of_index(list, index);
+  const CandidateRows rows =
+      candidate_rows_of_index(chunk_list(params, num_units, c), chunk_row_index(params, num_units, c, row));
   return {reinterpret_cast<uint64_t>(rows.data) | uint64_t(rows.valid), reinterpret_cast<uint64_t>(rows.scale)};
 }
 
