@@ -3,11 +3,13 @@ partial chunks, both caches with page sizes 1 and 2, padded strides, every view,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
 valid page; plus both writers. On Hopper every call runs on its Hopper kernel (the 64-head one
 for 4 tiles, the small-heads one for the rest) and again on the portable kernel, and more
-small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads. Then the decode (split kernel
-and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks, every head tile (64 heads
-per item: the Hopper kernel's splits on Hopper), one split and several, splits past a token's
-length or holding only masked slots, more than 1024 candidates over both caches, one-chunk splits
-on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on both Hopper
+small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads.
+Then the decode (split kernel and merge): 8 heads (a padded head tile), 24 heads in two-tile
+blocks, every head tile (on Hopper: 64 heads per item on the 64-head kernel's splits, the other
+plans that split into two chunks or more on the small-heads kernel's split form, 8 and 24 heads
+in padded units, 16 heads with more split units than SMs), one split and several, splits past a
+token's length or holding only masked slots, more than 1024 candidates over both caches,
+one-chunk splits on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on both Hopper
 kernels (O stored from registers, 4 or 16 bytes a lane). Small shapes, so the sanitizer finishes
 in minutes."""
 import torch
@@ -90,7 +92,9 @@ def main():
         assert_matches_reference(output, out_lse, *problem.reference())
         assert torch.isnan(storage[:offset]).all() and torch.isnan(storage[offset + size:]).all(), "a guard was written"
     decode_cases = [
-        # (problem, [(num_splits, head_tiles, max_splits), ...])
+        # (problem, [(num_splits, head_tiles, max_splits), ...]). On Hopper the plans of 8, 24 and
+        # 128 heads at head tile 2 that split into two chunks or more run the small-heads kernel's
+        # split form (H = 8, 24: its padded units), the rest the portable body or the 64-head kernel.
         (dict(num_tokens=3, num_heads=8, topk=1100, main=CacheSpec(20, 64, "NHD", 16), extra=CacheSpec(9, 1),
               extra_topk=70, lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),
          [(None, None, 16), (2, 1, 16), (19, 1, 19)]),
@@ -104,6 +108,10 @@ def main():
         # persistent CTAs of the 64-head kernel walk several split items each.
         (dict(num_tokens=40, num_heads=128, topk=512, main=CacheSpec(40, 64), lengths="random", sink=1.0),
          [(4, 4, 16)]),
+        # More split units than SMs on the small-heads kernel's split form (40 tokens x 16 heads x 4
+        # splits of two chunks), some splits empty (random lengths).
+        (dict(num_tokens=40, num_heads=16, topk=512, main=CacheSpec(40, 64), lengths="random", sink=1.0),
+         [(4, 1, 16)]),
         # 64 heads per item: the Hopper kernel's splits on Hopper (13 chunks: splits of one to three
         # chunks; 13 splits, one chunk each, run the portable body).
         (dict(num_tokens=3, num_heads=64, topk=700, main=CacheSpec(12, 64, "NHD", 16), extra=CacheSpec(5, 2),

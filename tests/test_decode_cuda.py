@@ -1,9 +1,10 @@
 """The CUDA decode (docs/contract.md section 12): the split kernel and the merge against the float64
 reference for every head-count kind (8, 16, 24, 64, 128), each head tile, forced splits (1, 2, 5,
 the most) and planned ones, more than 1024 candidates (2048, 4100) over both caches (on Hopper,
-64 heads per item run the Hopper kernel's splits); one split against the prefill (the same
-kernel: the same bits; where the prefill runs the small-heads Hopper kernel, which has no split
-form, against the portable prefill); bitwise repeatability, CUDA
+64 heads per item run the 64-head kernel's splits, the other head counts the small-heads kernel's
+split form where a split holds two chunks); one split against the prefill (the same kernel: the
+same bits; where the prefill runs the small-heads Hopper kernel, whose split form serves only
+plans that split, against the portable prefill); bitwise repeatability, CUDA
 graph capture, no allocation, torch.compile of sparse_mla_attention. test_decode.py runs its
 reference, mask, length and non-finite cases on CUDA too."""
 import pytest

@@ -256,8 +256,9 @@ def test_decode_split_work_rule():
 def test_split_kernel_needs_two_chunks_a_split():
     """On Hopper a decode that splits runs the 64-head Hopper kernel only when its largest split
     holds at least HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT chunks (one-chunk splits are faster on the
-    portable body); one split takes the prefill's kernel; the rule never picks Hopper where the
-    64-head kernel does not serve the call. Needs an sm_90a build (the choice is the build's)."""
+    portable body); one split takes the prefill's kernel; where the 64-head kernel does not serve
+    the call, the small-heads kernel's split form under the same rule. Needs an sm_90a build (the
+    choice is the build's)."""
     fewest = _C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
     assert fewest == 2
     if _C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4) != "hopper":
@@ -269,22 +270,23 @@ def test_split_kernel_needs_two_chunks_a_split():
             assert choose(9, HOPPER_SMEM, heads, 4, num_splits, chunks) == "hopper"
         # One split is the prefill's choice, however few its chunks.
         assert choose(9, HOPPER_SMEM, heads, 4, 1, 1) == "hopper"
-    assert choose(9, HOPPER_SMEM, 64, 2, 2, 16) == "portable"
+    assert choose(9, HOPPER_SMEM, 64, 2, 2, 16) == "hopper_small"  # head tile 2: not the 64-head kernel's
+    assert choose(9, HOPPER_SMEM, 64, 2, 16, fewest - 1) == "portable"
     assert choose(8, 166912, 64, 4, 2, 16) == "portable"
 
 
 def test_split_kernel_under_the_hopper_override():
-    """The override "hopper" runs one-chunk splits on the 64-head Hopper kernel too (to time them),
-    still only where that kernel serves the call; "portable" keeps every split on the portable
-    body. Needs an sm_90a build."""
+    """The override "hopper" runs one-chunk splits on the Hopper kernels too (to time them): the
+    64-head kernel where it serves the call, the small-heads kernel's split form elsewhere;
+    "portable" keeps every split on the portable body. Needs an sm_90a build."""
     if _C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4) != "hopper":
         pytest.skip("this build has no sm_90a code: every choice is the portable kernel")
     choose = _C.decode_split_kernel_for
     with torch_ops.prefill_kernel_override(kernel="hopper"):
         assert choose(9, HOPPER_SMEM, 64, 4, 16, 1) == "hopper"
         assert choose(9, HOPPER_SMEM, 128, 4, 32, 1) == "hopper"
-        assert choose(9, HOPPER_SMEM, 64, 2, 16, 1) == "portable"  # head tile 2: not the 64-head kernel's
-        assert choose(9, HOPPER_SMEM, 48, 4, 16, 1) == "portable"  # 48 heads: the small-heads calls
+        assert choose(9, HOPPER_SMEM, 64, 2, 16, 1) == "hopper_small"  # head tile 2: not the 64-head kernel's
+        assert choose(9, HOPPER_SMEM, 48, 4, 16, 1) == "hopper_small"  # 48 heads: the small-heads calls
     with torch_ops.prefill_kernel_override(kernel="portable"):
         assert choose(9, HOPPER_SMEM, 64, 4, 2, 16) == "portable"
     with torch_ops.prefill_kernel_override():  # no override: the device's own choice

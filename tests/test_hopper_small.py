@@ -7,7 +7,8 @@ unit, the head counts that take several units a token or heads 0..63 on the 64-h
 calls), masks, both caches, sinks, the non-finite rules, empty rows, repeatability, a persistent
 grid that crosses units, and output views of 4- and 16-byte alignment (O stored from registers, 4
 bytes a store); everything against the float64 reference. The override "hopper_small" is a
-synonym of "hopper"."""
+synonym of "hopper". Also the decode's split form of the kernel: which plans run it, its outputs
+and partials."""
 import dataclasses
 import math
 
@@ -77,20 +78,31 @@ def test_kernel_choice():
     assert choose(9, hopper_smem - 1, 64, 4) == "portable"
 
 
-def test_decode_keeps_its_split_kernels():
-    """The decode's splits run the 64-head Hopper kernel where it serves the call and the portable
-    kernel's body otherwise: the small-heads kernel has no split form, whatever the override."""
-    def decode(cc_major, smem, heads, head_tiles):
-        return torch_ops._C.decode_split_kernel_for(cc_major, smem, heads, head_tiles, 1, 16)
+def test_decode_split_kernels():
+    """The decode's splits run the 64-head Hopper kernel where it serves the call and, for the
+    other calls, this kernel's split form when the plan splits (any head count of the decode: 8
+    and 24 in padded units of 16); one split of a small-heads call stays on the portable kernel's
+    body. Both Hopper kernels need two chunks in the largest split unless an override asks for
+    the Hopper kernels; the override "portable" and other GPUs keep everything portable."""
+    def decode(cc_major, smem, heads, head_tiles, num_splits=2, chunks=16):
+        return torch_ops._C.decode_split_kernel_for(cc_major, smem, heads, head_tiles, num_splits, chunks)
     hopper_built = torch_ops._C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4)
+    small_built = "hopper_small" if hopper_built == "hopper" else "portable"
+    fewest = torch_ops._C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
+    decode_calls = SMALL_CALLS + [(8, 1), (24, 1), (40, 1), (8, 2)]
     for knobs in ({}, dict(kernel="hopper"), dict(kernel="hopper_small")):
         with torch_ops.prefill_kernel_override(**knobs):
-            for heads, head_tiles in SMALL_CALLS:
-                assert decode(9, HOPPER_SMEM, heads, head_tiles) == "portable", (knobs, heads, head_tiles)
+            for heads, head_tiles in decode_calls:
+                assert decode(9, HOPPER_SMEM, heads, head_tiles) == small_built, (knobs, heads, head_tiles)
+                assert decode(9, HOPPER_SMEM, heads, head_tiles, 16, fewest) == small_built
+                assert decode(9, HOPPER_SMEM, heads, head_tiles, 1, 16) == "portable"  # one split
+                # One-chunk splits only under an override that asks for the Hopper kernels.
+                assert decode(9, HOPPER_SMEM, heads, head_tiles, 16, 1) == (small_built if knobs else "portable")
             assert decode(9, HOPPER_SMEM, 64, 4) == hopper_built and decode(9, HOPPER_SMEM, 128, 4) == hopper_built
+            assert decode(9, HOPPER_SMEM, 64, 4, 1, 16) == hopper_built
     with torch_ops.prefill_kernel_override(kernel="portable"):
-        assert decode(9, HOPPER_SMEM, 64, 4) == "portable"
-    assert decode(8, 166912, 64, 4) == "portable"
+        assert decode(9, HOPPER_SMEM, 64, 4) == "portable" and decode(9, HOPPER_SMEM, 16, 1) == "portable"
+    assert decode(8, 166912, 64, 4) == "portable" and decode(8, 166912, 16, 1) == "portable"
 
 
 # (heads, topk, main cache, extra cache, extra topk, lengths, sink): single-candidate, partial and
@@ -334,3 +346,69 @@ def test_small_heads_output_views_of_each_alignment(heads):
         assert torch.equal(output.view(torch.int16), expected_out.view(torch.int16)), offset_elements
         assert torch.equal(out_lse, expected_lse), offset_elements
         assert torch.isnan(storage[:start]).all() and torch.isnan(storage[start + size:]).all()
+
+
+# (heads, tokens, topk, extra topk, split counts): padded units (8, 24), one and several units of 16
+# or 32 (16, 32, 48, 96) a token; 2048 candidates need two splits at least, 4100 + 96 five; every
+# count leaves two chunks or more in the largest split.
+SPLIT_CASES = [(8, 70, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]), (24, 9, 1024, 96, [2, 3, 9]),
+               (32, 40, 1024, 0, [4, 8]), (48, 3, 4100, 96, [5, 33]), (96, 2, 300, 130, [2, 4])]
+
+
+@needs_small_heads
+@pytest.mark.parametrize("case", range(len(SPLIT_CASES)))
+def test_decode_splits_on_the_small_kernel(case):
+    """The decode's split form of this kernel: random lengths over both caches (some splits of some
+    tokens empty), a sink, masked candidates; every forced split count runs it (the plan's largest
+    split holds two chunks or more), and the output, every used split of the NaN-filled scratch
+    and nothing beyond it match the references (check_decode); with H = 8 and 24 the padding heads
+    write nothing (their rows would be the next token's). Repeatable bit for bit."""
+    from test_decode import check_decode
+    heads, num_tokens, topk, extra_topk, split_counts = SPLIT_CASES[case]
+    extra = dict(extra=CacheSpec(40, 2, "3d", 16), extra_topk=extra_topk, extra_lengths="random") if extra_topk else {}
+    problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=topk, main=CacheSpec(80, 64, "NHD", 32),
+                           device="cuda", seed=1100 + case, lengths="random", sink=1.0, lse_scale=0.5,
+                           invalid_fraction=0.1, **extra)
+    problem.kwargs["topk_length"][0] = topk  # token 0 fills every split
+    if extra_topk:
+        problem.kwargs["extra_topk_length"][0] = extra_topk
+    props = torch.cuda.get_device_properties(0)
+    for num_splits in split_counts:
+        output, out_lse, plan, _, _ = check_decode(problem, num_splits, max_splits=max(split_counts))
+        assert plan["chunks_per_block"] >= torch_ops._C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
+        assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, heads,
+                                                    plan["head_tiles"], num_splits,
+                                                    plan["chunks_per_block"]) == "hopper_small"
+        again = problem.run_decode(num_splits, max(split_counts), plan["head_tiles"], num_splits)
+        assert torch.equal(output.view(torch.int16), again[0].view(torch.int16)) and torch.equal(out_lse, again[1])
+
+
+@needs_small_heads
+@pytest.mark.parametrize("heads", [16, 32])
+def test_decode_split_partials_are_the_prefills(heads):
+    """Where a token's lists end inside split 0, split 0's partial is the whole-list prefill of the
+    same kernel (units of the same size): rounded to bf16 it is the prefill's output bit for bit,
+    and its LSE is the prefill's (no sink, lse_scale 1); the other splits hold zeros and -inf. More
+    split units than SMs, so the persistent CTAs walk several, empty ones among them."""
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_tokens, topk, num_splits = num_sms + 7, 512, 4
+    problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=topk, main=CacheSpec(64, 64, "NHD", 32),
+                           device="cuda", seed=1200 + heads, lse_scale=1.0, invalid_fraction=0.1)
+    pattern = [512, 128, 1, 0, 300, 64, 129, 600, 100, -3]
+    lengths = torch.tensor([pattern[t % len(pattern)] for t in range(num_tokens)], dtype=torch.int32)
+    problem.kwargs["topk_length"] = lengths.cuda()
+    from test_decode import check_decode
+    _, _, plan, mid_out, mid_lse = check_decode(problem, num_splits, max_splits=16)
+    props = torch.cuda.get_device_properties(0)
+    assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, heads,
+                                                plan["head_tiles"], num_splits,
+                                                plan["chunks_per_block"]) == "hopper_small"
+    whole_out, whole_lse, whole_plan = problem.run()
+    assert whole_plan["kernel"] == "hopper_small"
+    in_split0 = lengths.clamp(min=0) <= topk // num_splits
+    assert in_split0.any() and (~in_split0).any()
+    rows = in_split0.nonzero().flatten().cuda()
+    assert torch.equal(mid_out[0, rows].to(torch.bfloat16).view(torch.int16), whole_out[rows].view(torch.int16))
+    assert torch.equal(mid_lse[0, rows].view(torch.int32), whole_lse[rows].view(torch.int32))
+    assert (mid_out[1:num_splits, rows] == 0).all() and (mid_lse[1:num_splits, rows] == -math.inf).all()
+

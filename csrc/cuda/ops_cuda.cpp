@@ -143,17 +143,23 @@ void run_decode_cuda(DecodeArgs& args) {
     params.mid_lse = args.mid_lse.data_ptr<float>();
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  // The split kernel: the 64-head Hopper kernel where it serves the head count and tile (as for
-  // the prefill, and unless the kernel override keeps the GPU on the portable kernel) and the
-  // plan does not split into one-chunk splits, a persistent grid over (token, head block, split)
-  // items; the portable kernel's body otherwise, including the calls the small-heads kernel
-  // serves in the prefill (it has no split form).
-  const bool use_hopper =
-      cuda::select_decode_split_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads, plan.head_tiles,
-                                       plan.num_splits, plan.chunks_per_block, prefill_kernel_override()) ==
-      PrefillKernel::kHopper;
-  if (use_hopper) {
+  // The split kernel (select_decode_split_kernel): the 64-head Hopper kernel where it serves the
+  // head count and tile, or the small-heads kernel's split form for the other calls that split,
+  // each a persistent grid over (token, head block, split) items, unless the kernel override keeps
+  // the GPU on the portable kernel or the plan splits into one-chunk splits; the portable kernel's
+  // body otherwise.
+  // The Hopper kernels number their items in 32 bits (at most T x H / 16 x splits of them); past
+  // that the portable kernel's grid (splits in y) takes the call.
+  const bool items_fit = args.num_tokens * ((args.num_heads + 15) / 16) * plan.num_splits < (int64_t(1) << 31);
+  const PrefillKernel split_kernel =
+      items_fit ? cuda::select_decode_split_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
+                                                   plan.head_tiles, plan.num_splits, plan.chunks_per_block,
+                                                   prefill_kernel_override())
+                : PrefillKernel::kPortable;
+  if (split_kernel == PrefillKernel::kHopper) {
     cuda::launch_sparse_mla_attention_hopper(params, props->multiProcessorCount, stream);
+  } else if (split_kernel == PrefillKernel::kHopperSmall) {
+    cuda::launch_sparse_mla_decode_hopper_small(params, props->multiProcessorCount, stream);
   } else {
     TORCH_CHECK_VALUE(cuda::launch_sparse_mla_decode_split(variant, params, stream), "head_tiles: no decode kernel "
                       "instance for ", plan.head_tiles);

@@ -94,13 +94,14 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
                               head_tiles);
 }
 
-// The fewest chunks the largest split of a decode that splits must hold for the 64-head Hopper
-// kernel to run the splits. Measured on
-// the H200 (docs/benchmarks.md, decode): with one chunk a split, the portable body was faster
-// (T = 8, H = 64, 1024 candidates in 16 splits: 28 us against 35 us; T = 4, H = 128: 28 against
-// 35), because a Hopper CTA pays for a whole Q tile and a pipeline fill to convert one block;
-// from two chunks a split on, the Hopper kernel was faster (T = 1, H = 64, 2048 candidates in 16
-// splits: 31 against 34 us; 8 chunks a split: 101 against 162 us).
+// The fewest chunks the largest split of a decode that splits must hold for a Hopper kernel to run
+// the splits. Measured on the H200 for the 64-head kernel (docs/benchmarks.md, decode): with one
+// chunk a split, the portable body was faster (T = 8, H = 64, 1024 candidates in 16 splits: 28 us
+// against 35 us; T = 4, H = 128: 28 against 35), because a Hopper CTA pays for a whole Q tile and
+// a pipeline fill to convert one block; from two chunks a split on, the Hopper kernel was faster
+// (T = 1, H = 64, 2048 candidates in 16 splits: 31 against 34 us; 8 chunks a split: 101 against
+// 162 us). The small-heads kernel's split form takes the same rule (its CTA also loads the unit's
+// Q and fills a pipeline before its first chunk).
 constexpr long long kHopperDecodeMinChunksPerSplit = 2;
 
 // Whether a decode plan gives the Hopper kernel enough work a split: one split always (it is the
@@ -110,17 +111,21 @@ inline bool decode_splits_fit_hopper(long long num_splits, long long most_chunks
   return num_splits == 1 || most_chunks_per_split >= kHopperDecodeMinChunksPerSplit;
 }
 
-// The decode's split kernel: the 64-head Hopper kernel where it serves the call (its split
-// items) and the plan fits it, or under the override "hopper" wherever it serves the call (so
-// that one-chunk splits can be timed on it); else the portable kernel's body. The small-heads
-// kernel has no split form, so the calls it serves in the prefill run the portable body in the
-// decode.
+// The decode's split kernel, on a device that runs the Hopper kernels, where the plan fits them
+// (decode_splits_fit_hopper) or under the override "hopper" (so that one-chunk splits can be timed
+// on them): the 64-head Hopper kernel where it serves the call (its split items); for the other
+// calls, where the plan splits and the device runs the small-heads kernel, that one's split form
+// (every head of the call in units of 16 or 32, H = 8 and 24 padded). Else, and for a small-heads
+// call with one split (whose bits stay the portable decode's), the portable kernel's body.
 inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per_block, long long num_heads,
                                                 long long head_tiles, long long num_splits,
                                                 long long most_chunks_per_split, const PrefillKernelOverride& knobs) {
-  return device_runs_hopper_prefill(cc_major, smem_per_block, knobs) && hopper_prefill_serves(num_heads, head_tiles) &&
-                 (knobs.requires_hopper() || decode_splits_fit_hopper(num_splits, most_chunks_per_split))
-             ? PrefillKernel::kHopper
+  if (!device_runs_hopper_prefill(cc_major, smem_per_block, knobs)) return PrefillKernel::kPortable;
+  const bool fits = knobs.requires_hopper() || decode_splits_fit_hopper(num_splits, most_chunks_per_split);
+  if (!fits) return PrefillKernel::kPortable;
+  if (hopper_prefill_serves(num_heads, head_tiles)) return PrefillKernel::kHopper;
+  return num_splits > 1 && device_runs_hopper_small_prefill(cc_major, smem_per_block, knobs)
+             ? PrefillKernel::kHopperSmall
              : PrefillKernel::kPortable;
 }
 

@@ -20,17 +20,18 @@ constexpr int64_t kMaxDecodeHeads = 128;
 constexpr int64_t kMaxChunksPerSplit = nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
-// The crossover between the ops, set from the H200 grids of both ops (docs/planner.md): the
-// decode serves a shape when the prefill's largest possible launch (one work item per token and
-// sixteen heads, head_tiles 1) has fewer work items than a percentage of the SM count. The
-// percentage depends on the head count, because the decode's splits of H = 64, 128 run the
-// 64-head Hopper kernel, those of the other head counts the slower portable body, while the
+// The crossover between the ops, set from the H200 grids of both ops (docs/planner.md): the decode
+// serves a shape when the prefill's largest possible launch (one work item per token and sixteen
+// heads, head_tiles 1) has fewer work items than a percentage of the SM count. The percentage
+// depends on the head count, because the decode's splits of H = 64, 128 run the 64-head Hopper
+// kernel, those of the other head counts ran the slower portable body when this was measured (now
+// the small-heads kernel's split form where a split holds two chunks: not re-measured), while the
 // prefill of 16, 32, 48 heads runs the faster small-heads kernel: with 16 heads the decode was
-// faster only below ~25% of the SMs (T = 32 0.87-0.94x, T = 64 1.2x slower). With 64 and 128
-// heads it also depends on the list: a prefill item walks its whole list in one CTA, so below a
-// wave its time is that list's length, which the decode's splits share out. At 8 chunks the
-// decode won at ~50% of the SMs and lost at ~97% (1.05-1.09x); at 16 chunks it still won at ~97%
-// (0.79x) and lost at ~194% (1.08x): up to a wave.
+// faster only below ~25% of the SMs (T = 32 0.87-0.94x, T = 64 1.2x slower). With 64 and 128 heads
+// it also depends on the list: a prefill item walks its whole list in one CTA, so below a wave its
+// time is that list's length, which the decode's splits share out. At 8 chunks the decode won at
+// ~50% of the SMs and lost at ~97% (1.05-1.09x); at 16 chunks it still won at ~97% (0.79x) and lost
+// at ~194% (1.08x): up to a wave.
 constexpr int64_t kDecodeCrossoverItemsPercentWide = 75;       // H a multiple of 64 (kWideHeadBlock)
 constexpr int64_t kDecodeCrossoverItemsPercentWideLong = 100;  // the same with kLongListChunks or more
 constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 25;     // the other head counts

@@ -34,6 +34,13 @@ __device__ __forceinline__ ListWalk list_walk(const CandidateListParams& list, i
   return {begin, limit, (count + step - 1) / step};
 }
 
+// Chunks [first, end) of a list, cut at its first `valid` chunks: the count (>= 0). A decode
+// split's chunks of one list (csrc/common/decode_splits.h) that the token's length leaves.
+__device__ __forceinline__ int chunk_count(int64_t first, int64_t end, int valid) {
+  const int64_t last = end < valid ? end : valid;
+  return last > first ? int(last - first) : 0;
+}
+
 // The whole list, [0, length) for the token's clamped `length` (list_length).
 __device__ __forceinline__ ListWalk whole_list_walk(int length, int step) { return {0, length, (length + step - 1) / step}; }
 

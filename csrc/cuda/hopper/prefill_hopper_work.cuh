@@ -45,12 +45,6 @@ struct WorkItem : std::conditional_t<kSplitItems, SplitRange, WholeLists> {
   __device__ __forceinline__ int length(int k) const { return in_main(k) ? length0 : length1; }
 };
 
-// Chunks [first, end) of a list, cut at its first `valid` chunks: the count (>= 0).
-__device__ __forceinline__ int chunk_count(int64_t first, int64_t end, int valid) {
-  const int64_t last = end < valid ? end : valid;
-  return last > first ? int(last - first) : 0;
-}
-
 // Items of a launch: tokens x head blocks x splits (the whole-list instance runs one split).
 template <bool kSplitItems>
 __device__ __forceinline__ int num_work_items(const DecodeParams& params) {

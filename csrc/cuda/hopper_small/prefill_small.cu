@@ -1,6 +1,7 @@
-// Launch of the small-heads Hopper prefill kernel. Built for every arch in the list; the kernel
-// body exists only in the sm_90a image (elsewhere it is empty and never launched: see
-// select_prefill_kernel in ../prefill_kernel_choice.h).
+// Launches of the small-heads Hopper kernel: the prefill's (whole-list units) and the decode's
+// (split units). Built for every arch in the list; the kernel body exists only in the sm_90a image
+// (elsewhere it is empty and never launched: see select_prefill_kernel and
+// select_decode_split_kernel in ../prefill_kernel_choice.h).
 #include <c10/cuda/CUDAException.h>
 
 #include "prefill_small.h"
@@ -9,13 +10,15 @@
 namespace cake::cuda {
 namespace {
 
-template <int kGroupHeads>
-void launch_group(const PrefillParams& params, int max_ctas, cudaStream_t stream) {
-  constexpr int kSmemBytes = hopper_small::smem_bytes<kGroupHeads>();
-  const auto kernel = hopper_small::sparse_mla_prefill_small_kernel<kGroupHeads>;
+// min(units, max_ctas) persistent CTAs over the units of `params` (num_head_blocks: units per token).
+template <int kGroupHeads, bool kSplitItems>
+void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream) {
+  constexpr int kSmemBytes = hopper_small::smem_bytes<kGroupHeads, kSplitItems>();
+  const auto kernel = hopper_small::sparse_mla_prefill_small_kernel<kGroupHeads, kSplitItems>;
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const long long units = (long long)params.num_tokens * params.num_head_blocks;
+  const long long units =
+      (long long)params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
   const unsigned num_ctas = unsigned(units < max_ctas ? units : max_ctas);
   kernel<<<num_ctas, hopper_small::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -26,12 +29,23 @@ void launch_group(const PrefillParams& params, int max_ctas, cudaStream_t stream
 void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int num_heads_run, int max_ctas,
                                             cudaStream_t stream) {
   const int group_heads = hopper_small::group_heads_for(num_heads_run);
-  PrefillParams unit_params = params;
+  DecodeParams unit_params = whole_list_params(params);
   unit_params.num_head_blocks = num_heads_run / group_heads;
   if (group_heads == 16) {
-    launch_group<16>(unit_params, max_ctas, stream);
+    launch_units<16, false>(unit_params, max_ctas, stream);
   } else {
-    launch_group<32>(unit_params, max_ctas, stream);
+    launch_units<32, false>(unit_params, max_ctas, stream);
+  }
+}
+
+void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int max_ctas, cudaStream_t stream) {
+  const int group_heads = hopper_small::group_heads_for(params.num_heads);
+  DecodeParams unit_params = params;
+  unit_params.num_head_blocks = (params.num_heads + group_heads - 1) / group_heads;
+  if (group_heads == 16) {
+    launch_units<16, true>(unit_params, max_ctas, stream);
+  } else {
+    launch_units<32, true>(unit_params, max_ctas, stream);
   }
 }
 

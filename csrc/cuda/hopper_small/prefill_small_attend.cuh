@@ -4,7 +4,8 @@
 // rare), writes the bf16 weights as P^T and accumulates O^T[512 dims x heads] += V^T P^T with wgmma
 // (V^T = the chunk's K tile read MN-major, one m-tile of 64 dims per column block). At the end of a
 // unit it folds in the sink and the NaN rules and stores the LSE and the output, O^T straight from
-// its registers.
+// its registers; a decode's split unit stores its partial instead (O normalised over the split in
+// fp32 and the split's LSE, into the scratch; the merge adds the sink).
 //
 // Two thread layouts: the softmax takes 8 threads a head, 8 candidates each (thread t: heads
 // t / 8 + 16 k, candidates 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3), so a head's max and sums
@@ -17,8 +18,9 @@
 
 #include "../common/online_softmax.cuh"
 #include "../common/prefill_epilogue.cuh"
-#include "../common/prefill_params.h"
+#include "../common/decode_params.h"
 #include "../common/ptx_primitives.cuh"
+#include "../common/split_epilogue.cuh"
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_layout.h"
@@ -27,22 +29,22 @@
 
 namespace cake::cuda::hopper_small {
 
-template <int kGroupHeads>
+template <int kGroupHeads, bool kSplitItems>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
 
  public:
-  __device__ AttendRole(const PrefillParams& params, SharedStorage<kGroupHeads>& smem, int thread)
+  __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), warp_(thread / 32), lane_(thread % 32), head_group_(thread / 8),
         part_(thread % 8), score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
 
   __device__ void run() {
     using namespace sm90;
-    const int num_units = params_.num_tokens * params_.num_head_blocks;
+    const int num_units = hopper_small::num_units<kSplitItems>(params_);
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
     if constexpr (G::kRowTable) start_row_table(num_units);
     for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
-      const Unit u = unit_at<kGroupHeads>(params_, unit);
+      const Unit<kSplitItems> u = unit_at<kGroupHeads, kSplitItems>(params_, unit);
       reset();
       for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
         const int parity = gchunk & 1;
@@ -86,20 +88,20 @@ class AttendRole {
   // Chunk c's entries (the cursor copy c % 2 is at chunk c), then the cursor moved to chunk c + 1.
   __device__ __forceinline__ void write_table_chunk(int num_units, int c) {
     const int t = warp_ * 32 + lane_;
-    const ChunkCursor cursor = smem_.table.cursor[c & 1];
+    const ChunkCursor<kSplitItems> cursor = smem_.table.cursor[c & 1];
     if (t < kChunkRows) {
       smem_.table.rows[c % kTableSlots][t] = table_row_entry(params_, num_units, cursor, t);
       sm90::mbarrier_arrive(smem_address(&smem_.table_full[c % kTableSlots]));
     }
     if (t == 0) {
-      ChunkCursor next = cursor;
+      ChunkCursor<kSplitItems> next = cursor;
       if (next.unit < num_units) advance<kGroupHeads>(params_, num_units, next);  // past the end: stays
       smem_.table.cursor[(c + 1) & 1] = next;
     }
   }
 
-  const PrefillParams& params_;
-  SharedStorage<kGroupHeads>& smem_;
+  const DecodeParams& params_;
+  SharedStorage<kGroupHeads, kSplitItems>& smem_;
   const int warp_;
   const int lane_;
   const int head_group_;  // softmax: heads head_group + 16 k
@@ -209,11 +211,12 @@ class AttendRole {
   }
 
   // Epilogue of a unit: each head's sums over its 8 threads (a fixed order), the sink and the NaN
-  // rules (finalize_row), the LSE; then O^T normalised and stored from registers. A unit's heads
-  // are all real (G divides the heads the launch runs), so no store reaches past them. (Why not
-  // through a staging tile and TMA stores, measured: docs/hopper_small_kernel.md, "The unit
-  // epilogue".)
-  __device__ void finish_unit(const Unit& u) {
+  // rules (finalize_row), the LSE; then O^T normalised and stored from registers. A prefill unit's
+  // heads are all real (G divides the heads the launch runs), so no store reaches past them; a
+  // decode's split unit gives its partial (finalize_split_row: no sink) and stores nothing for the
+  // padding heads past the call's last (real_head). (Why not through a staging tile and TMA
+  // stores, measured: docs/hopper_small_kernel.md, "The unit epilogue".)
+  __device__ void finish_unit(const Unit<kSplitItems>& u) {
 #pragma unroll
     for (int k = 0; k < G::kSoftmaxHeads; ++k) {
       const int head = head_group_ + 16 * k;
@@ -223,7 +226,13 @@ class AttendRole {
         rounded += __shfl_xor_sync(0xffffffffu, rounded, mask);
         exact += __shfl_xor_sync(0xffffffffu, exact, mask);
       }
-      if (part_ == 0) {
+      if constexpr (kSplitItems) {
+        if (part_ == 0 && real_head(params_, u.head0 + head)) {
+          const SoftmaxFinal partial = finalize_split_row(row_max_[k], WeightSums{rounded, exact});
+          store_split_lse(params_, u.split, u.token, u.head0 + head, partial.lse2);
+          smem_.out_scale[head] = partial.out_scale * hopper::kBitDecodeUnscale;  // V was 2^-9 times the cache's
+        }
+      } else if (part_ == 0) {
         const SoftmaxFinal final = finalize_row(params_, u.head0 + head, row_max_[k], WeightSums{rounded, exact});
         store_lse(params_, u.token, u.head0 + head, final.lse2);
         smem_.out_scale[head] = final.out_scale * hopper::kBitDecodeUnscale;  // V was 2^-9 times the cache's
@@ -235,33 +244,36 @@ class AttendRole {
 #pragma unroll
     for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     named_barrier<kScalesReady, kWarpgroupThreads>();
-    store_output(u);
+    if constexpr (kSplitItems) {
+      store_partial(u);
+    } else {
+      store_output(u);
+    }
     // All read the scales before the next unit rewrites them.
     named_barrier<kScalesReady, kWarpgroupThreads>();
   }
 
   // This thread's pair of adjacent output dims of m-tile t for head 8 n + 2 (lane % 4) + e, scaled
-  // and in bf16 (the RoPE m-tile's after the swap with the other column's lane: every lane takes
-  // part).
-  __device__ __forceinline__ uint32_t output_pair(int t, int n, int e, float scale, bool odd_column) const {
+  // (the RoPE m-tile's after the swap with the other column's lane: every lane takes part).
+  __device__ __forceinline__ float2 output_pair(int t, int n, int e, float scale, bool odd_column) const {
     const float low = o_acc_[t][4 * n + e] * scale, high = o_acc_[t][4 * n + 2 + e] * scale;
-    return t < kRopeMTile ? pack_bf16x2(low, high) : rope_pair(low, high, odd_column);
+    return t < kRopeMTile ? make_float2(low, high) : rope_pair(low, high, odd_column);
   }
 
   // A head's RoPE values: this lane holds dims d, d + 2 (d of an even column) or d + 1, d + 3 (odd
   // column), the lane of the other column of the pair (lane ^ 4) the other two. Each gives the
-  // one the other needs; returns the bf16 pair d, d + 1 (even column) or d + 2, d + 3 (odd).
-  static __device__ __forceinline__ uint32_t rope_pair(float row0, float row1, bool odd_column) {
+  // one the other needs; returns the pair d, d + 1 (even column) or d + 2, d + 3 (odd).
+  static __device__ __forceinline__ float2 rope_pair(float row0, float row1, bool odd_column) {
     const float given = odd_column ? row0 : row1;
     const float taken = __shfl_xor_sync(0xffffffffu, given, 4);
-    return odd_column ? pack_bf16x2(taken, row1) : pack_bf16x2(row0, taken);
+    return odd_column ? make_float2(taken, row1) : make_float2(row0, taken);
   }
 
-  // O^T normalised, from registers to the output, 4 bytes a store: each pair of adjacent dims (the
-  // RoPE pairs after the swap of one value with the lane of the other column) at its dim in the
-  // head's output row. Every pair starts at an even dim, so each store is aligned for any output
-  // view the op accepts (4-byte aligned). A warp instruction writes 8 column pairs of 4 heads.
-  __device__ __forceinline__ void store_output(const Unit& u) {
+  // Calls store(head, dim, pair) for each head 8 n + 2 (lane % 4) + e of this thread and each m-tile
+  // t, with the pair of adjacent output dims from `dim` (the RoPE pairs after the swap of one value
+  // with the lane of the other column). Every pair starts at an even dim.
+  template <typename Store>
+  __device__ __forceinline__ void for_each_output_pair(Store&& store) const {
     const int column = lane_ / 4, quad = lane_ % 4;
     const bool odd_column = (column & 1) != 0;
     const int nope_dim = nope_pair_dim(warp_, column);
@@ -272,14 +284,33 @@ class AttendRole {
       for (int e = 0; e < 2; ++e) {
         const int head = 8 * n + 2 * quad + e;
         const float scale = smem_.out_scale[head];
-        __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) {
           const int dim = t < kRopeMTile ? 64 * t + nope_dim : rope_dim;
-          *reinterpret_cast<uint32_t*>(out + dim) = output_pair(t, n, e, scale, odd_column);
+          store(head, dim, output_pair(t, n, e, scale, odd_column));
         }
       }
     }
+  }
+
+  // O^T normalised, from registers to the output in bf16, 4 bytes a store: aligned for any output
+  // view the op accepts (4-byte aligned). A warp instruction writes 8 column pairs of 4 heads.
+  __device__ __forceinline__ void store_output(const Unit<kSplitItems>& u) {
+    for_each_output_pair([&](int head, int dim, float2 pair) {
+      __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
+      *reinterpret_cast<uint32_t*>(out + dim) = pack_bf16x2(pair.x, pair.y);
+    });
+  }
+
+  // A split's partial, O^T normalised over the split, from registers to its fp32 row of the scratch,
+  // 8 bytes a store (mid_out is 16-byte aligned); none for the padding heads (their lanes still take
+  // part in the RoPE swaps).
+  __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u) {
+    for_each_output_pair([&](int head, int dim, float2 pair) {
+      if (real_head(params_, u.head0 + head)) {
+        *reinterpret_cast<float2*>(split_output_row(params_, u.split, u.token, u.head0 + head) + dim) = pair;
+      }
+    });
   }
 };
 

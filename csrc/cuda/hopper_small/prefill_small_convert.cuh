@@ -24,8 +24,9 @@
 
 namespace cake::cuda::hopper_small {
 
-template <int kGroupHeads, int kHalf>
+template <int kGroupHeads, int kHalf, bool kSplitItems>
 class ConvertRole {
+  using Cursor = ChunkCursor<kSplitItems>;
   using G = Geometry<kGroupHeads>;
   static constexpr int kSlots = group_slots(kHalf);  // 16-value groups of a row this thread converts
   static constexpr int kFirst = first_group(kHalf);   // the half's first group
@@ -37,10 +38,10 @@ class ConvertRole {
   static_assert(kQLoads % kQBatch == 0, "whole batches");
 
  public:
-  __device__ ConvertRole(const PrefillParams& params, SharedStorage<kGroupHeads>& smem, int thread)
+  __device__ ConvertRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
-        num_units_(params.num_tokens * params.num_head_blocks) {}
+        num_units_(num_units<kSplitItems>(params)) {}
 
   // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread takes
   // the addresses of its rows of chunk j + 1 (from the row table, or from the indices it loaded a
@@ -49,7 +50,7 @@ class ConvertRole {
   // once the attend warpgroup has read the previous one.
   __device__ void run() {
     using namespace sm90;
-    ChunkCursor current;
+    Cursor current;
     seek_unit<kGroupHeads>(params_, num_units_, current, blockIdx.x);
     if (current.unit >= num_units_) return;
     {
@@ -58,7 +59,7 @@ class ConvertRole {
       else index_rows(current, cursor_indices(current), first);
       load_rows(first);
     }
-    ChunkCursor next = current;
+    Cursor next = current;
     advance<kGroupHeads>(params_, num_units_, next);
     int2 next_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(next);
     for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
@@ -68,7 +69,7 @@ class ConvertRole {
       RowSource next_rows[2];
       if constexpr (G::kRowTable) table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
       else index_rows(next, has_next ? next_index : make_int2(-1, -1), next_rows);
-      ChunkCursor after = next;
+      Cursor after = next;
       if (has_next) advance<kGroupHeads>(params_, num_units_, after);
       const int2 after_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(after);
 
@@ -109,8 +110,8 @@ class ConvertRole {
     uint4 rope[2];
   };
 
-  const PrefillParams& params_;
-  SharedStorage<kGroupHeads>& smem_;
+  const DecodeParams& params_;
+  SharedStorage<kGroupHeads, kSplitItems>& smem_;
   const int thread_;  // 0..127 in the warpgroup
   const int quad_;    // lane % 4: which groups of its rows it converts
   const int row0_;    // its candidate rows in a chunk: row0 and row0 + 8
@@ -133,19 +134,12 @@ class ConvertRole {
   // Without the row table: the raw indices of this thread's two rows of the cursor's chunk (-1 past
   // the list's length or the CTA's chunks), loaded a chunk before index_rows range-checks them, so
   // that their latency hides behind a chunk.
-  __device__ __forceinline__ int2 cursor_indices(const ChunkCursor& cursor) const {
-    if (cursor.unit >= num_units_) return make_int2(-1, -1);
-    const Unit& u = cursor.u;
-    const bool in_main = cursor.chunk < u.chunks0;
-    const CandidateListParams& list = params_.lists[in_main ? 0 : 1];
-    const int length = in_main ? u.length0 : u.length1;
-    const int position = (in_main ? cursor.chunk : cursor.chunk - u.chunks0) * kChunkRows + row0_;
-    const int32_t* indices = list.indices + int64_t(u.token) * list.width;
-    return make_int2(position < length ? __ldg(indices + position) : -1,
-                     position + 8 < length ? __ldg(indices + position + 8) : -1);
+  __device__ __forceinline__ int2 cursor_indices(const Cursor& cursor) const {
+    return make_int2(chunk_row_index(params_, num_units_, cursor, row0_),
+                     chunk_row_index(params_, num_units_, cursor, row0_ + 8));
   }
-  __device__ __forceinline__ void index_rows(const ChunkCursor& cursor, int2 index, RowSource (&rows)[2]) const {
-    const CandidateListParams& list = params_.lists[cursor.unit < num_units_ && cursor.chunk >= cursor.u.chunks0 ? 1 : 0];
+  __device__ __forceinline__ void index_rows(const Cursor& cursor, int2 index, RowSource (&rows)[2]) const {
+    const CandidateListParams& list = chunk_list(params_, num_units_, cursor);
     const CandidateRows a = candidate_rows_of_index(list, index.x);
     const CandidateRows b = candidate_rows_of_index(list, index.y);
     rows[0] = RowSource{a.data, a.scale, a.valid};
@@ -195,10 +189,11 @@ class ConvertRole {
   // The unit's Q, this half's dims of its kGroupHeads heads, into the Q half in the order the A
   // fragments hold the dims (prefill_small_work.cuh). Waits until every warp of this warpgroup is
   // done with the previous unit's Q, and again until all of the new one is stored. Also asks L2 for
-  // the CTA's next unit's Q. In batches of four loads a thread, the batch loop not unrolled: the
+  // the CTA's next unit's Q. In the decode's instance the heads past the call's last (units of
+  // 16 with H = 8, 24, ...) get zeros, nothing read. In batches of four loads a thread, the batch loop not unrolled: the
   // store offsets are then computed per batch (unrolled, the compiler keeps all of them live across
   // the whole kernel and spills).
-  __device__ void load_q(const ChunkCursor& cursor) {
+  __device__ void load_q(const Cursor& cursor) {
     using namespace sm90;
     named_barrier<kQBarrierFirst + kHalf, kWarpgroupThreads>();
     const __nv_bfloat16* q_unit =
@@ -211,7 +206,11 @@ class ConvertRole {
 #pragma unroll
       for (int k = 0; k < kQBatch; ++k) {
         const int head = (thread_ + kWarpgroupThreads * (kQBatch * batch + k)) / kQWordsPerHead;
-        words[k] = ld_global_nc_16(q_unit + head * nvfp4::kHeadDim + 8 * word);
+        if (!kSplitItems || real_head(params_, cursor.u.head0 + head)) {
+          words[k] = ld_global_nc_16(q_unit + head * nvfp4::kHeadDim + 8 * word);
+        } else {
+          words[k] = make_uint4(0, 0, 0, 0);
+        }
       }
 #pragma unroll
       for (int k = 0; k < kQBatch; ++k) {
@@ -223,10 +222,13 @@ class ConvertRole {
     if (kHalf == 0 && thread_ == 0) {
       const int later = cursor.unit + gridDim.x;
       if (later < num_units_) {
-        const int token = later / params_.num_head_blocks;
-        const int head0 = (later % params_.num_head_blocks) * kGroupHeads;
-        prefetch_l2(params_.q + (int64_t(token) * params_.num_heads + head0) * nvfp4::kHeadDim,
-                    kGroupHeads * nvfp4::kHeadDim * 2);
+        const UnitRows rows = unit_rows<kGroupHeads, kSplitItems>(params_, later);
+        // A padded unit's rows past the call's last head (the decode's) lie in the next token's, or
+        // past q: the prefetch stops at the call's last head.
+        const int heads = kSplitItems && !real_head(params_, rows.head0 + kGroupHeads - 1) ? params_.num_heads - rows.head0
+                                                                                          : kGroupHeads;
+        prefetch_l2(params_.q + (int64_t(rows.token) * params_.num_heads + rows.head0) * nvfp4::kHeadDim,
+                    heads * nvfp4::kHeadDim * 2);
       }
     }
   }

@@ -1,8 +1,10 @@
 // Small-heads Hopper (sm_90a) sparse-MLA prefill over the NVFP4 cache: a persistent,
-// warp-specialised kernel for 16 or 32 heads a unit (docs/hopper_small_kernel.md).
+// warp-specialised kernel for 16 or 32 heads a unit (docs/hopper_small_kernel.md), and its split
+// form for the decode (kSplitItems: a unit is also one split of the token's chunks, and ends in a
+// partial for the merge).
 //
-// CTA c walks the units (token, kGroupHeads heads) c, c + gridDim.x, ..., chunk by chunk (64
-// candidates, one list chunk), with three warpgroups:
+// CTA c walks the units (token, kGroupHeads heads[, split]) c, c + gridDim.x, ..., chunk by chunk
+// (64 candidates, one list chunk), with three warpgroups:
 //   - converters 0 and 1 (prefill_small_convert.cuh): each converts its half of every candidate
 //     row's dims into the register A operand of its half of S^T = K Q^T (wgmma, M = 64 candidates,
 //     N = the unit's heads) and into the chunk's K tile, and hands its S half over;
@@ -12,7 +14,7 @@
 // over on k_full / k_empty mbarriers (and s_empty for the single S buffer).
 #pragma once
 
-#include "../common/prefill_params.h"
+#include "../common/decode_params.h"
 #include "../common/ptx_primitives.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_attend.cuh"
@@ -31,14 +33,15 @@ __device__ __forceinline__ void set_registers() {
   }
 }
 
-template <int kGroupHeads>
+template <int kGroupHeads, bool kSplitItems>
 __global__ void __launch_bounds__(kThreads, 1)
-    sparse_mla_prefill_small_kernel(const __grid_constant__ PrefillParams params) {
+    sparse_mla_prefill_small_kernel(const __grid_constant__ DecodeParams params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   using G = Geometry<kGroupHeads>;
   extern __shared__ __align__(1024) uint8_t smem_bytes[];
-  SharedStorage<kGroupHeads>& smem = *reinterpret_cast<SharedStorage<kGroupHeads>*>(smem_bytes);
+  using Storage = SharedStorage<kGroupHeads, kSplitItems>;
+  Storage& smem = *reinterpret_cast<Storage*>(smem_bytes);
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
   const int thread = threadIdx.x % kWarpgroupThreads;
   if (threadIdx.x == 0) {
@@ -55,13 +58,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // setmaxnreg: the side that claims registers waits until the other side has released them.
   if (warpgroup == 0) {
     set_registers<G::kAttendRegisters>();
-    AttendRole<kGroupHeads>(params, smem, thread).run();
+    AttendRole<kGroupHeads, kSplitItems>(params, smem, thread).run();
   } else {
     set_registers<G::kConvertRegisters>();
     if (warpgroup == 1) {
-      ConvertRole<kGroupHeads, 0>(params, smem, thread).run();
+      ConvertRole<kGroupHeads, 0, kSplitItems>(params, smem, thread).run();
     } else {
-      ConvertRole<kGroupHeads, 1>(params, smem, thread).run();
+      ConvertRole<kGroupHeads, 1, kSplitItems>(params, smem, thread).run();
     }
   }
 #endif

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "../../format/nvfp4_format.h"
 
@@ -100,31 +101,42 @@ struct alignas(16) RowEntry {
   uint64_t scale;
 };
 constexpr int kTableSlots = 4;
-// A work unit's fields (unit_at, prefill_small_work.cuh).
-struct Unit {
+// A work unit's fields (unit_at, prefill_small_work.cuh). A decode's split units (kSplitItems)
+// carry their split and its first chunk in each list (csrc/common/decode_splits.h); the
+// prefill's units take the whole lists and carry neither.
+struct UnitSplit {
+  int split;
+  int first0, first1;  // the split's first chunk of the main and of the extra list
+};
+struct UnitWhole {};
+template <bool kSplitItems>
+struct Unit : std::conditional_t<kSplitItems, UnitSplit, UnitWhole> {
   int token;
   int head0;
   int length0, length1;  // valid prefixes of the main and extra lists
-  int chunks0;           // 64-candidate chunks of the main list
+  int chunks0;           // 64-candidate chunks of the main list (of the split's, in a split unit)
   int num_chunks;        // main + extra
 };
 // A place in the CTA's chunks, in order over its units with candidates (seek_unit / advance in
 // prefill_small_work.cuh): the converters' walk, and the row table's writer's (two copies in the
 // table by parity: the attend's thread 0 advances one into the other).
+template <bool kSplitItems>
 struct ChunkCursor {
   int unit;  // >= the unit count: past the end
   int chunk;
-  Unit u;
+  Unit<kSplitItems> u;
 };
-template <bool kUsed>
+template <bool kUsed, bool kSplitItems>
 struct RowTable {
   RowEntry rows[kTableSlots][kChunkRows];
-  ChunkCursor cursor[2];
+  ChunkCursor<kSplitItems> cursor[2];
 };
-template <>
-struct RowTable<false> {};
+template <bool kSplitItems>
+struct RowTable<false, kSplitItems> {};
 
-template <int kGroupHeads>
+// kSplitItems: the decode's instance (units of one split each, partials into the scratch); the
+// prefill's has whole-list units.
+template <int kGroupHeads, bool kSplitItems>
 struct alignas(1024) SharedStorage {
   using G = Geometry<kGroupHeads>;
   uint8_t k[kKTiles][kKTileBytes];                   // K (= V) of two chunks, bf16, swizzled
@@ -144,19 +156,25 @@ struct alignas(1024) SharedStorage {
   uint64_t table_full[kTableSlots];  // G::kRowTable, by chunk % 4: the attend wrote the chunk's row entries
   // The rows' addresses, four chunks ahead (G::kRowTable; last, so that an empty one moves
   // nothing else).
-  RowTable<G::kRowTable> table;
+  RowTable<G::kRowTable, kSplitItems> table;
 };
 
-template <int kGroupHeads>
+template <int kGroupHeads, bool kSplitItems>
 constexpr int smem_bytes() {
-  return int(sizeof(SharedStorage<kGroupHeads>));
+  return int(sizeof(SharedStorage<kGroupHeads, kSplitItems>));
 }
-constexpr int kMaxSmemBytes = smem_bytes<16>() > smem_bytes<32>() ? smem_bytes<16>() : smem_bytes<32>();
+constexpr int max_smem_bytes(int a, int b) { return a > b ? a : b; }
+constexpr int kMaxSmemBytes = max_smem_bytes(max_smem_bytes(smem_bytes<16, false>(), smem_bytes<32, false>()),
+                                             max_smem_bytes(smem_bytes<16, true>(), smem_bytes<32, true>()));
 static_assert(kMaxSmemBytes <= 232448, "the small-heads prefill must fit 227 KB of shared memory");
-static_assert(offsetof(SharedStorage<16>, q) % 1024 == 0 &&
-                  offsetof(SharedStorage<16>, p) % 1024 == 0 && offsetof(SharedStorage<32>, q) % 1024 == 0 &&
-                  offsetof(SharedStorage<32>, p) % 1024 == 0,
-              "swizzled tiles start on 1024-byte boundaries");
+template <int kGroupHeads, bool kSplitItems>
+constexpr bool tiles_aligned() {
+  using Storage = SharedStorage<kGroupHeads, kSplitItems>;
+  return offsetof(Storage, q) % 1024 == 0 && offsetof(Storage, p) % 1024 == 0;
+}
+// The split instance's storage differs only in its last member (the row table's cursors carry the
+// split fields), and is not standard-layout (offsetof would not apply).
+static_assert(tiles_aligned<16, false>() && tiles_aligned<32, false>(), "swizzled tiles start on 1024-byte boundaries");
 
 // Named barriers (id 0 is __syncthreads): among the attend warpgroup's 128 threads, and within
 // each converter warpgroup.

@@ -1,29 +1,84 @@
-// The small-heads Hopper prefill's units of work and tile addressing: a (token, group of heads)
-// unit and its chunks of 64 candidates, byte offsets in the swizzled tiles, and the order in which
+// The small-heads Hopper kernel's units of work and tile addressing: a (token, group of heads)
+// unit (and, in the decode's instance, a split) and its chunks of 64 candidates, byte offsets in the swizzled tiles, and the order in which
 // the converters feed a row's dims to QK^T (which fixes where Q's dims go and where the epilogue
 // finds each output dim). Units are walked by a persistent grid: CTA c takes c, c + gridDim.x, ...
 #pragma once
 
+#include "../../common/decode_splits.h"
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
-#include "../common/prefill_params.h"
+#include "../common/decode_params.h"
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "prefill_small_layout.h"
 
 namespace cake::cuda::hopper_small {
 
-// params.num_head_blocks is the number of units per token here (num_heads / kGroupHeads).
-template <int kGroupHeads>
-__device__ __forceinline__ Unit unit_at(const PrefillParams& params, int unit) {
-  Unit u;
-  u.token = unit / params.num_head_blocks;
-  u.head0 = (unit % params.num_head_blocks) * kGroupHeads;
+// params.num_head_blocks is the number of units per token here (num_heads / kGroupHeads, rounded
+// up in the decode). Units: (token * num_head_blocks + head group) * num_splits + split, where
+// the prefill's instance has one split, the whole lists.
+template <bool kSplitItems>
+__device__ __forceinline__ int num_units(const DecodeParams& params) {
+  return params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
+}
+
+// Whose rows unit `unit` computes: its token, first head and split (0 for whole lists).
+struct UnitRows {
+  int token;
+  int head0;
+  int split;
+};
+template <int kGroupHeads, bool kSplitItems>
+__device__ __forceinline__ UnitRows unit_rows(const DecodeParams& params, int unit) {
+  const int row_unit = kSplitItems ? unit / params.num_splits : unit;
+  return {row_unit / params.num_head_blocks, (row_unit % params.num_head_blocks) * kGroupHeads,
+          kSplitItems ? unit % params.num_splits : 0};
+}
+
+template <int kGroupHeads, bool kSplitItems>
+__device__ __forceinline__ Unit<kSplitItems> unit_at(const DecodeParams& params, int unit) {
+  Unit<kSplitItems> u;
+  const UnitRows rows = unit_rows<kGroupHeads, kSplitItems>(params, unit);
+  u.token = rows.token;
+  u.head0 = rows.head0;
   u.length0 = list_length(params.lists[0], u.token);
   u.length1 = list_length(params.lists[1], u.token);
-  u.chunks0 = (u.length0 + kChunkRows - 1) / kChunkRows;
-  u.num_chunks = u.chunks0 + (u.length1 + kChunkRows - 1) / kChunkRows;
+  const int valid0 = (u.length0 + kChunkRows - 1) / kChunkRows;
+  const int valid1 = (u.length1 + kChunkRows - 1) / kChunkRows;
+  if constexpr (!kSplitItems) {
+    u.chunks0 = valid0;
+    u.num_chunks = valid0 + valid1;
+  } else {
+    // The split's chunks of each list (csrc/common/decode_splits.h), cut at the token's lengths.
+    u.split = rows.split;
+    const int width_chunks0 = (params.lists[0].width + kChunkRows - 1) / kChunkRows;
+    const int width_chunks1 = (params.lists[1].width + kChunkRows - 1) / kChunkRows;
+    const DecodeSplitPositions range = decode_split_positions(u.split, params.num_splits, width_chunks0, width_chunks1);
+    u.first0 = int(range.main_begin / kChunkRows);
+    u.chunks0 = chunk_count(u.first0, range.main_end / kChunkRows, valid0);
+    u.first1 = int(range.extra_begin / kChunkRows);
+    u.num_chunks = u.chunks0 + chunk_count(u.first1, range.extra_end / kChunkRows, valid1);
+  }
   return u;
 }
+
+// The list (0 main, 1 extra) of the unit's chunk `chunk`, and the list position of its row `row`.
+template <bool kSplitItems>
+__device__ __forceinline__ bool in_main_list(const Unit<kSplitItems>& u, int chunk) {
+  return chunk < u.chunks0;
+}
+template <bool kSplitItems>
+__device__ __forceinline__ int list_position(const Unit<kSplitItems>& u, int chunk, int row) {
+  const bool in_main = in_main_list(u, chunk);
+  int list_chunk = in_main ? chunk : chunk - u.chunks0;
+  if constexpr (kSplitItems) list_chunk += in_main ? u.first0 : u.first1;
+  return list_chunk * kChunkRows + row;
+}
+
+// Whether head `head` of the call is a real one: the decode's units of 16 heads may pass the last
+// head (H = 8, 24, ...: the padding rows get zero Q and are not stored). A launch that runs a
+// range of heads given apart (params_from_head: H = 80, 96 in the prefill) has whole units, and
+// params.num_heads (the row stride) lies past them.
+__device__ __forceinline__ bool real_head(const DecodeParams& params, int head) { return head < params.num_heads; }
 
 // Byte offset of 16-byte chunk `chunk` (0..63, 8 dims) of candidate row `row` in a K tile.
 __device__ __forceinline__ uint32_t k_chunk_offset(int row, int chunk) {
@@ -147,32 +202,47 @@ constexpr bool output_pairs_hold() {
 static_assert(output_pairs_hold(), "the epilogue's pairs of adjacent output dims (see above)");
 
 // The cursor at unit `unit` or the first one after it (gridDim.x apart) with candidates, chunk 0.
-template <int kGroupHeads>
-__device__ __forceinline__ void seek_unit(const PrefillParams& params, int num_units, ChunkCursor& cursor, int unit) {
+template <int kGroupHeads, bool kSplitItems>
+__device__ __forceinline__ void seek_unit(const DecodeParams& params, int num_units, ChunkCursor<kSplitItems>& cursor,
+                                          int unit) {
   for (; unit < num_units; unit += gridDim.x) {
-    cursor.u = unit_at<kGroupHeads>(params, unit);
+    cursor.u = unit_at<kGroupHeads, kSplitItems>(params, unit);
     if (cursor.u.num_chunks > 0) break;
   }
   cursor.unit = unit;
   cursor.chunk = 0;
 }
 // The cursor at the chunk after its own (not past the end).
-template <int kGroupHeads>
-__device__ __forceinline__ void advance(const PrefillParams& params, int num_units, ChunkCursor& cursor) {
-  if (++cursor.chunk == cursor.u.num_chunks) seek_unit<kGroupHeads>(params, num_units, cursor, cursor.unit + gridDim.x);
+template <int kGroupHeads, bool kSplitItems>
+__device__ __forceinline__ void advance(const DecodeParams& params, int num_units, ChunkCursor<kSplitItems>& cursor) {
+  if (++cursor.chunk == cursor.u.num_chunks) {
+    seek_unit<kGroupHeads, kSplitItems>(params, num_units, cursor, cursor.unit + gridDim.x);
+  }
+}
+// The list of the cursor's chunk (the main list past the end, where nothing is read).
+template <bool kSplitItems>
+__device__ __forceinline__ const CandidateListParams& chunk_list(const DecodeParams& params, int num_units,
+                                                                 const ChunkCursor<kSplitItems>& c) {
+  return params.lists[c.unit < num_units && !in_main_list(c.u, c.chunk) ? 1 : 0];
+}
+// The raw index of row `row` of the cursor's chunk, loaded here: -1 past its list's length or the
+// CTA's chunks (candidate_rows_of_index range-checks the rest). The converters' index loads and the
+// row table's writer share it.
+template <bool kSplitItems>
+__device__ __forceinline__ int32_t chunk_row_index(const DecodeParams& params, int num_units,
+                                                   const ChunkCursor<kSplitItems>& c, int row) {
+  if (c.unit >= num_units) return -1;
+  const CandidateListParams& list = chunk_list(params, num_units, c);
+  const int position = list_position(c.u, c.chunk, row);
+  const int length = in_main_list(c.u, c.chunk) ? c.u.length0 : c.u.length1;
+  return position < length ? __ldg(list.indices + int64_t(c.u.token) * list.width + position) : -1;
 }
 // Row `row` of the cursor's chunk as a row-table entry (its index loaded here; masked past the end).
-__device__ __forceinline__ RowEntry table_row_entry(const PrefillParams& params, int num_units, const ChunkCursor& c,
-                                                    int row) {
-  const bool in_units = c.unit < num_units;
-  const bool in_main = c.chunk < c.u.chunks0;
-  const CandidateListParams& list = params.lists[in_units && !in_main ? 1 : 0];
-  int32_t index = -1;
-  if (in_units) {
-    const int position = (in_main ? c.chunk : c.chunk - c.u.chunks0) * kChunkRows + row;
-    if (position < (in_main ? c.u.length0 : c.u.length1)) index = __ldg(list.indices + int64_t(c.u.token) * list.width + position);
-  }
-  const CandidateRows rows = candidate_rows_of_index(list, index);
+template <bool kSplitItems>
+__device__ __forceinline__ RowEntry table_row_entry(const DecodeParams& params, int num_units,
+                                                    const ChunkCursor<kSplitItems>& c, int row) {
+  const CandidateRows rows =
+      candidate_rows_of_index(chunk_list(params, num_units, c), chunk_row_index(params, num_units, c, row));
   return {reinterpret_cast<uint64_t>(rows.data) | uint64_t(rows.valid), reinterpret_cast<uint64_t>(rows.scale)};
 }
 
