@@ -30,7 +30,11 @@ the dequant wrote a pair's first block the leader starts it.
 `-DCAKE_HOPPER_FUSED=1 -DCAKE_HOPPER_TRACE`; `--run` traces it as it does the 64-head kernel):
 medians over the items after the first of each block's converter steps (its tile back, the NoPE
 steps, the RoPE steps, the reference handed on, the weights handed to PV), the period of a
-converter's blocks, PV's wait and MMAs a block, the converters' item starts and PV's item ends.
+converter's blocks, PV's wait and MMAs a block, the converters' item starts and PV's item ends;
+then each converter's items whole: from its first block's top in an item to its first in the
+next, and its block periods split into those within an item (`steady_period`) and those from an
+item's last block of the converter to its first of the next (`boundary_period`), whose excess over
+the steady ones is what an item boundary costs.
 """
 import argparse
 import statistics
@@ -383,6 +387,26 @@ def fused_parts(launch, blocks_per_item):
     return blocks, starts, ends
 
 
+def fused_item_periods(launch, blocks_per_item):
+    """Per converter, over the items after the first: each item's length (its first block's top
+    to the converter's first block's top in the next item) and the converter's block periods,
+    `steady_period` where both blocks are in one item, `boundary_period` where the next is in the
+    next item."""
+    items, periods = [], []
+    for role in (2, 3):
+        tops = {row: clocks[0] for row, clocks in launch.get(role, {}).items()
+                if row % 2 == role - 2 and clocks[0]}
+        firsts = {}
+        for row, top in sorted(tops.items()):
+            firsts.setdefault(row // blocks_per_item, top)
+        items += [{"item": firsts[i + 1] - firsts[i]} for i in sorted(firsts) if i >= 1 and i + 1 in firsts]
+        for row, top in sorted(tops.items()):
+            if row >= blocks_per_item and row + 2 in tops:
+                same_item = (row + 2) // blocks_per_item == row // blocks_per_item
+                periods.append({"steady_period" if same_item else "boundary_period": tops[row + 2] - top})
+    return items, periods
+
+
 def print_fused(launch, blocks_per_item):
     blocks, starts, ends = fused_parts(launch, blocks_per_item)
     if not blocks:
@@ -392,6 +416,10 @@ def print_fused(launch, blocks_per_item):
     print_medians("blocks of the items after the first (converter steps, then PV warpgroup 0's)", blocks, names)
     print_medians("item starts after the first (each converter)", starts, [name for name, *_ in FUSED_ITEM_STEPS])
     print_medians("item ends after the first (PV warpgroup 0)", ends, [name for name, *_ in FUSED_END_STEPS])
+    items, periods = fused_item_periods(launch, blocks_per_item)
+    print_medians("items after the first (each converter, whole)", items, ["item"])
+    print_medians("block periods after the first item (each converter)", periods,
+                  ["steady_period", "boundary_period"])
 
 
 def print_medians(what, rows, names):

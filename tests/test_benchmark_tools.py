@@ -222,14 +222,15 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False):
     return "\n".join(lines) + "\n"
 
 
-def fused_trace(num_items=3, blocks_per_item=4):
+def fused_trace(num_items=3, blocks_per_item=4, item_gap=0):
     """A fused-kernel trace (`PROBLEM 4096 64 256`): block g's converter (role 2 + g % 2) records
-    top 1000 g, then its steps 10 / 500 / 50 / 200 / 300 cycles apart; PV warpgroup 0 waits 40 and
-    runs 150 a block; each item's first block has the item-start points 100 apart in both
-    converters' rows, and its last block PV's end points 7 / 60 apart."""
+    top 1000 g (+ item_gap at each item start), then its steps 10 / 500 / 50 / 200 / 300 cycles
+    apart; PV warpgroup 0 waits 40 and runs 150 a block; each item's first block has the
+    item-start points 100 apart in both converters' rows, and its last block PV's end points 7 /
+    60 apart."""
     rows = {role: {} for role in range(4)}
     for g in range(num_items * blocks_per_item):
-        top = 1000 * g + 1
+        top = 1000 * g + item_gap * (g // blocks_per_item) + 1
         clocks = [top, top + 10, top + 510, top + 560, top + 760, top + 1060, 0, 0]
         rows[2 + g % 2][g] = clocks
         rows[0][g] = [top + 1100, top + 1140, top + 1290, 0, 0, 0, 0, 0]
@@ -257,6 +258,25 @@ def test_trace_items_fused_steps(tmp_path):
     assert "| 10 | 500 | 50 | 200 | 300 | 1060 | 2000 | 40 | 150 |" in out
     assert "4 item starts after the first" in out and "| 100 |" in out
     assert "2 item ends after the first" in out and "| 7 | 60 |" in out
+
+
+def test_trace_items_fused_item_boundaries(tmp_path):
+    """--fused also gives each converter's items whole and its block periods within an item apart
+    from those across an item's end: 700 cycles more at each item start show in the item's length
+    and in the boundary periods only."""
+    trace_items = import_benchmark("trace_items")
+    launch = trace_items.parse_launches(fused_trace(num_items=4, item_gap=700))[-1]
+    items, periods = trace_items.fused_item_periods(launch, 4)
+    assert sorted(i["item"] for i in items) == [4700] * 4  # items 1, 2 of both converters
+    steady = [p["steady_period"] for p in periods if "steady_period" in p]
+    boundary = [p["boundary_period"] for p in periods if "boundary_period" in p]
+    assert steady == [2000] * 6 and sorted(boundary) == [2700] * 4
+    log = tmp_path / "fused.log"
+    log.write_text(fused_trace(num_items=4, item_gap=700))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), "--fused", str(log)],
+                         check=True, capture_output=True, text=True).stdout
+    assert "4 items after the first (each converter, whole)" in out and "| 4700 |" in out
+    assert "| steady_period | boundary_period |" in out and "| 2000 | 2700 |" in out
 
 
 def test_trace_items_pairs_of_long_items(tmp_path):
