@@ -34,7 +34,9 @@ converter's blocks, PV's wait and MMAs a block, the converters' item starts and 
 then each converter's items whole: from its first block's top in an item to its first in the
 next, and its block periods split into those within an item (`steady_period`) and those from an
 item's last block of the converter to its first of the next (`boundary_period`), whose excess over
-the steady ones is what an item boundary costs.
+the steady ones is what an item boundary costs. A trace of the form with the softmax on the PV
+warpgroups (its PV rows record point 6) is read with that form's steps: the converters' wait for
+the S tile and logits handed over, PV's softmax and MMAs.
 """
 import argparse
 import statistics
@@ -348,13 +350,33 @@ def main():
 # issued, 3 every MMA retired, 4 the reference handed on, 5 the block handed to PV; rows 6 / 7 at
 # an item's first block: its start (before the wait for its Q) and past it. PV warpgroups are
 # roles 0 and 1, row = the block: 0 before its wait for the block, 1 past it, 2 its PV retired;
-# row = an item's last block: 3 the item's end, 4 its sums read, 5 O stored.
+# row = an item's last block: 3 the item's end, 4 its sums read, 5 O stored. Where the PV warpgroups
+# run the softmax (a trace whose PV rows record point 6: their weights written), the converters'
+# points 4 and 5 are past the wait for the S tile and the logits handed over, and PV's steps are
+# the softmax (1 to 6) and the MMAs (6 to 2).
 FUSED_CONVERTER_STEPS = (
     ("tile_wait", 0, 1), ("nope", 1, 2), ("rope", 2, 3), ("reference", 3, 4), ("weights", 4, 5), ("block", 0, 5),
 )
 FUSED_PV_STEPS = (("block_wait", 0, 1), ("pv", 1, 2))
+FUSED_PV_SOFTMAX_CONVERTER_STEPS = (
+    ("tile_wait", 0, 1), ("nope", 1, 2), ("rope", 2, 3), ("s_wait", 3, 4), ("logits", 4, 5), ("block", 0, 5),
+)
+FUSED_PV_SOFTMAX_PV_STEPS = (("block_wait", 0, 1), ("softmax", 1, 6), ("pv", 6, 2))
 FUSED_ITEM_STEPS = (("item_start", 6, 7),)
 FUSED_END_STEPS = (("sums", 3, 4), ("o_out", 4, 5))
+
+
+def softmax_on_pv(launch):
+    """Whether the trace is of the fused kernel's form with the softmax on the PV warpgroups
+    (PV warpgroup 0 records point 6 of a block)."""
+    return any(clocks[6] for clocks in launch.get(0, {}).values())
+
+
+def fused_step_tables(launch):
+    """The converter and PV step tables of the trace's form."""
+    if softmax_on_pv(launch):
+        return FUSED_PV_SOFTMAX_CONVERTER_STEPS, FUSED_PV_SOFTMAX_PV_STEPS
+    return FUSED_CONVERTER_STEPS, FUSED_PV_STEPS
 
 
 def fused_parts(launch, blocks_per_item):
@@ -362,6 +384,8 @@ def fused_parts(launch, blocks_per_item):
     its converter's steps and `period` (its top to the converter's next block's top), PV warpgroup
     0's steps; per item start each converter's wait for the item's Q; per item end PV warpgroup 0's
     sums and O. A step with a point not recorded (0) is left out."""
+    converter_steps, pv_steps = fused_step_tables(launch)
+
     def steps(clocks, table):
         return {name: clocks[b] - clocks[a] for name, a, b in table if clocks[a] and clocks[b]}
     blocks, starts, ends = [], [], []
@@ -371,13 +395,13 @@ def fused_parts(launch, blocks_per_item):
             if row < blocks_per_item:
                 continue
             if row % 2 == role - 2 and clocks[0]:
-                block = steps(clocks, FUSED_CONVERTER_STEPS)
+                block = steps(clocks, converter_steps)
                 later = rows.get(row + 2)
                 if later and later[0]:
                     block["period"] = later[0] - clocks[0]
                 pv = launch.get(0, {}).get(row)
                 if pv:
-                    block.update(steps(pv, FUSED_PV_STEPS))
+                    block.update(steps(pv, pv_steps))
                 blocks.append(block)
             if clocks[6] and clocks[7]:
                 starts.append(steps(clocks, FUSED_ITEM_STEPS))
@@ -412,7 +436,10 @@ def print_fused(launch, blocks_per_item):
     if not blocks:
         print("no converter blocks past the first item: a fused build's trace?")
         return
-    names = [name for name, *_ in FUSED_CONVERTER_STEPS] + ["period"] + [name for name, *_ in FUSED_PV_STEPS]
+    converter_steps, pv_steps = fused_step_tables(launch)
+    if softmax_on_pv(launch):
+        print("the softmax on the PV warpgroups (PV records point 6): converters' s_wait / logits, PV's softmax / pv")
+    names = [name for name, *_ in converter_steps] + ["period"] + [name for name, *_ in pv_steps]
     print_medians("blocks of the items after the first (converter steps, then PV warpgroup 0's)", blocks, names)
     print_medians("item starts after the first (each converter)", starts, [name for name, *_ in FUSED_ITEM_STEPS])
     print_medians("item ends after the first (PV warpgroup 0)", ends, [name for name, *_ in FUSED_END_STEPS])

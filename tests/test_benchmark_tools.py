@@ -222,18 +222,19 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False):
     return "\n".join(lines) + "\n"
 
 
-def fused_trace(num_items=3, blocks_per_item=4, item_gap=0):
+def fused_trace(num_items=3, blocks_per_item=4, item_gap=0, pv_softmax=False):
     """A fused-kernel trace (`PROBLEM 4096 64 256`): block g's converter (role 2 + g % 2) records
     top 1000 g (+ item_gap at each item start), then its steps 10 / 500 / 50 / 200 / 300 cycles
     apart; PV warpgroup 0 waits 40 and runs 150 a block; each item's first block has the
     item-start points 100 apart in both converters' rows, and its last block PV's end points 7 /
-    60 apart."""
+    60 apart. With pv_softmax, PV warpgroup 0 also records point 6 (its weights written) 90 cycles
+    after its wait."""
     rows = {role: {} for role in range(4)}
     for g in range(num_items * blocks_per_item):
         top = 1000 * g + item_gap * (g // blocks_per_item) + 1
         clocks = [top, top + 10, top + 510, top + 560, top + 760, top + 1060, 0, 0]
         rows[2 + g % 2][g] = clocks
-        rows[0][g] = [top + 1100, top + 1140, top + 1290, 0, 0, 0, 0, 0]
+        rows[0][g] = [top + 1100, top + 1140, top + 1290, 0, 0, 0, top + 1230 if pv_softmax else 0, 0]
         if g % blocks_per_item == 0:
             for role in (2, 3):
                 row = rows[role].setdefault(g, [0] * 8)
@@ -258,6 +259,21 @@ def test_trace_items_fused_steps(tmp_path):
     assert "| 10 | 500 | 50 | 200 | 300 | 1060 | 2000 | 40 | 150 |" in out
     assert "4 item starts after the first" in out and "| 100 |" in out
     assert "2 item ends after the first" in out and "| 7 | 60 |" in out
+
+
+def test_trace_items_fused_softmax_on_pv(tmp_path):
+    """A trace of the form with the softmax on the PV warpgroups (PV records point 6) is read with
+    that form's step names: the converters' s_wait / logits and PV's softmax (1 to 6) and pv (6 to
+    2); the other form's trace keeps its own."""
+    log = tmp_path / "fused.log"
+    log.write_text(fused_trace(pv_softmax=True))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), "--fused", str(log)],
+                         check=True, capture_output=True, text=True).stdout
+    assert "the softmax on the PV warpgroups" in out
+    assert "| tile_wait | nope | rope | s_wait | logits | block | period | block_wait | softmax | pv |" in out
+    assert "| 10 | 500 | 50 | 200 | 300 | 1060 | 2000 | 40 | 90 | 60 |" in out
+    trace_items = import_benchmark("trace_items")
+    assert not trace_items.softmax_on_pv(trace_items.parse_launches(fused_trace())[-1])
 
 
 def test_trace_items_fused_item_boundaries(tmp_path):
