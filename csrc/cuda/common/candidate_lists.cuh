@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "../../common/decode_splits.h"
+#include "../../format/nvfp4_format.h"
+#include "decode_params.h"
 #include "prefill_params.h"
 
 namespace cake::cuda {
@@ -39,6 +42,41 @@ __device__ __forceinline__ ListWalk list_walk(const CandidateListParams& list, i
 __device__ __forceinline__ int chunk_count(int64_t first, int64_t end, int valid) {
   const int64_t last = end < valid ? end : valid;
   return last > first ? int(last - first) : 0;
+}
+
+// A (token, split) work unit's 64-candidate chunks (nvfp4::kChunkSize) of both lists: the token's
+// clamped lengths, and per list the first chunk and the number the unit takes, the main list's
+// chunks before the extra list's. kSplit false: the whole lists (one split, both firsts 0); true:
+// split `split`'s chunk range (csrc/common/decode_splits.h), cut at the token's lengths. The
+// Hopper kernels' work items and units are this plus their token and heads.
+struct UnitChunks {
+  int length0, length1;  // valid prefixes of the main and extra lists
+  int first0, chunks0;   // the main list's first chunk and count
+  int first1;            // the extra list's first chunk
+  int num_chunks;        // main + extra
+};
+template <bool kSplit>
+__device__ __forceinline__ UnitChunks unit_chunks(const DecodeParams& params, int token, int split) {
+  constexpr int kRows = nvfp4::kChunkSize;
+  UnitChunks c;
+  c.length0 = list_length(params.lists[0], token);
+  c.length1 = list_length(params.lists[1], token);
+  const int valid0 = (c.length0 + kRows - 1) / kRows;
+  const int valid1 = (c.length1 + kRows - 1) / kRows;
+  if constexpr (!kSplit) {
+    c.first0 = c.first1 = 0;
+    c.chunks0 = valid0;
+    c.num_chunks = valid0 + valid1;
+  } else {
+    const int width_chunks0 = (params.lists[0].width + kRows - 1) / kRows;
+    const int width_chunks1 = (params.lists[1].width + kRows - 1) / kRows;
+    const DecodeSplitPositions range = decode_split_positions(split, params.num_splits, width_chunks0, width_chunks1);
+    c.first0 = int(range.main_begin / kRows);
+    c.chunks0 = chunk_count(c.first0, range.main_end / kRows, valid0);
+    c.first1 = int(range.extra_begin / kRows);
+    c.num_chunks = c.chunks0 + chunk_count(c.first1, range.extra_end / kRows, valid1);
+  }
+  return c;
 }
 
 // The whole list, [0, length) for the token's clamped `length` (list_length).

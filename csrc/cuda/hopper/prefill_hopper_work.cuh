@@ -7,7 +7,6 @@
 
 #include <type_traits>
 
-#include "../../common/decode_splits.h"
 #include "../common/candidate_lists.cuh"
 #include "../common/decode_params.h"
 #include "prefill_hopper_layout.h"
@@ -69,26 +68,20 @@ __device__ __forceinline__ ItemRows item_rows(const DecodeParams& params, int it
 // Item = (token * num_head_blocks + head block) * num_splits + split.
 template <bool kSplitItems>
 __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& params, int item) {
+  static_assert(kBlockRows == nvfp4::kChunkSize, "a block is one list chunk");
   WorkItem<kSplitItems> w;
   const ItemRows rows = item_rows<kSplitItems>(params, item);
   w.token = rows.token;
   w.head0 = rows.head0;
-  w.length0 = list_length(params.lists[0], w.token);
-  w.length1 = list_length(params.lists[1], w.token);
-  const int valid0 = (w.length0 + kBlockRows - 1) / kBlockRows;
-  const int valid1 = (w.length1 + kBlockRows - 1) / kBlockRows;
-  if constexpr (!kSplitItems) {
-    w.main_blocks = valid0;
-    w.num_blocks = valid0 + valid1;
-  } else {
+  const UnitChunks c = unit_chunks<kSplitItems>(params, w.token, rows.split);
+  w.length0 = c.length0;
+  w.length1 = c.length1;
+  w.main_blocks = c.chunks0;
+  w.num_blocks = c.num_chunks;
+  if constexpr (kSplitItems) {
     w.split = rows.split;
-    const int chunks0 = (params.lists[0].width + kBlockRows - 1) / kBlockRows;
-    const int chunks1 = (params.lists[1].width + kBlockRows - 1) / kBlockRows;
-    const DecodeSplitPositions range = decode_split_positions(w.split, params.num_splits, chunks0, chunks1);
-    w.main_first = int(range.main_begin / kBlockRows);
-    w.main_blocks = chunk_count(w.main_first, range.main_end / kBlockRows, valid0);
-    w.extra_first = int(range.extra_begin / kBlockRows);
-    w.num_blocks = w.main_blocks + chunk_count(w.extra_first, range.extra_end / kBlockRows, valid1);
+    w.main_first = c.first0;
+    w.extra_first = c.first1;
   }
   return w;
 }

@@ -4,7 +4,6 @@
 // finds each output dim). Units are walked by a persistent grid: CTA c takes c, c + gridDim.x, ...
 #pragma once
 
-#include "../../common/decode_splits.h"
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/decode_params.h"
@@ -40,23 +39,15 @@ __device__ __forceinline__ Unit<kSplitItems> unit_at(const DecodeParams& params,
   const UnitRows rows = unit_rows<kGroupHeads, kSplitItems>(params, unit);
   u.token = rows.token;
   u.head0 = rows.head0;
-  u.length0 = list_length(params.lists[0], u.token);
-  u.length1 = list_length(params.lists[1], u.token);
-  const int valid0 = (u.length0 + kChunkRows - 1) / kChunkRows;
-  const int valid1 = (u.length1 + kChunkRows - 1) / kChunkRows;
-  if constexpr (!kSplitItems) {
-    u.chunks0 = valid0;
-    u.num_chunks = valid0 + valid1;
-  } else {
-    // The split's chunks of each list (csrc/common/decode_splits.h), cut at the token's lengths.
+  const UnitChunks c = unit_chunks<kSplitItems>(params, u.token, rows.split);
+  u.length0 = c.length0;
+  u.length1 = c.length1;
+  u.chunks0 = c.chunks0;
+  u.num_chunks = c.num_chunks;
+  if constexpr (kSplitItems) {
     u.split = rows.split;
-    const int width_chunks0 = (params.lists[0].width + kChunkRows - 1) / kChunkRows;
-    const int width_chunks1 = (params.lists[1].width + kChunkRows - 1) / kChunkRows;
-    const DecodeSplitPositions range = decode_split_positions(u.split, params.num_splits, width_chunks0, width_chunks1);
-    u.first0 = int(range.main_begin / kChunkRows);
-    u.chunks0 = chunk_count(u.first0, range.main_end / kChunkRows, valid0);
-    u.first1 = int(range.extra_begin / kChunkRows);
-    u.num_chunks = u.chunks0 + chunk_count(u.first1, range.extra_end / kChunkRows, valid1);
+    u.first0 = c.first0;
+    u.first1 = c.first1;
   }
   return u;
 }
