@@ -437,7 +437,7 @@ def print_fused(launch, blocks_per_item):
         print("no converter blocks past the first item: a fused build's trace?")
         return
     converter_steps, pv_steps = fused_step_tables(launch)
-    if softmax_on_pv(launch):
+    if pv_steps is FUSED_PV_SOFTMAX_PV_STEPS:
         print("the softmax on the PV warpgroups (PV records point 6): converters' s_wait / logits, PV's softmax / pv")
     names = [name for name, *_ in converter_steps] + ["period"] + [name for name, *_ in pv_steps]
     print_medians("blocks of the items after the first (converter steps, then PV warpgroup 0's)", blocks, names)
