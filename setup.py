@@ -62,14 +62,18 @@ if _cuda_requested():
     if any("sm_90a" in flag for flag in _gencode_flags()):
         cuda_defines.append("-DCAKE_WITH_SM90A")  # the Hopper kernel has an sm_90a image
     sources += _sources("csrc/cuda/*.cpp") + _sources("csrc/cuda/**/*.cu")
+    # Development builds (docs/hopper_kernel.md, "Development builds"): CAKE_NVCC_EXTRA's flags go to
+    # nvcc, and its -D defines to the host compiler as well, so that the headers both compile (the
+    # kernels' shared-memory layouts, which the host sizes launches and checks devices by) agree.
+    nvcc_extra = os.environ.get("CAKE_NVCC_EXTRA", "").split()
     extension = CUDAExtension(
         "torch_ops._C",
         sources,
         include_dirs=_cuda_wheel_includes(),
         extra_compile_args={
-            "cxx": cxx_flags + cuda_defines,
+            "cxx": cxx_flags + cuda_defines + [flag for flag in nvcc_extra if flag.startswith("-D")],
             "nvcc": ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-lineinfo"] + cuda_defines + _gencode_flags()
-                + os.environ.get("CAKE_NVCC_EXTRA", "").split(),
+                + nvcc_extra,
         },
     )
 else:
