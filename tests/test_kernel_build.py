@@ -9,11 +9,13 @@ several in flight. The kernel still computes the right result, only slower (a de
 once lost most of its tensor throughput this way), so no numerical test can catch it.
 
 Skipped where no nvcc is found, where torch is a CPU-only build, or where nvcc cannot build for
-sm_90a."""
+sm_90a. Also: a development build's defines (CAKE_NVCC_EXTRA) reach the host compiler too."""
 import glob
+import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -65,3 +67,27 @@ def test_wgmma_not_serialised(source, flags, tmp_path):
     assert "Compiling entry function" in report and "Used" in report, report[-2000:]
     serialised = [line for line in report.splitlines() if "C7520" in line or "are serialized" in line]
     assert not serialised, f"ptxas serialises the wgmmas of {source} {' '.join(flags)}:\n" + "\n".join(serialised)
+
+
+def test_development_defines_reach_both_compilers(tmp_path):
+    """CAKE_NVCC_EXTRA's -D defines go to the host compiler as well as to nvcc (headers both compile,
+    such as the kernels' shared-memory layouts, must agree); its other flags to nvcc only. setup.py
+    is run with setuptools.setup replaced, so nothing is built."""
+    if _nvcc() is None:
+        pytest.skip("no nvcc: setup.py builds no CUDA extension")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json, runpy, sys, setuptools\n"
+        "captured = {}\n"
+        "setuptools.setup = lambda **kwargs: captured.update(kwargs)\n"
+        "sys.argv = ['setup.py', '--version']\n"
+        f"runpy.run_path({os.path.join(ROOT, 'setup.py')!r})\n"
+        "print(json.dumps(captured['ext_modules'][0].extra_compile_args))\n")
+    env = dict(os.environ, CAKE_NVCC_EXTRA="-DCAKE_PROBE_DEFINE=3 -Xptxas -v", CAKE_BUILD_CUDA="1",
+               CUDA_HOME=os.path.dirname(os.path.dirname(_nvcc())))
+    result = subprocess.run([sys.executable, str(probe)], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    args = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "-DCAKE_PROBE_DEFINE=3" in args["cxx"] and "-DCAKE_PROBE_DEFINE=3" in args["nvcc"]
+    assert "-Xptxas" in args["nvcc"] and "-Xptxas" not in args["cxx"] and "-v" not in args["cxx"]
