@@ -245,3 +245,31 @@ def test_misaligned_scratch_is_rejected():
     with pytest.raises(ValueError, match="mid_out: expected a 16-byte aligned data pointer"):
         torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale,
                                     mid_out=mid_out, mid_lse=mid_lse, num_splits=5)
+
+
+@pytest.mark.parametrize("num_heads,head_tiles", [(64, 4), (128, 4), (16, 1), (64, 2)])
+def test_planned_splits_on_the_device_kernels(num_heads, head_tiles):
+    """Where the device runs the splits on the Hopper kernels, the planner gives each split two
+    chunks at least (one-chunk splits would fall back to the slower portable body); under the
+    portable override (and on GPUs without the Hopper kernels) it splits down to one chunk. The op
+    runs the plan the planner describes, and its splits run the kernel the plan is for."""
+    if head_tiles not in runnable_head_tiles(num_heads):
+        pytest.skip("this GPU's shared memory does not run the head tile")
+    props = torch.cuda.get_device_properties(0)
+    problem = make_problem(num_tokens=2, num_heads=num_heads, topk=1024, main=CacheSpec(40, 64, "HND", 16),
+                           device="cuda", seed=21, lengths="random", sink=1.0)
+    hopper_splits = torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
+                                                         head_tiles, 2, 2) != "portable"
+    for kernel in (None, "portable"):
+        with torch_ops.prefill_kernel_override(kernel=kernel):
+            min_chunks = 2 if hopper_splits and kernel is None else 1
+            expected = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
+                num_tokens=2, num_heads=num_heads, topk=1024, num_sms=props.multi_processor_count,
+                head_tiles=head_tiles, min_chunks_per_split=min_chunks)
+            _, _, plan, _, _ = check_decode(problem, head_tiles=head_tiles)
+            assert (plan["num_splits"], plan["chunks_per_block"]) == expected
+            split_kernel = torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin,
+                                                                num_heads, head_tiles, plan["num_splits"],
+                                                                plan["chunks_per_block"])
+        if min_chunks == 2:
+            assert plan["chunks_per_block"] >= 2 and split_kernel != "portable"

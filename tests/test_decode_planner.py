@@ -88,23 +88,55 @@ def test_explicit_splits_and_the_balanced_partition():
         plan_decode(num_tokens=1, num_heads=16, topk=640, num_sms=4, num_splits=5, max_splits=4)
 
 
+def test_fewest_chunks_a_split():
+    """min_chunks_per_split m caps the planned splits at C // m (each holds m chunks at least),
+    never below the fewest the chunks need, and at one split when the lists hold fewer than m."""
+    gpu = dict(num_heads=64, head_tiles=4, num_sms=132)
+    # T = 8, one 64-head block a token, 16 chunks: 17 splits would fill the SMs.
+    assert plan_splits(num_tokens=8, topk=1024, **gpu) == (16, 1)
+    assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=2, **gpu) == (8, 2)
+    assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=3, **gpu) == (5, 4)
+    # 32 chunks: the 16 splits of max_splits hold two each already.
+    assert plan_splits(num_tokens=1, topk=2048, min_chunks_per_split=2, **gpu) == (16, 2)
+    # Fewer chunks than m: one split; 3 chunks, m = 2: one split of 3 (not 1 + 2).
+    assert plan_splits(num_tokens=1, topk=64, min_chunks_per_split=2, **gpu) == (1, 1)
+    assert plan_splits(num_tokens=1, topk=192, min_chunks_per_split=2, **gpu) == (1, 3)
+    # Never fewer splits than the chunks need (16 a split at most), whatever m.
+    assert plan_splits(num_tokens=1, topk=4096, min_chunks_per_split=64, **gpu) == (4, 16)
+    # Enough work items: m changes nothing.
+    assert plan_splits(num_tokens=200, topk=1024, min_chunks_per_split=2, **gpu) == (1, 16)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="min_chunks_per_split: expected >= 1"):
+            plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=bad, **gpu)
+    # The CPU's decode takes one-chunk splits: its plan is m = 1's.
+    assert plan_decode(num_tokens=8, num_heads=64, topk=1024, num_sms=132, device="cpu") == \
+        {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
+    # An explicit count below m chunks a split is still accepted (the portable body runs it).
+    assert plan_decode(num_tokens=8, num_heads=64, topk=1024, num_sms=132, device="cpu", num_splits=16) == \
+        {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
+
+
 @settings(max_examples=200, deadline=None)
 @given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from(range(8, 129, 8)), topk=st.integers(1, 4096),
-       extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80), data=st.data())
-def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, data):
-    """Within [ceil(C / 16), min(max_splits, C)], the fewest splits whose CTAs reach num_sms;
-    fewer splits never for more tokens."""
+       extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80),
+       min_chunks=st.integers(1, 4), data=st.data())
+def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, data):
+    """Within [ceil(C / 16), max(ceil(C / 16), min(max_splits, C // m, 1 at least))], the fewest
+    splits whose CTAs reach num_sms; fewer splits never for more tokens."""
     chunks = num_chunks(topk, extra_topk)
     tiles = data.draw(st.sampled_from(head_tiles(num_heads)))
     args = dict(num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, max_splits=max_splits,
-                head_tiles=tiles)
+                head_tiles=tiles, min_chunks_per_split=min_chunks)
     if chunks > 16 * max_splits:
         with pytest.raises(ValueError, match=r"topk/extra_topk: expected .* <= 16 \* max_splits"):
             plan_splits(num_tokens=num_tokens, **args)
         return
     splits, per_block = plan_splits(num_tokens=num_tokens, **args)
-    fewest, most = -(-chunks // 16), min(max_splits, chunks)
+    fewest = -(-chunks // 16)
+    most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
     assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 16
+    if splits > 1:
+        assert chunks // splits >= min_chunks or splits == fewest, "a planned split holds fewer than m chunks"
     items = num_tokens * (-(-num_heads // 16) // tiles)
     if num_tokens == 0:
         assert splits == fewest

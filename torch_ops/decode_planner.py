@@ -48,14 +48,16 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
     num_sms: int,
     max_splits: int = DEFAULT_MAX_SPLITS,
     head_tiles: int = 1,
+    min_chunks_per_split: int = 1,
 ) -> Tuple[int, int]:
     """``(num_splits, chunks_per_block)``: how many CTAs share each (token, head block)'s
     candidates, and the most chunks of 64 one of them holds.
 
     The fewest splits that give ``num_sms`` CTAs (``num_tokens * head blocks * splits``), kept
-    between ``ceil(chunks / 16)`` (a split holds at most 16 chunks) and ``min(max_splits, chunks)``
-    (a split holds at least one); with no token, the fewest the chunks allow. Split ``s`` of ``n``
-    holds chunks ``[s * chunks // n, (s + 1) * chunks // n)``.
+    between ``ceil(chunks / 16)`` (a split holds at most 16 chunks) and
+    ``min(max_splits, max(1, chunks // min_chunks_per_split))`` (a split holds at least
+    ``min_chunks_per_split`` chunks where the lists have that many); with no token, the fewest the
+    chunks allow. Split ``s`` of ``n`` holds chunks ``[s * chunks // n, (s + 1) * chunks // n)``.
 
     Args:
         num_tokens: T, the query tokens (>= 0).
@@ -67,10 +69,16 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
             ``16 * max_splits`` chunks.
         head_tiles: sixteen-head tiles per head block, one of
             ``cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads)``.
+        min_chunks_per_split: the fewest chunks a split should hold (>= 1). The op uses 2 where the
+            splits run the Hopper kernels (a Hopper GPU, unless the kernel override keeps it on the
+            portable kernel), which leave one-chunk splits to the slower portable body; 1 on the CPU
+            and the portable kernel. ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode`` applies the
+            device's.
 
     Bad arguments raise ValueError naming the argument.
     """
-    plan = _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles)
+    plan = _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles,
+                          min_chunks_per_split=min_chunks_per_split)
     return plan["num_splits"], plan["chunks_per_block"]
 
 
@@ -103,15 +111,13 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
             planner's, the largest choice the device runs.
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
-            planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits``).
+            planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
+            ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1).
 
     Bad arguments raise ValueError naming the argument.
     """
-    device_name = _device_name(device)
-    if num_sms is None:
-        num_sms = _C.device_num_sms(device_name)
-    return _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits,
-                          max_head_tiles=_C.device_max_head_tiles(device_name))
+    return _C.plan_decode_on_device(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles,
+                                    num_splits, device=_device_name(device))
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0,

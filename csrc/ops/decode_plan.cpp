@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "../cuda/prefill_kernel_choice.h"
 #include "prefill_plan.h"
 
 namespace cake {
@@ -55,7 +56,8 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
 }
 
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits) {
+                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split) {
+  TORCH_CHECK_VALUE(min_chunks_per_split >= 1, "min_chunks_per_split: expected >= 1, got ", min_chunks_per_split);
   const int64_t fewest = (num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;
   const int64_t most = std::min(max_splits, num_chunks);
   DecodePlan plan{head_tiles, 0, 0};
@@ -69,15 +71,25 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   } else {
     const int64_t items = num_tokens * decode_head_blocks(num_heads, head_tiles);
     const int64_t to_fill = (num_sms + items - 1) / items;
-    plan.num_splits = std::clamp(to_fill, fewest, most);
+    // At most C / min_chunks_per_split splits, so that each holds that many chunks, but never
+    // fewer than `fewest` (a split holds 16 at most).
+    const int64_t by_chunks = std::max<int64_t>(1, num_chunks / min_chunks_per_split);
+    const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
+    plan.num_splits = std::clamp(to_fill, fewest, planned_most);
   }
   plan.chunks_per_block = (num_chunks + plan.num_splits - 1) / plan.num_splits;
   return plan;
 }
 
+int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
+  if (target.family != PrefillKernel::kHopper) return 1;
+  const bool hopper_splits = cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles) != PrefillKernel::kPortable;
+  return hopper_splits ? cuda::kHopperDecodeMinChunksPerSplit : 1;
+}
+
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits) {
+                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split) {
   // From num_tokens = num_sms on, every token count has at least num_sms work items, so the plan
   // is the fewest splits and stays; scan up to there and keep where the plan changes.
   std::vector<DecodePlanStep> steps;
@@ -85,7 +97,8 @@ std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chu
     return a.head_tiles == b.head_tiles && a.num_splits == b.num_splits && a.chunks_per_block == b.chunks_per_block;
   };
   for (int64_t num_tokens = 0; num_tokens <= num_sms; ++num_tokens) {
-    const DecodePlan plan = plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits);
+    const DecodePlan plan =
+        plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits, min_chunks_per_split);
     if (steps.empty() || !same(steps.back().plan, plan)) steps.push_back({num_tokens, plan});
   }
   return steps;

@@ -12,6 +12,8 @@
 
 namespace cake {
 
+struct PrefillTarget;  // prefill_plan.h: the device a plan is for
+
 // Head counts: 8, 16, 24, ..., 128. A head block holds `head_tiles` sixteen-head tiles; when
 // H % 16 == 8 the last tile of the last block holds 8 heads (the rest are padding).
 constexpr int64_t kDecodeHeadStep = 8;
@@ -91,10 +93,21 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
 // it must give every split at least one chunk and at most 16, and not exceed max_splits);
 // otherwise the fewest splits that reach num_sms CTAs (num_tokens * head blocks * splits),
-// clamped to [ceil(num_chunks / 16), min(max_splits, num_chunks)]; with no token, the fewest
-// splits the chunks allow. PROVISIONAL, not measured: a split holds one chunk at least.
+// clamped to [ceil(num_chunks / 16), min(max_splits, max(1, num_chunks / min_chunks_per_split))];
+// with no token, the fewest splits the chunks allow. `min_chunks_per_split` is what the device's
+// split kernel wants a split to hold (decode_min_chunks_per_split): a planned split never holds
+// fewer unless the lists are shorter than that.
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits);
+                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
+
+// The fewest chunks a planned split holds on `target` for a call of `num_heads` in blocks of
+// `head_tiles`: where the call's splits run a Hopper kernel (the 64-head kernel, or the
+// small-heads kernel's split form on a device that runs it), the chunks from which that kernel
+// takes them (cuda::kHopperDecodeMinChunksPerSplit, 2), since below that the call falls back to
+// the portable body, which the H200 ran slower than half as many two-chunk splits on the Hopper
+// kernel (T = 8, H = 64, 1024 candidates: 25.2 us in 16 splits against 19.9 in 8,
+// docs/benchmarks.md); 1 elsewhere (the CPU and the portable kernel take one-chunk splits).
+int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles);
 
 // The plan for every token count at once, for callers holding a symbolic token count
 // (torch.compile): from `min_tokens` on (up to the next step's), the plan is the step's.
@@ -104,7 +117,7 @@ struct DecodePlanStep {
 };
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits);
+                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
 
 // Splits that cover every plan of a shape: min(num_chunks, max_splits) (every chunk in a split
 // of its own at most), or num_chunks without max_splits.
