@@ -352,19 +352,21 @@ PYBIND11_MODULE(_C, module) {
       "plan_decode_on_device",
       [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, std::optional<int64_t> num_sms,
          int64_t max_splits, std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits,
-         std::optional<std::string> device) {
+         std::optional<std::string> device, std::optional<std::string> kernel) {
         return value_errors([&] {
-          const cake::PrefillTarget target = cake::resolve_prefill_target(device, std::nullopt, num_sms);
+          const cake::PrefillTarget target = cake::resolve_prefill_target(device, kernel, num_sms);
           return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, target.num_sms,
                                                       max_splits, head_tiles, num_splits, target.max_head_tiles,
                                                       std::nullopt, &target));
         });
       },
       "The plan the decode op runs for a shape on a device (None: the current one): its SMs (or num_sms), its "
-      "head-tile cap and its split kernels' fewest chunks a split",
+      "head-tile cap and its split kernels' fewest chunks a split; `kernel` describes a kernel family as the "
+      "prefill planner's does (without a device: that family in general, num_sms required)",
       pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
       pybind11::arg("num_sms"), pybind11::arg("max_splits"), pybind11::arg("head_tiles") = pybind11::none(),
-      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("device") = pybind11::none());
+      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("device") = pybind11::none(),
+      pybind11::arg("kernel") = pybind11::none());
   module.def(
       "decode_plan_steps",
       [](int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits, std::optional<int64_t> head_tiles,

@@ -108,11 +108,19 @@ def test_fewest_chunks_a_split():
     for bad in (0, -1):
         with pytest.raises(ValueError, match="min_chunks_per_split: expected >= 1"):
             plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=bad, **gpu)
+    # The planner's own m on a target: 2 where the splits run the Hopper kernels (the Hopper family
+    # in general: the 64-head kernel at 4 head tiles, the small-heads kernel's split form
+    # otherwise), 1 on the portable kernel and the CPU.
+    def on(kernel, num_heads=64, **kwargs):
+        plan = _C.plan_decode_on_device(8, num_heads, 1024, 0, 132, 16, kernel=kernel, **kwargs)
+        return plan["num_splits"], plan["chunks_per_block"]
+
+    assert on("hopper") == (8, 2) and on("hopper", head_tiles=2) == (8, 2) and on("hopper", num_heads=8) == (8, 2)
+    # An explicit count below two chunks a split is still accepted (the portable body runs it).
+    assert on("hopper", num_splits=16) == (16, 1)
+    assert on("portable") == (16, 1) and on("cpu") == (16, 1)
     # The CPU's decode takes one-chunk splits: its plan is m = 1's.
     assert plan_decode(num_tokens=8, num_heads=64, topk=1024, num_sms=132, device="cpu") == \
-        {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
-    # An explicit count below m chunks a split is still accepted (the portable body runs it).
-    assert plan_decode(num_tokens=8, num_heads=64, topk=1024, num_sms=132, device="cpu", num_splits=16) == \
         {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
 
 

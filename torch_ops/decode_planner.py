@@ -10,6 +10,7 @@ from typing import Dict, Optional, Tuple, Union
 import torch
 
 from . import _C
+from . import kernel_override as _kernel_override
 from .planner import DeviceLike, _device_name
 
 DEFAULT_MAX_SPLITS = _C.DEFAULT_MAX_SPLITS
@@ -54,10 +55,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
     candidates, and the most chunks of 64 one of them holds.
 
     The fewest splits that give ``num_sms`` CTAs (``num_tokens * head blocks * splits``), kept
-    between ``ceil(chunks / 16)`` (a split holds at most 16 chunks) and
-    ``min(max_splits, max(1, chunks // min_chunks_per_split))`` (a split holds at least
-    ``min_chunks_per_split`` chunks where the lists have that many); with no token, the fewest the
-    chunks allow. Split ``s`` of ``n`` holds chunks ``[s * chunks // n, (s + 1) * chunks // n)``.
+    between ``fewest = ceil(chunks / 16)`` (a split holds at most 16 chunks) and
+    ``max(fewest, min(max_splits, max(1, chunks // min_chunks_per_split)))`` (a split holds at
+    least ``min_chunks_per_split`` chunks where the lists have that many and 16 a split allow it);
+    with no token, ``fewest``. Split ``s`` of ``n`` holds chunks
+    ``[s * chunks // n, (s + 1) * chunks // n)``.
 
     Args:
         num_tokens: T, the query tokens (>= 0).
@@ -106,7 +108,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
             on the CPU).
         device: where the call runs (a torch.device or a string); None: the current CUDA device
             when there is one, else the CPU. Its shared memory caps the head tile (1 on GPUs with
-            about 100 KB per block, as for the prefill).
+            about 100 KB per block, as for the prefill), and whether its splits run the Hopper
+            kernels (under the kernel override in force) sets ``min_chunks_per_split``.
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
             planner's, the largest choice the device runs.
@@ -193,9 +196,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 
 @torch.compiler.assume_constant_result
 def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads: int, topk: int, extra_topk: int,
-                       max_splits: int, head_tiles: Optional[int], num_splits: Optional[int]) -> Optional[tuple]:
+                       max_splits: int, head_tiles: Optional[int], num_splits: Optional[int],
+                       override_generation: int) -> Optional[tuple]:
     """The C++ planner's decode plan on a device for every token count, or None when the op
-    rejects these ints (a constant while tracing)."""
+    rejects these ints (a constant while tracing; ``override_generation`` ties it to the kernel
+    override in force, which decides whether the splits run the Hopper kernels)."""
     device = device_type if device_index is None else f"{device_type}:{device_index}"
     return _C.decode_plan_steps(num_heads, topk, extra_topk, max_splits, head_tiles, num_splits, device=device)
 
@@ -205,8 +210,9 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
                          num_splits: Optional[int]) -> Optional[Dict[str, int]]:
     """The plan of a decode call on ``device``, or None when the op rejects these ints. Under
     ``torch.compile`` with a symbolic token count each comparison becomes a guard."""
+    # The override's generation is read here, in traced code, so torch.compile guards on it.
     steps = _decode_plan_steps(device.type, device.index, num_heads, topk, extra_topk, max_splits, head_tiles,
-                               num_splits)
+                               num_splits, _kernel_override._generation)
     if steps is None:
         return None
     _, head_tiles, num_splits, chunks_per_block = steps[0]

@@ -93,10 +93,11 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
 // it must give every split at least one chunk and at most 16, and not exceed max_splits);
 // otherwise the fewest splits that reach num_sms CTAs (num_tokens * head blocks * splits),
-// clamped to [ceil(num_chunks / 16), min(max_splits, max(1, num_chunks / min_chunks_per_split))];
-// with no token, the fewest splits the chunks allow. `min_chunks_per_split` is what the device's
-// split kernel wants a split to hold (decode_min_chunks_per_split): a planned split never holds
-// fewer unless the lists are shorter than that.
+// clamped to [fewest, max(fewest, min(max_splits, max(1, num_chunks / min_chunks_per_split)))]
+// with fewest = ceil(num_chunks / 16); with no token, fewest. `min_chunks_per_split` is what the
+// device's split kernel wants a split to hold (decode_min_chunks_per_split, 1 or 2): a planned
+// split then holds at least that many unless the lists are shorter (a larger value is capped by
+// the 16 chunks a split holds at most).
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
                        int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
 
