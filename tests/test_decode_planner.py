@@ -59,33 +59,31 @@ def test_num_chunks():
         num_chunks(64, -1)
 
 
-def test_splits_fill_the_sms():
-    # One token, one head block, 8 chunks: 132 SMs want 132 splits, a split holds one chunk at least.
+def split_cost(items, chunks, num_sms, splits):
+    """The planner's cost of a split count (csrc/ops/decode_plan.h, decode_split_cost), in chunk
+    times: its waves of work items, each a split's chunks plus 3 for the item's fixed cost, and 1
+    for the merge when it splits."""
+    waves = -(-items * splits // num_sms)
+    return waves * (-(-chunks // splits) + 3) + (1 if splits > 1 else 0)
+
+
+def test_split_counts():
+    # One token, one head block, 8 chunks: one chunk a split, all in one wave.
     assert plan_splits(num_tokens=1, num_heads=8, topk=512, num_sms=132) == (8, 1)
-    # 32 chunks, 4 head blocks (H = 64, one tile each): ceil(132 / 4) = 33 splits, capped at 16.
+    # 32 chunks, 4 head blocks (H = 64, one tile each): 16 splits (max_splits) of 2 chunks, one wave.
     assert plan_splits(num_tokens=1, num_heads=64, topk=2048, num_sms=132) == (16, 2)
-    # 10 tokens x 2 blocks = 20 items: ceil(132 / 20) = 7 splits of 32 chunks -> at most 5 chunks each.
-    assert plan_splits(num_tokens=10, num_heads=128, topk=2048, num_sms=132, head_tiles=4) == (7, 5)
-    # Enough items already: the fewest splits, one unless the chunks need more.
+    # 10 tokens x 2 blocks = 20 items, 32 chunks: 6 splits make 120 work items of at most 6 chunks in
+    # one wave; 7 (5 chunks each) would spill 8 items into a second wave.
+    assert plan_splits(num_tokens=10, num_heads=128, topk=2048, num_sms=132, head_tiles=4) == (6, 6)
+    # 128 items, 16 chunks: unsplit they are one wave of 16 chunks; 2 splits would be two waves of 8
+    # and a merge.
+    assert plan_splits(num_tokens=128, num_heads=64, topk=1024, num_sms=132, head_tiles=4) == (1, 16)
+    # A wave of items already: the fewest splits, one unless the chunks need more.
     assert plan_splits(num_tokens=200, num_heads=16, topk=512, num_sms=132) == (1, 8)
     assert plan_splits(num_tokens=200, num_heads=16, topk=2048, extra_topk=64, num_sms=132) == (3, 11)
     # max_splits caps it; no token: the fewest.
     assert plan_splits(num_tokens=1, num_heads=8, topk=1024, num_sms=132, max_splits=4) == (4, 4)
     assert plan_splits(num_tokens=0, num_heads=8, topk=1024, extra_topk=1024, num_sms=132) == (2, 16)
-
-
-def test_explicit_splits_and_the_balanced_partition():
-    """Split s of n holds chunks [s * C // n, (s + 1) * C // n): chunks_per_block is the largest
-    share, ceil(C / n)."""
-    assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=3) == \
-        {"head_tiles": 1, "num_splits": 3, "chunks_per_block": 4}
-    assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=10) == \
-        {"head_tiles": 1, "num_splits": 10, "chunks_per_block": 1}
-    for bad, chunks in ((0, 10), (11, 10), (1, 17), (17, 40)):
-        with pytest.raises(ValueError, match="num_splits: expected"):
-            plan_decode(num_tokens=1, num_heads=16, topk=64 * chunks, num_sms=4, num_splits=bad)
-    with pytest.raises(ValueError, match="num_splits: expected .* max_splits = 4"):
-        plan_decode(num_tokens=1, num_heads=16, topk=640, num_sms=4, num_splits=5, max_splits=4)
 
 
 def test_fewest_chunks_a_split():
@@ -95,7 +93,8 @@ def test_fewest_chunks_a_split():
     # T = 8, one 64-head block a token, 16 chunks: 17 splits would fill the SMs.
     assert plan_splits(num_tokens=8, topk=1024, **gpu) == (16, 1)
     assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=2, **gpu) == (8, 2)
-    assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=3, **gpu) == (5, 4)
+    # m = 3: at most 5 splits; 4 and 5 both hold 4 chunks in one wave, and the smaller wins.
+    assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=3, **gpu) == (4, 4)
     # 32 chunks: the 16 splits of max_splits hold two each already.
     assert plan_splits(num_tokens=1, topk=2048, min_chunks_per_split=2, **gpu) == (16, 2)
     # Fewer chunks than m: one split; 3 chunks, m = 2: one split of 3 (not 1 + 2).
@@ -129,8 +128,9 @@ def test_fewest_chunks_a_split():
        extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80),
        min_chunks=st.integers(1, 4), data=st.data())
 def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, data):
-    """Within [ceil(C / 16), max(ceil(C / 16), min(max_splits, C // m, 1 at least))], the fewest
-    splits whose CTAs reach num_sms; fewer splits never for more tokens."""
+    """Within [ceil(C / 16), max(ceil(C / 16), min(max_splits, C // m, 1 at least))]: the fewest
+    when the tokens' head blocks fill the SMs unsplit (or there is no token), else the count of
+    least split_cost, the smallest of equal ones."""
     chunks = num_chunks(topk, extra_topk)
     tiles = data.draw(st.sampled_from(head_tiles(num_heads)))
     args = dict(num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, max_splits=max_splits,
@@ -146,14 +146,12 @@ def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits
     if splits > 1:
         assert chunks // splits >= min_chunks or splits == fewest, "a planned split holds fewer than m chunks"
     items = num_tokens * (-(-num_heads // 16) // tiles)
-    if num_tokens == 0:
+    if num_tokens == 0 or items >= num_sms:
         assert splits == fewest
-    elif splits > fewest:
-        assert items * (splits - 1) < num_sms, "a split fewer would still fill the SMs"
-    if splits < most and num_tokens:
-        assert items * splits >= num_sms, "more splits would fill more SMs"
-    if num_tokens:
-        assert plan_splits(num_tokens=num_tokens + 1, **args)[0] <= splits
+    else:
+        costs = {n: split_cost(items, chunks, num_sms, n) for n in range(fewest, most + 1)}
+        assert costs[splits] == min(costs.values()), "a cheaper split count was passed over"
+        assert all(costs[n] > costs[splits] for n in range(fewest, splits)), "a smaller count costs as little"
 
 
 @pytest.fixture
@@ -181,12 +179,25 @@ def test_steps_reproduce_the_plan_at_every_token_count(num_heads, topk, extra_to
 
 
 def test_splits_on_a_gpu_sized_sm_count():
-    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: ceil(132 / T) splits, between 2
-    (16 chunks each) and 16 (max_splits)."""
+    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: between 2 (16 chunks each) and 16
+    (max_splits); one wave while two splits fit in it, never a second wave that a smaller count's
+    longer splits would cost less than."""
+    def plan(num_tokens):
+        return plan_splits(num_tokens=num_tokens, num_heads=64, topk=2048, num_sms=132, head_tiles=4)
+
+    for num_tokens in range(1, 9):
+        assert plan(num_tokens) == (16, 2)  # at most 128 work items: one wave of 2 chunks
+    assert plan(9) == (11, 3) and plan(44) == (3, 11)  # 99 and 132 work items: one wave each
+    # 66 tokens: 2 splits fill the wave; 67: 134 work items would make a second wave of 16 chunks,
+    # 3 splits (201 items, two waves of 11) cost less.
+    assert plan(66) == (2, 16) and plan(67) == (3, 11)
     for num_tokens in range(1, 140):
-        expected = min(16, max(2, -(-132 // num_tokens)))
-        assert plan_splits(num_tokens=num_tokens, num_heads=64, topk=2048, num_sms=132, head_tiles=4) == \
-            (expected, -(-32 // expected))
+        splits, per_split = plan(num_tokens)
+        assert 2 <= splits <= 16 and per_split == -(-32 // splits)
+        if num_tokens <= 66:
+            assert num_tokens * splits <= 132, "a second wave where one would do"
+        if num_tokens >= 132:
+            assert splits == 2
 
 
 @pytest.mark.parametrize("num_tokens,num_heads,topk,extra_topk", [(1, 8, 64, 0), (5, 24, 1500, 600), (0, 128, 100, 0),

@@ -54,11 +54,14 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
     """``(num_splits, chunks_per_block)``: how many CTAs share each (token, head block)'s
     candidates, and the most chunks of 64 one of them holds.
 
-    The fewest splits that give ``num_sms`` CTAs (``num_tokens * head blocks * splits``), kept
-    between ``fewest = ceil(chunks / 16)`` (a split holds at most 16 chunks) and
-    ``max(fewest, min(max_splits, max(1, chunks // min_chunks_per_split)))`` (a split holds at
-    least ``min_chunks_per_split`` chunks where the lists have that many and 16 a split allow it);
-    with no token, ``fewest``. Split ``s`` of ``n`` holds chunks
+    A count between ``fewest = ceil(chunks / 16)`` (a split holds at most 16 chunks) and
+    ``most = max(fewest, min(max_splits, max(1, chunks // min_chunks_per_split)))`` (a split holds
+    at least ``min_chunks_per_split`` chunks where the lists have that many and 16 a split allow
+    it). With no token, or when ``items = num_tokens * head blocks`` reaches ``num_sms`` unsplit,
+    ``fewest``; otherwise the ``n`` of least cost
+    ``ceil(items * n / num_sms) * (ceil(chunks / n) + 3) + (1 if n > 1 else 0)``: whole waves of
+    work items, each its split's chunks plus a work item's fixed cost (about three chunks), and
+    the merge when it splits; the smallest ``n`` of equal costs. Split ``s`` of ``n`` holds chunks
     ``[s * chunks // n, (s + 1) * chunks // n)``.
 
     Args:

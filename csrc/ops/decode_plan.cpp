@@ -55,6 +55,12 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
   return *head_tiles;
 }
 
+int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
+  const int64_t waves = (items * num_splits + num_sms - 1) / num_sms;
+  const int64_t chunks_per_split = (num_chunks + num_splits - 1) / num_splits;
+  return waves * (chunks_per_split + kDecodeItemCostChunks) + (num_splits > 1 ? kDecodeMergeCostChunks : 0);
+}
+
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
                        int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split) {
   TORCH_CHECK_VALUE(min_chunks_per_split >= 1, "min_chunks_per_split: expected >= 1, got ", min_chunks_per_split);
@@ -69,13 +75,19 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   } else if (num_tokens == 0) {
     plan.num_splits = fewest;
   } else {
-    const int64_t items = num_tokens * decode_head_blocks(num_heads, head_tiles);
-    const int64_t to_fill = (num_sms + items - 1) / items;
     // At most C / min_chunks_per_split splits, so that each holds that many chunks, but never
     // fewer than `fewest` (a split holds 16 at most).
     const int64_t by_chunks = std::max<int64_t>(1, num_chunks / min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
-    plan.num_splits = std::clamp(to_fill, fewest, planned_most);
+    const int64_t items = num_tokens * decode_head_blocks(num_heads, head_tiles);
+    plan.num_splits = fewest;
+    if (items < num_sms) {  // less than a wave without splitting: the cheapest split count
+      int64_t best_cost = decode_split_cost(items, num_chunks, num_sms, fewest);
+      for (int64_t splits = fewest + 1; splits <= planned_most; ++splits) {
+        const int64_t cost = decode_split_cost(items, num_chunks, num_sms, splits);
+        if (cost < best_cost) best_cost = cost, plan.num_splits = splits;
+      }
+    }
   }
   plan.chunks_per_block = (num_chunks + plan.num_splits - 1) / plan.num_splits;
   return plan;

@@ -90,14 +90,27 @@ void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, i
 // head blocks, fill the SMs.
 int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles, int64_t max_head_tiles);
 
+// The split rule's cost model, in the time of one chunk (a 64-candidate block) on one SM. A plan
+// of S splits over `items` (token, head block) pairs runs items * S work items on num_sms SMs, in
+// ceil(items * S / num_sms) waves, each as long as its items' chunks, ceil(C / S), plus a work
+// item's fixed cost (its Q and pipeline fill, the epilogue's partial, about 3 chunks on the H200:
+// forced split counts at T = 1 and 8, H = 64 take ~2.5 us a chunk plus ~8 us a work item,
+// docs/benchmarks.md); a plan that splits adds the merge (its launch and its pass over the
+// partials, about a chunk at these sizes). The H200's forced split counts order as this cost
+// does at each row timed (docs/planner.md).
+constexpr int64_t kDecodeItemCostChunks = 3;
+constexpr int64_t kDecodeMergeCostChunks = 1;
+int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
+
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
-// it must give every split at least one chunk and at most 16, and not exceed max_splits);
-// otherwise the fewest splits that reach num_sms CTAs (num_tokens * head blocks * splits),
-// clamped to [fewest, max(fewest, min(max_splits, max(1, num_chunks / min_chunks_per_split)))]
-// with fewest = ceil(num_chunks / 16); with no token, fewest. `min_chunks_per_split` is what the
-// device's split kernel wants a split to hold (decode_min_chunks_per_split, 1 or 2): a planned
-// split then holds at least that many unless the lists are shorter (a larger value is capped by
-// the 16 chunks a split holds at most).
+// it must give every split at least one chunk and at most 16, and not exceed max_splits).
+// Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 16) and most =
+// max(fewest, min(max_splits, max(1, num_chunks / min_chunks_per_split))): with no token, or with
+// num_tokens * head blocks (`items`) filling the SMs already, fewest; else the count of least
+// decode_split_cost, the smallest of equal ones. `min_chunks_per_split` is what the device's split
+// kernel wants a split to hold (decode_min_chunks_per_split, 1 or 2): a planned split then holds
+// at least that many unless the lists are shorter (a larger value is capped by the 16 chunks a
+// split holds at most).
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
                        int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
 
