@@ -82,8 +82,14 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
     const int64_t items = num_tokens * decode_head_blocks(num_heads, head_tiles);
     plan.num_splits = fewest;
     if (items < num_sms) {  // less than a wave without splitting: the cheapest split count
+      // No count above 8 M costs as little as M = max(fewest, ceil(num_sms / items)): with
+      // a = items * M / num_sms >= 1, cost(M) <= (a + 1)(C / M + 4) + 1 <= items C / num_sms + 4a
+      // + 21, while cost(s) >= items C / num_sms + 3 items s / num_sms + 1 > that for s > 8 M
+      // (C / M <= 16). So the search stops there, and at kMaxSplitSearch counts in any case.
+      const int64_t filling = std::max(fewest, (num_sms + items - 1) / items);
+      const int64_t last = std::min({planned_most, 8 * filling, fewest + kMaxSplitSearch - 1});
       int64_t best_cost = decode_split_cost(items, num_chunks, num_sms, fewest);
-      for (int64_t splits = fewest + 1; splits <= planned_most; ++splits) {
+      for (int64_t splits = fewest + 1; splits <= last; ++splits) {
         const int64_t cost = decode_split_cost(items, num_chunks, num_sms, splits);
         if (cost < best_cost) best_cost = cost, plan.num_splits = splits;
       }

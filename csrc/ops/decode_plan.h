@@ -100,6 +100,9 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
 // does at each row timed (docs/planner.md).
 constexpr int64_t kDecodeItemCostChunks = 3;
 constexpr int64_t kDecodeMergeCostChunks = 1;
+// The most split counts the planner weighs (from the fewest on): a bound on its time for any
+// arguments; every realistic request (a few hundred SMs, 16 chunks a split) weighs far fewer.
+constexpr int64_t kMaxSplitSearch = int64_t(1) << 16;
 int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
 
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
