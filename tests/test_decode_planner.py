@@ -86,11 +86,25 @@ def test_split_counts():
     assert plan_splits(num_tokens=0, num_heads=8, topk=1024, extra_topk=1024, num_sms=132) == (2, 16)
 
 
+def test_explicit_splits_and_the_balanced_partition():
+    """Split s of n holds chunks [s * C // n, (s + 1) * C // n): chunks_per_block is the largest
+    share, ceil(C / n)."""
+    assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=3) == \
+        {"head_tiles": 1, "num_splits": 3, "chunks_per_block": 4}
+    assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=10) == \
+        {"head_tiles": 1, "num_splits": 10, "chunks_per_block": 1}
+    for bad, chunks in ((0, 10), (11, 10), (1, 17), (17, 40)):
+        with pytest.raises(ValueError, match="num_splits: expected"):
+            plan_decode(num_tokens=1, num_heads=16, topk=64 * chunks, num_sms=4, num_splits=bad)
+    with pytest.raises(ValueError, match="num_splits: expected .* max_splits = 4"):
+        plan_decode(num_tokens=1, num_heads=16, topk=640, num_sms=4, num_splits=5, max_splits=4)
+
+
 def test_fewest_chunks_a_split():
     """min_chunks_per_split m caps the planned splits at C // m (each holds m chunks at least),
     never below the fewest the chunks need, and at one split when the lists hold fewer than m."""
     gpu = dict(num_heads=64, head_tiles=4, num_sms=132)
-    # T = 8, one 64-head block a token, 16 chunks: 17 splits would fill the SMs.
+    # T = 8, one 64-head block a token, 16 chunks: m = 1 allows 16 one-chunk splits, one wave.
     assert plan_splits(num_tokens=8, topk=1024, **gpu) == (16, 1)
     assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=2, **gpu) == (8, 2)
     # m = 3: at most 5 splits; 4 and 5 both hold 4 chunks in one wave, and the smaller wins.
@@ -154,6 +168,39 @@ def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits
         assert all(costs[n] > costs[splits] for n in range(fewest, splits)), "a smaller count costs as little"
 
 
+def least_cost_splits(items, chunks, num_sms, fewest, most):
+    """The smallest split count of least split_cost in [fewest, most], by trying every one."""
+    costs = [(split_cost(items, chunks, num_sms, n), n) for n in range(fewest, most + 1)]
+    return min(costs)[1]
+
+
+def test_split_search_is_exhaustive():
+    """The planner tries 16 counts (ceil(C / q), q = 1 .. 16) rather than every one: the same
+    answer as trying every count, over a grid of requests below a wave, and at sizes where a count
+    search would take long or a product of counts overflow 64 bits."""
+    for num_sms in (1, 2, 5, 24, 132, 307):
+        for items in sorted({1, 2, 3, 7, 19, 64, 100, num_sms - 1} - {0}):
+            if items >= num_sms:
+                continue
+            for chunks in (1, 2, 3, 5, 16, 17, 31, 32, 33, 64, 100, 256):
+                for max_splits in (1, 4, 16, 64, 300):
+                    if chunks > 16 * max_splits:
+                        continue
+                    fewest = -(-chunks // 16)
+                    for min_chunks in (1, 2):
+                        most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
+                        expected = least_cost_splits(items, chunks, num_sms, fewest, most)
+                        # items = T x 1 head block (H = 16, one tile)
+                        got = plan_splits(num_tokens=items, num_heads=16, topk=64 * chunks, num_sms=num_sms,
+                                          max_splits=max_splits, min_chunks_per_split=min_chunks)
+                        assert got == (expected, -(-chunks // expected)), (num_sms, items, chunks, max_splits)
+    # 200,000 chunks on 200,000 SMs: every count is one wave, the most splits hold the fewest chunks.
+    assert plan_splits(num_tokens=1, num_heads=8, topk=64 * 200000, num_sms=200000, max_splits=200000) == (200000, 1)
+    # num_sms near 2^62: items * splits in 64 bits would overflow; one wave whatever the count.
+    assert plan_splits(num_tokens=1, num_heads=8, topk=2048, num_sms=2**62) == (16, 2)
+    assert plan_splits(num_tokens=2**40, num_heads=128, topk=2048, num_sms=2**62, head_tiles=1) == (16, 2)
+
+
 @pytest.fixture
 def many_threads():
     """24 intra-op threads (the CPU planner's SMs) for one test, so that plans change with T."""
@@ -198,6 +245,8 @@ def test_splits_on_a_gpu_sized_sm_count():
             assert num_tokens * splits <= 132, "a second wave where one would do"
         if num_tokens >= 132:
             assert splits == 2
+        else:
+            assert split_cost(num_tokens, 32, 132, splits) <= split_cost(num_tokens, 32, 132, 2)
 
 
 @pytest.mark.parametrize("num_tokens,num_heads,topk,extra_topk", [(1, 8, 64, 0), (5, 24, 1500, 600), (0, 128, 100, 0),

@@ -56,7 +56,8 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
 }
 
 int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
-  const int64_t waves = (items * num_splits + num_sms - 1) / num_sms;
+  // A 128-bit product: a request described by ints may hold any counts.
+  const int64_t waves = int64_t((__int128(items) * num_splits + num_sms - 1) / num_sms);
   const int64_t chunks_per_split = (num_chunks + num_splits - 1) / num_splits;
   return waves * (chunks_per_split + kDecodeItemCostChunks) + (num_splits > 1 ? kDecodeMergeCostChunks : 0);
 }
@@ -79,19 +80,19 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
     // fewer than `fewest` (a split holds 16 at most).
     const int64_t by_chunks = std::max<int64_t>(1, num_chunks / min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
-    const int64_t items = num_tokens * decode_head_blocks(num_heads, head_tiles);
+    const int64_t blocks = decode_head_blocks(num_heads, head_tiles);
     plan.num_splits = fewest;
-    if (items < num_sms) {  // less than a wave without splitting: the cheapest split count
-      // No count above 8 M costs as little as M = max(fewest, ceil(num_sms / items)): with
-      // a = items * M / num_sms >= 1, cost(M) <= (a + 1)(C / M + 4) + 1 <= items C / num_sms + 4a
-      // + 21, while cost(s) >= items C / num_sms + 3 items s / num_sms + 1 > that for s > 8 M
-      // (C / M <= 16). So the search stops there, and at kMaxSplitSearch counts in any case.
-      const int64_t filling = std::max(fewest, (num_sms + items - 1) / items);
-      const int64_t last = std::min({planned_most, 8 * filling, fewest + kMaxSplitSearch - 1});
-      int64_t best_cost = decode_split_cost(items, num_chunks, num_sms, fewest);
-      for (int64_t splits = fewest + 1; splits <= last; ++splits) {
+    if (__int128(num_tokens) * blocks < num_sms) {  // less than a wave unsplit: the cheapest count
+      const int64_t items = num_tokens * blocks;
+      // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 16: for a count n
+      // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
+      // q too, in no more waves and with no more merge, so n' costs no more than n. Counts in
+      // increasing order, the first of equal costs kept.
+      int64_t best_cost = -1;
+      for (int64_t q = kMaxChunksPerSplit; q >= 1; --q) {
+        const int64_t splits = std::clamp((num_chunks + q - 1) / q, fewest, planned_most);
         const int64_t cost = decode_split_cost(items, num_chunks, num_sms, splits);
-        if (cost < best_cost) best_cost = cost, plan.num_splits = splits;
+        if (best_cost < 0 || cost < best_cost) best_cost = cost, plan.num_splits = splits;
       }
     }
   }

@@ -96,13 +96,12 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
 // item's fixed cost (its Q and pipeline fill, the epilogue's partial, about 3 chunks on the H200:
 // forced split counts at T = 1 and 8, H = 64 take ~2.5 us a chunk plus ~8 us a work item,
 // docs/benchmarks.md); a plan that splits adds the merge (its launch and its pass over the
-// partials, about a chunk at these sizes). The H200's forced split counts order as this cost
-// does at each row timed (docs/planner.md).
+// partials, about a chunk at these sizes). It models one split kernel: on the H200 the forced
+// counts of two chunks a split or more, which run the Hopper kernels, order as it does at each row
+// timed (docs/planner.md); one-chunk splits run the slower portable body there, which the cost does
+// not see, and min_chunks_per_split = 2 leaves them out.
 constexpr int64_t kDecodeItemCostChunks = 3;
 constexpr int64_t kDecodeMergeCostChunks = 1;
-// The most split counts the planner weighs (from the fewest on): a bound on its time for any
-// arguments; every realistic request (a few hundred SMs, 16 chunks a split) weighs far fewer.
-constexpr int64_t kMaxSplitSearch = int64_t(1) << 16;
 int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
 
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
