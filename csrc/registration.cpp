@@ -85,13 +85,21 @@ pybind11::dict decode_plan_dict(const cake::DecodePlan& plan) {
 }
 
 // The decode plan of a request described by ints (checked as the op checks its tensors).
+// `min_chunks_per_split`: a number, or, when nullopt, the one `target`'s split kernels want for the
+// plan's head tile (decode_min_chunks_per_split).
 cake::DecodePlan plan_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk,
                                      int64_t num_sms, int64_t max_splits, std::optional<int64_t> head_tiles,
-                                     std::optional<int64_t> num_splits, int64_t max_head_tiles) {
+                                     std::optional<int64_t> num_splits, int64_t max_head_tiles,
+                                     std::optional<int64_t> min_chunks_per_split,
+                                     const cake::PrefillTarget* target = nullptr) {
   cake::check_decode_request(num_tokens, num_heads, topk, extra_topk, max_splits, num_sms);
   TORCH_CHECK_VALUE(max_head_tiles >= 1, "max_head_tiles: expected >= 1, got ", max_head_tiles);
+  const int64_t tiles = cake::plan_decode_head_tiles(num_heads, head_tiles, max_head_tiles);
+  const int64_t min_chunks = min_chunks_per_split.has_value() ? *min_chunks_per_split
+                             : target != nullptr            ? cake::decode_min_chunks_per_split(*target, num_heads, tiles)
+                                                            : 1;
   return cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms, max_splits,
-                           cake::plan_decode_head_tiles(num_heads, head_tiles, max_head_tiles), num_splits);
+                           tiles, num_splits, min_chunks);
 }
 
 // The SM count the planners use for a device (intra-op threads on the CPU).
@@ -327,35 +335,57 @@ PYBIND11_MODULE(_C, module) {
   module.def(
       "plan_decode",
       [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t num_sms, int64_t max_splits,
-         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits, int64_t max_head_tiles) {
+         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits, int64_t max_head_tiles,
+         int64_t min_chunks_per_split) {
         return value_errors([&] {
           return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits,
-                                                      head_tiles, num_splits, max_head_tiles));
+                                                      head_tiles, num_splits, max_head_tiles, min_chunks_per_split));
         });
       },
       "The decode plan {head_tiles, num_splits, chunks_per_block} for a shape on num_sms SMs whose shared memory runs "
-      "head tiles up to max_head_tiles",
+      "head tiles up to max_head_tiles and whose split kernels want min_chunks_per_split chunks a split",
       pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
       pybind11::arg("num_sms"), pybind11::arg("max_splits"), pybind11::arg("head_tiles") = pybind11::none(),
-      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("max_head_tiles") = cake::kMaxHeadTiles);
+      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("max_head_tiles") = cake::kMaxHeadTiles,
+      pybind11::arg("min_chunks_per_split") = 1);
+  module.def(
+      "plan_decode_on_device",
+      [](int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, std::optional<int64_t> num_sms,
+         int64_t max_splits, std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits,
+         std::optional<std::string> device, std::optional<std::string> kernel) {
+        return value_errors([&] {
+          const cake::PrefillTarget target = cake::resolve_prefill_target(device, kernel, num_sms);
+          return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, target.num_sms,
+                                                      max_splits, head_tiles, num_splits, target.max_head_tiles,
+                                                      std::nullopt, &target));
+        });
+      },
+      "The plan the decode op runs for a shape on a device (None: the current one): its SMs (or num_sms), its "
+      "head-tile cap and its split kernels' fewest chunks a split; `kernel` describes a kernel family as the "
+      "prefill planner's does (without a device: that family in general, num_sms required)",
+      pybind11::arg("num_tokens"), pybind11::arg("num_heads"), pybind11::arg("topk"), pybind11::arg("extra_topk"),
+      pybind11::arg("num_sms"), pybind11::arg("max_splits"), pybind11::arg("head_tiles") = pybind11::none(),
+      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("device") = pybind11::none(),
+      pybind11::arg("kernel") = pybind11::none());
   module.def(
       "decode_plan_steps",
       [](int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits, std::optional<int64_t> head_tiles,
          std::optional<int64_t> num_splits, std::optional<std::string> device) -> pybind11::object {
-        const int64_t num_sms = value_errors([&] { return device_num_sms(device); });
-        const int64_t max_head_tiles = value_errors([&] { return device_max_head_tiles(device); });
+        const cake::PrefillTarget target =
+            value_errors([&] { return cake::resolve_prefill_target(device, std::nullopt, std::nullopt); });
         cake::DecodePlan first{};
         try {
           // Checked once, for no token; the steps then hold for every token count.
-          first = plan_decode_request(0, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits,
-                                      max_head_tiles);
+          first = plan_decode_request(0, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
+                                      num_splits, target.max_head_tiles, std::nullopt, &target);
         } catch (const c10::ValueError&) {
           return pybind11::none();  // the op rejects these arguments, naming its tensors
         }
         pybind11::list steps;
         for (const cake::DecodePlanStep& step :
-             cake::decode_plan_steps(num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms, max_splits,
-                                     first.head_tiles, num_splits)) {
+             cake::decode_plan_steps(num_heads, cake::decode_num_chunks(topk, extra_topk), target.num_sms, max_splits,
+                                     first.head_tiles, num_splits,
+                                     cake::decode_min_chunks_per_split(target, num_heads, first.head_tiles))) {
           steps.append(pybind11::make_tuple(step.min_tokens, step.plan.head_tiles, step.plan.num_splits,
                                             step.plan.chunks_per_block));
         }

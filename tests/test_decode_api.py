@@ -80,7 +80,7 @@ def compile_inputs(num_tokens, seed, num_heads=16, topk=300):
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_torch_compile_fullgraph(fn, dynamic, num_threads_8):
     """8 intra-op threads, so that the plan and the choice change with T (the op's 1 and 3 tokens
-    decode with 8 and 3 splits; sparse_mla_attention takes the decode for 1 token and the prefill
+    decode with 5 and 2 splits; sparse_mla_attention takes the decode for 1 token and the prefill
     for 3 and 9, by select_kernel)."""
     torch._dynamo.reset()
     compiled = torch.compile(fn, fullgraph=True, dynamic=dynamic)

@@ -245,3 +245,77 @@ def test_misaligned_scratch_is_rejected():
     with pytest.raises(ValueError, match="mid_out: expected a 16-byte aligned data pointer"):
         torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale,
                                     mid_out=mid_out, mid_lse=mid_lse, num_splits=5)
+
+
+@pytest.mark.parametrize("num_heads,head_tiles", [(64, 4), (128, 4), (16, 1), (64, 2)])
+def test_planned_splits_on_the_device_kernels(num_heads, head_tiles):
+    """Where the device runs the splits on the Hopper kernels, the planner gives each split two
+    chunks at least (one-chunk splits would fall back to the slower portable body); under the
+    portable override (and on GPUs without the Hopper kernels) it splits down to one chunk. The op
+    runs the plan the planner describes, and its splits run the kernel the plan is for."""
+    if head_tiles not in runnable_head_tiles(num_heads):
+        pytest.skip("this GPU's shared memory does not run the head tile")
+    props = torch.cuda.get_device_properties(0)
+    problem = make_problem(num_tokens=2, num_heads=num_heads, topk=1024, main=CacheSpec(40, 64, "HND", 16),
+                           device="cuda", seed=21, lengths="random", sink=1.0)
+
+    def split_kernel(num_splits, chunks_per_block):
+        return torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, num_heads,
+                                                    head_tiles, num_splits, chunks_per_block)
+
+    for kernel in (None, "portable"):
+        with torch_ops.prefill_kernel_override(kernel=kernel):
+            # Asked under the override the op runs with (the environment's is cleared here).
+            min_chunks = 2 if split_kernel(2, 2) != "portable" else 1
+            expected = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
+                num_tokens=2, num_heads=num_heads, topk=1024, num_sms=props.multi_processor_count,
+                head_tiles=head_tiles, min_chunks_per_split=min_chunks)
+            _, _, plan, _, _ = check_decode(problem, head_tiles=head_tiles)
+            assert (plan["num_splits"], plan["chunks_per_block"]) == expected
+            ran = split_kernel(plan["num_splits"], plan["chunks_per_block"])
+        if kernel == "portable":
+            assert min_chunks == 1 and ran == "portable"
+        elif min_chunks == 2:
+            assert plan["chunks_per_block"] >= 2 and ran != "portable"
+
+
+def decode_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
+    torch_ops.sparse_mla_decode(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
+                                attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse)
+    return output, out_lse
+
+
+def test_compiled_decode_follows_the_kernel_override():
+    """Under torch.compile the decode's plan is read off the planner's steps; the kernel override
+    decides whether the splits run the Hopper kernels (two chunks a split at least) or the portable
+    body (one chunk), so changing it must change the compiled call's plan as it changes the eager
+    one: the same bits, the same splits of the NaN-filled scratch written (T = 2, H = 64, 1024
+    candidates: 8 splits on Hopper, 16 under the portable override, on an H200)."""
+    problem = make_problem(num_tokens=2, num_heads=64, topk=1024, main=CacheSpec(40, 64, "HND", 16), device="cuda",
+                           seed=22, lengths="random", sink=1.0)
+    torch._dynamo.reset()
+    compiled = torch.compile(decode_call, fullgraph=True)
+
+    def inputs():
+        mid_out, mid_lse = allocate(2, 64, 1024, device="cuda")
+        mid_out.fill_(float("nan")), mid_lse.fill_(float("nan"))
+        output = torch.full((2, 64, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+        out_lse = torch.full((2, 64), float("nan"), device="cuda")
+        return (problem.q, problem.kv_cache, problem.indices, output, out_lse, mid_out, mid_lse,
+                problem.kwargs["topk_length"], problem.kwargs["attn_sink"])
+
+    written = {}
+    for kernel in (None, "portable", None):
+        with torch_ops.prefill_kernel_override(kernel=kernel):
+            compiled_inputs, eager_inputs = inputs(), inputs()
+            out, lse = compiled(*compiled_inputs)
+            eager_out, eager_lse = decode_call(*eager_inputs)
+            props = torch.cuda.get_device_properties(0)
+            hopper_splits = torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin,
+                                                                 64, 4, 2, 2) != "portable"
+        assert torch.equal(out.view(torch.int16), eager_out.view(torch.int16)) and torch.equal(lse, eager_lse), kernel
+        for scratch, eager_scratch in zip(compiled_inputs[5:7], eager_inputs[5:7]):
+            torch.testing.assert_close(scratch, eager_scratch, rtol=0, atol=0, equal_nan=True)
+        written[kernel] = int((~torch.isnan(compiled_inputs[6][:, 0, 0])).sum())  # splits of the plan
+    if hopper_splits:
+        assert written[None] < written["portable"], written

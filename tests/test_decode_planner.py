@@ -59,14 +59,26 @@ def test_num_chunks():
         num_chunks(64, -1)
 
 
-def test_splits_fill_the_sms():
-    # One token, one head block, 8 chunks: 132 SMs want 132 splits, a split holds one chunk at least.
+def split_cost(items, chunks, num_sms, splits):
+    """The planner's cost of a split count (csrc/ops/decode_plan.h, decode_split_cost), in chunk
+    times: its waves of work items, each a split's chunks plus 3 for the item's fixed cost, and 1
+    for the merge when it splits."""
+    waves = -(-items * splits // num_sms)
+    return waves * (-(-chunks // splits) + 3) + (1 if splits > 1 else 0)
+
+
+def test_split_counts():
+    # One token, one head block, 8 chunks: one chunk a split, all in one wave.
     assert plan_splits(num_tokens=1, num_heads=8, topk=512, num_sms=132) == (8, 1)
-    # 32 chunks, 4 head blocks (H = 64, one tile each): ceil(132 / 4) = 33 splits, capped at 16.
+    # 32 chunks, 4 head blocks (H = 64, one tile each): 16 splits (max_splits) of 2 chunks, one wave.
     assert plan_splits(num_tokens=1, num_heads=64, topk=2048, num_sms=132) == (16, 2)
-    # 10 tokens x 2 blocks = 20 items: ceil(132 / 20) = 7 splits of 32 chunks -> at most 5 chunks each.
-    assert plan_splits(num_tokens=10, num_heads=128, topk=2048, num_sms=132, head_tiles=4) == (7, 5)
-    # Enough items already: the fewest splits, one unless the chunks need more.
+    # 10 tokens x 2 blocks = 20 items, 32 chunks: 6 splits make 120 work items of at most 6 chunks in
+    # one wave; 7 (5 chunks each) would spill 8 items into a second wave.
+    assert plan_splits(num_tokens=10, num_heads=128, topk=2048, num_sms=132, head_tiles=4) == (6, 6)
+    # 128 items, 16 chunks: unsplit they are one wave of 16 chunks; 2 splits would be two waves of 8
+    # and a merge.
+    assert plan_splits(num_tokens=128, num_heads=64, topk=1024, num_sms=132, head_tiles=4) == (1, 16)
+    # A wave of items already: the fewest splits, one unless the chunks need more.
     assert plan_splits(num_tokens=200, num_heads=16, topk=512, num_sms=132) == (1, 8)
     assert plan_splits(num_tokens=200, num_heads=16, topk=2048, extra_topk=64, num_sms=132) == (3, 11)
     # max_splits caps it; no token: the fewest.
@@ -88,32 +100,105 @@ def test_explicit_splits_and_the_balanced_partition():
         plan_decode(num_tokens=1, num_heads=16, topk=640, num_sms=4, num_splits=5, max_splits=4)
 
 
+def test_fewest_chunks_a_split():
+    """min_chunks_per_split m caps the planned splits at C // m (each holds m chunks at least),
+    never below the fewest the chunks need, and at one split when the lists hold fewer than m."""
+    gpu = dict(num_heads=64, head_tiles=4, num_sms=132)
+    # T = 8, one 64-head block a token, 16 chunks: m = 1 allows 16 one-chunk splits, one wave.
+    assert plan_splits(num_tokens=8, topk=1024, **gpu) == (16, 1)
+    assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=2, **gpu) == (8, 2)
+    # m = 3: at most 5 splits; 4 and 5 both hold 4 chunks in one wave, and the smaller wins.
+    assert plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=3, **gpu) == (4, 4)
+    # 32 chunks: the 16 splits of max_splits hold two each already.
+    assert plan_splits(num_tokens=1, topk=2048, min_chunks_per_split=2, **gpu) == (16, 2)
+    # Fewer chunks than m: one split; 3 chunks, m = 2: one split of 3 (not 1 + 2).
+    assert plan_splits(num_tokens=1, topk=64, min_chunks_per_split=2, **gpu) == (1, 1)
+    assert plan_splits(num_tokens=1, topk=192, min_chunks_per_split=2, **gpu) == (1, 3)
+    # Never fewer splits than the chunks need (16 a split at most), whatever m.
+    assert plan_splits(num_tokens=1, topk=4096, min_chunks_per_split=64, **gpu) == (4, 16)
+    # Enough work items: m changes nothing.
+    assert plan_splits(num_tokens=200, topk=1024, min_chunks_per_split=2, **gpu) == (1, 16)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="min_chunks_per_split: expected >= 1"):
+            plan_splits(num_tokens=8, topk=1024, min_chunks_per_split=bad, **gpu)
+    # The planner's own m on a target: 2 where the splits run the Hopper kernels (the Hopper family
+    # in general: the 64-head kernel at 4 head tiles, the small-heads kernel's split form
+    # otherwise), 1 on the portable kernel and the CPU.
+    def on(kernel, num_heads=64, **kwargs):
+        plan = _C.plan_decode_on_device(8, num_heads, 1024, 0, 132, 16, kernel=kernel, **kwargs)
+        return plan["num_splits"], plan["chunks_per_block"]
+
+    assert on("hopper") == (8, 2) and on("hopper", head_tiles=2) == (8, 2) and on("hopper", num_heads=8) == (8, 2)
+    # An explicit count below two chunks a split is still accepted (the portable body runs it).
+    assert on("hopper", num_splits=16) == (16, 1)
+    assert on("portable") == (16, 1) and on("cpu") == (16, 1)
+    # The CPU's decode takes one-chunk splits: its plan is m = 1's.
+    assert plan_decode(num_tokens=8, num_heads=64, topk=1024, num_sms=132, device="cpu") == \
+        {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
+
+
 @settings(max_examples=200, deadline=None)
 @given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from(range(8, 129, 8)), topk=st.integers(1, 4096),
-       extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80), data=st.data())
-def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, data):
-    """Within [ceil(C / 16), min(max_splits, C)], the fewest splits whose CTAs reach num_sms;
-    fewer splits never for more tokens."""
+       extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80),
+       min_chunks=st.integers(1, 4), data=st.data())
+def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, data):
+    """Within [ceil(C / 16), max(ceil(C / 16), min(max_splits, C // m, 1 at least))]: the fewest
+    when the tokens' head blocks fill the SMs unsplit (or there is no token), else the count of
+    least split_cost, the smallest of equal ones."""
     chunks = num_chunks(topk, extra_topk)
     tiles = data.draw(st.sampled_from(head_tiles(num_heads)))
     args = dict(num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, max_splits=max_splits,
-                head_tiles=tiles)
+                head_tiles=tiles, min_chunks_per_split=min_chunks)
     if chunks > 16 * max_splits:
         with pytest.raises(ValueError, match=r"topk/extra_topk: expected .* <= 16 \* max_splits"):
             plan_splits(num_tokens=num_tokens, **args)
         return
     splits, per_block = plan_splits(num_tokens=num_tokens, **args)
-    fewest, most = -(-chunks // 16), min(max_splits, chunks)
+    fewest = -(-chunks // 16)
+    most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
     assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 16
+    if splits > 1:
+        assert chunks // splits >= min_chunks or splits == fewest, "a planned split holds fewer than m chunks"
     items = num_tokens * (-(-num_heads // 16) // tiles)
-    if num_tokens == 0:
+    if num_tokens == 0 or items >= num_sms:
         assert splits == fewest
-    elif splits > fewest:
-        assert items * (splits - 1) < num_sms, "a split fewer would still fill the SMs"
-    if splits < most and num_tokens:
-        assert items * splits >= num_sms, "more splits would fill more SMs"
-    if num_tokens:
-        assert plan_splits(num_tokens=num_tokens + 1, **args)[0] <= splits
+    else:
+        costs = {n: split_cost(items, chunks, num_sms, n) for n in range(fewest, most + 1)}
+        assert costs[splits] == min(costs.values()), "a cheaper split count was passed over"
+        assert all(costs[n] > costs[splits] for n in range(fewest, splits)), "a smaller count costs as little"
+
+
+def least_cost_splits(items, chunks, num_sms, fewest, most):
+    """The smallest split count of least split_cost in [fewest, most], by trying every one."""
+    costs = [(split_cost(items, chunks, num_sms, n), n) for n in range(fewest, most + 1)]
+    return min(costs)[1]
+
+
+def test_split_search_is_exhaustive():
+    """The planner tries 16 counts (ceil(C / q), q = 1 .. 16) rather than every one: the same
+    answer as trying every count, over a grid of requests below a wave, and at sizes where a count
+    search would take long or a product of counts overflow 64 bits."""
+    for num_sms in (1, 2, 5, 24, 132, 307):
+        for items in sorted({1, 2, 3, 7, 19, 64, 100, num_sms - 1} - {0}):
+            if items >= num_sms:
+                continue
+            for chunks in (1, 2, 3, 5, 16, 17, 31, 32, 33, 64, 100, 256):
+                for max_splits in (1, 4, 16, 64, 300):
+                    if chunks > 16 * max_splits:
+                        continue
+                    fewest = -(-chunks // 16)
+                    for min_chunks in (1, 2):
+                        most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
+                        expected = least_cost_splits(items, chunks, num_sms, fewest, most)
+                        # items = T x 1 head block (H = 16, one tile)
+                        got = plan_splits(num_tokens=items, num_heads=16, topk=64 * chunks, num_sms=num_sms,
+                                          max_splits=max_splits, min_chunks_per_split=min_chunks)
+                        assert got == (expected, -(-chunks // expected)), (num_sms, items, chunks, max_splits)
+    # 200,000 chunks on 200,000 SMs: every count is one wave, the most splits hold the fewest chunks.
+    assert plan_splits(num_tokens=1, num_heads=8, topk=64 * 200000, num_sms=200000, max_splits=200000) == (200000, 1)
+    # num_sms near 2^62: items * splits in 64 bits would overflow; one wave whatever the count.
+    assert plan_splits(num_tokens=1, num_heads=8, topk=2048, num_sms=2**62) == (16, 2)
+    assert plan_splits(num_tokens=2**40, num_heads=128, topk=2048, num_sms=2**62, head_tiles=1) == (16, 2)
 
 
 @pytest.fixture
@@ -141,12 +226,27 @@ def test_steps_reproduce_the_plan_at_every_token_count(num_heads, topk, extra_to
 
 
 def test_splits_on_a_gpu_sized_sm_count():
-    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: ceil(132 / T) splits, between 2
-    (16 chunks each) and 16 (max_splits)."""
+    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: between 2 (16 chunks each) and 16
+    (max_splits); one wave while two splits fit in it, never a second wave that a smaller count's
+    longer splits would cost less than."""
+    def plan(num_tokens):
+        return plan_splits(num_tokens=num_tokens, num_heads=64, topk=2048, num_sms=132, head_tiles=4)
+
+    for num_tokens in range(1, 9):
+        assert plan(num_tokens) == (16, 2)  # at most 128 work items: one wave of 2 chunks
+    assert plan(9) == (11, 3) and plan(44) == (3, 11)  # 99 and 132 work items: one wave each
+    # 66 tokens: 2 splits fill the wave; 67: 134 work items would make a second wave of 16 chunks,
+    # 3 splits (201 items, two waves of 11) cost less.
+    assert plan(66) == (2, 16) and plan(67) == (3, 11)
     for num_tokens in range(1, 140):
-        expected = min(16, max(2, -(-132 // num_tokens)))
-        assert plan_splits(num_tokens=num_tokens, num_heads=64, topk=2048, num_sms=132, head_tiles=4) == \
-            (expected, -(-32 // expected))
+        splits, per_split = plan(num_tokens)
+        assert 2 <= splits <= 16 and per_split == -(-32 // splits)
+        if num_tokens <= 66:
+            assert num_tokens * splits <= 132, "a second wave where one would do"
+        if num_tokens >= 132:
+            assert splits == 2
+        else:
+            assert split_cost(num_tokens, 32, 132, splits) <= split_cost(num_tokens, 32, 132, 2)
 
 
 @pytest.mark.parametrize("num_tokens,num_heads,topk,extra_topk", [(1, 8, 64, 0), (5, 24, 1500, 600), (0, 128, 100, 0),

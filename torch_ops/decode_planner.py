@@ -10,6 +10,7 @@ from typing import Dict, Optional, Tuple, Union
 import torch
 
 from . import _C
+from . import kernel_override as _kernel_override
 from .planner import DeviceLike, _device_name
 
 DEFAULT_MAX_SPLITS = _C.DEFAULT_MAX_SPLITS
@@ -48,14 +49,20 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
     num_sms: int,
     max_splits: int = DEFAULT_MAX_SPLITS,
     head_tiles: int = 1,
+    min_chunks_per_split: int = 1,
 ) -> Tuple[int, int]:
     """``(num_splits, chunks_per_block)``: how many CTAs share each (token, head block)'s
     candidates, and the most chunks of 64 one of them holds.
 
-    The fewest splits that give ``num_sms`` CTAs (``num_tokens * head blocks * splits``), kept
-    between ``ceil(chunks / 16)`` (a split holds at most 16 chunks) and ``min(max_splits, chunks)``
-    (a split holds at least one); with no token, the fewest the chunks allow. Split ``s`` of ``n``
-    holds chunks ``[s * chunks // n, (s + 1) * chunks // n)``.
+    A count between ``fewest = ceil(chunks / 16)`` (a split holds at most 16 chunks) and
+    ``most = max(fewest, min(max_splits, max(1, chunks // min_chunks_per_split)))`` (a split holds
+    at least ``min_chunks_per_split`` chunks where the lists have that many and 16 a split allow
+    it). With no token, or when ``items = num_tokens * head blocks`` reaches ``num_sms`` unsplit,
+    ``fewest``; otherwise the ``n`` of least cost
+    ``ceil(items * n / num_sms) * (ceil(chunks / n) + 3) + (1 if n > 1 else 0)``: whole waves of
+    work items, each its split's chunks plus a work item's fixed cost (about three chunks), and
+    the merge when it splits; the smallest ``n`` of equal costs. Split ``s`` of ``n`` holds chunks
+    ``[s * chunks // n, (s + 1) * chunks // n)``.
 
     Args:
         num_tokens: T, the query tokens (>= 0).
@@ -67,10 +74,16 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
             ``16 * max_splits`` chunks.
         head_tiles: sixteen-head tiles per head block, one of
             ``cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads)``.
+        min_chunks_per_split: the fewest chunks a split should hold (>= 1). The op uses 2 where the
+            splits run the Hopper kernels (a Hopper GPU, unless the kernel override keeps it on the
+            portable kernel), which leave one-chunk splits to the slower portable body; 1 on the CPU
+            and the portable kernel. ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode`` applies the
+            device's.
 
     Bad arguments raise ValueError naming the argument.
     """
-    plan = _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles)
+    plan = _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles,
+                          min_chunks_per_split=min_chunks_per_split)
     return plan["num_splits"], plan["chunks_per_block"]
 
 
@@ -98,20 +111,19 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
             on the CPU).
         device: where the call runs (a torch.device or a string); None: the current CUDA device
             when there is one, else the CPU. Its shared memory caps the head tile (1 on GPUs with
-            about 100 KB per block, as for the prefill).
+            about 100 KB per block, as for the prefill), and whether its splits run the Hopper
+            kernels (under the kernel override in force) sets ``min_chunks_per_split``.
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
             planner's, the largest choice the device runs.
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
-            planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits``).
+            planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
+            ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1).
 
     Bad arguments raise ValueError naming the argument.
     """
-    device_name = _device_name(device)
-    if num_sms is None:
-        num_sms = _C.device_num_sms(device_name)
-    return _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits,
-                          max_head_tiles=_C.device_max_head_tiles(device_name))
+    return _C.plan_decode_on_device(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles,
+                                    num_splits, device=_device_name(device))
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(num_tokens: int, num_heads: int, topk: int, extra_topk: int = 0,
@@ -187,9 +199,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 
 @torch.compiler.assume_constant_result
 def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads: int, topk: int, extra_topk: int,
-                       max_splits: int, head_tiles: Optional[int], num_splits: Optional[int]) -> Optional[tuple]:
+                       max_splits: int, head_tiles: Optional[int], num_splits: Optional[int],
+                       override_generation: int) -> Optional[tuple]:
     """The C++ planner's decode plan on a device for every token count, or None when the op
-    rejects these ints (a constant while tracing)."""
+    rejects these ints (a constant while tracing; ``override_generation`` ties it to the kernel
+    override in force, which decides whether the splits run the Hopper kernels)."""
     device = device_type if device_index is None else f"{device_type}:{device_index}"
     return _C.decode_plan_steps(num_heads, topk, extra_topk, max_splits, head_tiles, num_splits, device=device)
 
@@ -199,8 +213,9 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
                          num_splits: Optional[int]) -> Optional[Dict[str, int]]:
     """The plan of a decode call on ``device``, or None when the op rejects these ints. Under
     ``torch.compile`` with a symbolic token count each comparison becomes a guard."""
+    # The override's generation is read here, in traced code, so torch.compile guards on it.
     steps = _decode_plan_steps(device.type, device.index, num_heads, topk, extra_topk, max_splits, head_tiles,
-                               num_splits)
+                               num_splits, _kernel_override._generation)
     if steps is None:
         return None
     _, head_tiles, num_splits, chunks_per_block = steps[0]

@@ -16,8 +16,7 @@ void run_prefill_cpu(PrefillArgs& args) {
 }
 
 void run_decode_cpu(DecodeArgs& args) {
-  const PrefillTarget target = cpu_prefill_target();
-  validate_decode_args(args, target.num_sms, target.max_head_tiles);
+  validate_decode_args(args, cpu_prefill_target());
   if (args.num_tokens == 0) return;
   sparse_mla_decode_cpu(args);
 }

@@ -63,6 +63,17 @@ const cudaDeviceProp* checked_device_properties(const at::Tensor& q, const char*
   return props;
 }
 
+// What a device runs under the kernel override, unchecked: the Hopper family where it runs the
+// Hopper kernels (and whether the small-heads one), else the portable kernel; its SMs and
+// head-tile cap. cuda_prefill_target adds the check that an override asking for the Hopper
+// kernels can be met.
+PrefillTarget device_target(const cudaDeviceProp& props, const PrefillKernelOverride& knobs) {
+  const bool hopper = cuda::device_runs_hopper_prefill(props.major, props.sharedMemPerBlockOptin, knobs);
+  return {hopper ? PrefillKernel::kHopper : PrefillKernel::kPortable, int64_t(props.multiProcessorCount),
+          int64_t(cuda::prefill_max_head_tiles(props.sharedMemPerBlockOptin)),
+          cuda::device_runs_hopper_small_prefill(props.major, props.sharedMemPerBlockOptin, knobs)};
+}
+
 void run_prefill_cuda(PrefillArgs& args) {
   const at::Tensor& q = args.q;
   TORCH_CHECK_VALUE(q.is_cuda(), "q: expected a CUDA tensor (another argument is on CUDA), got ", q.device());
@@ -121,8 +132,10 @@ void run_decode_cuda(DecodeArgs& args) {
   const c10::cuda::CUDAGuard device_guard(q.device());
   const cudaDeviceProp* props = checked_device_properties(q, "cake::sparse_mla_decode");
   // The decode's instances fit wherever the prefill's of the same head tile do
-  // (portable/prefill_variants.h), so the prefill's cap is the decode's too.
-  validate_decode_args(args, props->multiProcessorCount, cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin));
+  // (portable/prefill_variants.h), so the prefill's target (its head-tile cap, its kernels) is the
+  // decode's too.
+  const PrefillKernelOverride knobs = prefill_kernel_override();
+  validate_decode_args(args, device_target(*props, knobs));
   const DecodePlan& plan = args.plan;
   const cuda::PrefillVariant variant = cuda::decode_variant_for(int(plan.head_tiles), props->sharedMemPerBlockOptin);
   TORCH_CHECK_VALUE(variant.head_tiles > 0, "head_tiles: ", plan.head_tiles, " has no decode kernel instance that fits "
@@ -153,8 +166,7 @@ void run_decode_cuda(DecodeArgs& args) {
   const bool items_fit = args.num_tokens * ((args.num_heads + 15) / 16) * plan.num_splits < (int64_t(1) << 31);
   const PrefillKernel split_kernel =
       items_fit ? cuda::select_decode_split_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
-                                                   plan.head_tiles, plan.num_splits, plan.chunks_per_block,
-                                                   prefill_kernel_override())
+                                                   plan.head_tiles, plan.num_splits, plan.chunks_per_block, knobs)
                 : PrefillKernel::kPortable;
   if (split_kernel == PrefillKernel::kHopper) {
     cuda::launch_sparse_mla_attention_hopper(params, props->multiProcessorCount, stream);
@@ -190,15 +202,13 @@ PrefillTarget cuda_prefill_target(c10::DeviceIndex index, const PrefillKernelOve
   TORCH_CHECK_VALUE(index >= 0 && index < count, "device: expected a CUDA device index in [0, ", int(count), "), got ",
                     int(index));
   const cudaDeviceProp* props = at::cuda::getDeviceProperties(index);
-  const bool hopper = cuda::device_runs_hopper_prefill(props->major, props->sharedMemPerBlockOptin, knobs);
-  TORCH_CHECK_VALUE(hopper || !knobs.requires_hopper(), "kernel override: '",
+  const PrefillTarget target = device_target(*props, knobs);
+  TORCH_CHECK_VALUE(target.family == PrefillKernel::kHopper || !knobs.requires_hopper(), "kernel override: '",
                     prefill_kernel_name(knobs.kernel.value_or(PrefillKernel::kHopper)), "' is set "
                     "(torch_ops.set_prefill_kernel_override or CAKE_PREFILL_KERNEL), but cuda:", int(index), " (",
                     props->name, ", compute capability ", props->major, ".", props->minor, ") cannot run the Hopper "
                     "kernel", cuda::hopper_prefill_compiled() ? "" : " (this build has no sm_90a code)");
-  return {hopper ? PrefillKernel::kHopper : PrefillKernel::kPortable, int64_t(props->multiProcessorCount),
-          int64_t(cuda::prefill_max_head_tiles(props->sharedMemPerBlockOptin)),
-          cuda::device_runs_hopper_small_prefill(props->major, props->sharedMemPerBlockOptin, knobs)};
+  return target;
 }
 
 TORCH_LIBRARY_IMPL(cake, CUDA, m) {

@@ -10,6 +10,7 @@
 
 #include "attention_inputs.h"
 #include "decode_plan.h"
+#include "prefill_plan.h"
 
 namespace cake {
 
@@ -22,11 +23,11 @@ struct DecodeArgs : AttentionInputs {
   DecodePlan plan{};                  // filled in by validate_decode_args
 };
 
-// Checks every argument (ValueError naming it), resolves the plan for `num_sms` SMs and head tiles
-// up to `max_head_tiles` (the planner's, or the explicit head_tiles / num_splits checked) and
-// checks the scratch against it: required when the plan has more than one split, and then with at
-// least that many splits.
-void validate_decode_args(DecodeArgs& args, int64_t num_sms, int64_t max_head_tiles);
+// Checks every argument (ValueError naming it), resolves the plan for `target` (its SMs, head tiles
+// up to its max_head_tiles, its split kernels' fewest chunks a split; the planner's, or the explicit
+// head_tiles / num_splits checked) and checks the scratch against it: required when the plan has
+// more than one split, and then with at least that many splits.
+void validate_decode_args(DecodeArgs& args, const PrefillTarget& target);
 
 // The op's C++ signature, written once. Each dispatch key registers an instance whose `Run`
 // validates the packed arguments for its device and runs its kernel.

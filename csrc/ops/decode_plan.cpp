@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "../cuda/prefill_kernel_choice.h"
 #include "prefill_plan.h"
 
 namespace cake {
@@ -54,8 +55,16 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
   return *head_tiles;
 }
 
+int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
+  // A 128-bit product: a request described by ints may hold any counts.
+  const int64_t waves = int64_t((__int128(items) * num_splits + num_sms - 1) / num_sms);
+  const int64_t chunks_per_split = (num_chunks + num_splits - 1) / num_splits;
+  return waves * (chunks_per_split + kDecodeItemCostChunks) + (num_splits > 1 ? kDecodeMergeCostChunks : 0);
+}
+
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits) {
+                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split) {
+  TORCH_CHECK_VALUE(min_chunks_per_split >= 1, "min_chunks_per_split: expected >= 1, got ", min_chunks_per_split);
   const int64_t fewest = (num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;
   const int64_t most = std::min(max_splits, num_chunks);
   DecodePlan plan{head_tiles, 0, 0};
@@ -67,17 +76,39 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   } else if (num_tokens == 0) {
     plan.num_splits = fewest;
   } else {
-    const int64_t items = num_tokens * decode_head_blocks(num_heads, head_tiles);
-    const int64_t to_fill = (num_sms + items - 1) / items;
-    plan.num_splits = std::clamp(to_fill, fewest, most);
+    // At most C / min_chunks_per_split splits, so that each holds that many chunks, but never
+    // fewer than `fewest` (a split holds 16 at most).
+    const int64_t by_chunks = std::max<int64_t>(1, num_chunks / min_chunks_per_split);
+    const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
+    const int64_t blocks = decode_head_blocks(num_heads, head_tiles);
+    plan.num_splits = fewest;
+    if (__int128(num_tokens) * blocks < num_sms) {  // less than a wave unsplit: the cheapest count
+      const int64_t items = num_tokens * blocks;
+      // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 16: for a count n
+      // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
+      // q too, in no more waves and with no more merge, so n' costs no more than n. Counts in
+      // increasing order, the first of equal costs kept.
+      int64_t best_cost = -1;
+      for (int64_t q = kMaxChunksPerSplit; q >= 1; --q) {
+        const int64_t splits = std::clamp((num_chunks + q - 1) / q, fewest, planned_most);
+        const int64_t cost = decode_split_cost(items, num_chunks, num_sms, splits);
+        if (best_cost < 0 || cost < best_cost) best_cost = cost, plan.num_splits = splits;
+      }
+    }
   }
   plan.chunks_per_block = (num_chunks + plan.num_splits - 1) / plan.num_splits;
   return plan;
 }
 
+int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
+  if (target.family != PrefillKernel::kHopper) return 1;
+  const bool hopper_splits = cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles) != PrefillKernel::kPortable;
+  return hopper_splits ? cuda::kHopperDecodeMinChunksPerSplit : 1;
+}
+
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits) {
+                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split) {
   // From num_tokens = num_sms on, every token count has at least num_sms work items, so the plan
   // is the fewest splits and stays; scan up to there and keep where the plan changes.
   std::vector<DecodePlanStep> steps;
@@ -85,7 +116,8 @@ std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chu
     return a.head_tiles == b.head_tiles && a.num_splits == b.num_splits && a.chunks_per_block == b.chunks_per_block;
   };
   for (int64_t num_tokens = 0; num_tokens <= num_sms; ++num_tokens) {
-    const DecodePlan plan = plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits);
+    const DecodePlan plan =
+        plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits, min_chunks_per_split);
     if (steps.empty() || !same(steps.back().plan, plan)) steps.push_back({num_tokens, plan});
   }
   return steps;

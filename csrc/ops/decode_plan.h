@@ -12,6 +12,8 @@
 
 namespace cake {
 
+struct PrefillTarget;  // prefill_plan.h: the device a plan is for
+
 // Head counts: 8, 16, 24, ..., 128. A head block holds `head_tiles` sixteen-head tiles; when
 // H % 16 == 8 the last tile of the last block holds 8 heads (the rest are padding).
 constexpr int64_t kDecodeHeadStep = 8;
@@ -88,13 +90,40 @@ void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, i
 // head blocks, fill the SMs.
 int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles, int64_t max_head_tiles);
 
+// The split rule's cost model, in the time of one chunk (a 64-candidate block) on one SM. A plan
+// of S splits over `items` (token, head block) pairs runs items * S work items on num_sms SMs, in
+// ceil(items * S / num_sms) waves, each as long as its items' chunks, ceil(C / S), plus a work
+// item's fixed cost (its Q and pipeline fill, the epilogue's partial, about 3 chunks on the H200:
+// forced split counts at T = 1 and 8, H = 64 take ~2.5 us a chunk plus ~8 us a work item,
+// docs/benchmarks.md); a plan that splits adds the merge (its launch and its pass over the
+// partials, about a chunk at these sizes). It models one split kernel: on the H200 the forced
+// counts of two chunks a split or more, which run the Hopper kernels, order as it does at each row
+// timed (docs/planner.md); one-chunk splits run the slower portable body there, which the cost does
+// not see, and min_chunks_per_split = 2 leaves them out.
+constexpr int64_t kDecodeItemCostChunks = 3;
+constexpr int64_t kDecodeMergeCostChunks = 1;
+int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
+
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
-// it must give every split at least one chunk and at most 16, and not exceed max_splits);
-// otherwise the fewest splits that reach num_sms CTAs (num_tokens * head blocks * splits),
-// clamped to [ceil(num_chunks / 16), min(max_splits, num_chunks)]; with no token, the fewest
-// splits the chunks allow. PROVISIONAL, not measured: a split holds one chunk at least.
+// it must give every split at least one chunk and at most 16, and not exceed max_splits).
+// Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 16) and most =
+// max(fewest, min(max_splits, max(1, num_chunks / min_chunks_per_split))): with no token, or with
+// num_tokens * head blocks (`items`) filling the SMs already, fewest; else the count of least
+// decode_split_cost, the smallest of equal ones. `min_chunks_per_split` is what the device's split
+// kernel wants a split to hold (decode_min_chunks_per_split, 1 or 2): a planned split then holds
+// at least that many unless the lists are shorter (a larger value is capped by the 16 chunks a
+// split holds at most).
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits);
+                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
+
+// The fewest chunks a planned split holds on `target` for a call of `num_heads` in blocks of
+// `head_tiles`: where the call's splits run a Hopper kernel (the 64-head kernel, or the
+// small-heads kernel's split form on a device that runs it), the chunks from which that kernel
+// takes them (cuda::kHopperDecodeMinChunksPerSplit, 2), since below that the call falls back to
+// the portable body, which the H200 ran slower than half as many two-chunk splits on the Hopper
+// kernel (T = 8, H = 64, 1024 candidates: 25.2 us in 16 splits against 19.9 in 8,
+// docs/benchmarks.md); 1 elsewhere (the CPU and the portable kernel take one-chunk splits).
+int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles);
 
 // The plan for every token count at once, for callers holding a symbolic token count
 // (torch.compile): from `min_tokens` on (up to the next step's), the plan is the step's.
@@ -104,7 +133,7 @@ struct DecodePlanStep {
 };
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits);
+                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
 
 // Splits that cover every plan of a shape: min(num_chunks, max_splits) (every chunk in a split
 // of its own at most), or num_chunks without max_splits.
