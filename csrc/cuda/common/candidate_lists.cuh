@@ -44,6 +44,28 @@ __device__ __forceinline__ int chunk_count(int64_t first, int64_t end, int valid
   return last > first ? int(last - first) : 0;
 }
 
+// The work of a Hopper kernel's launch (the 64-head kernel's items, the small-heads kernel's
+// units): tokens x head blocks x splits, numbered (token * num_head_blocks + head block) *
+// num_splits + split; kSplit false: one split, the whole lists.
+template <bool kSplit>
+__device__ __forceinline__ int num_work_units(const DecodeParams& params) {
+  return params.num_tokens * params.num_head_blocks * (kSplit ? params.num_splits : 1);
+}
+// Whose rows work unit `index` computes: its token, its first head (head blocks of kBlockHeads)
+// and its split (0 for whole lists). Cheap enough to recompute where needed (an epilogue, a Q
+// load) rather than keep in registers across a unit.
+struct WorkRows {
+  int token;
+  int head0;
+  int split;
+};
+template <int kBlockHeads, bool kSplit>
+__device__ __forceinline__ WorkRows work_rows(const DecodeParams& params, int index) {
+  const int row_index = kSplit ? index / params.num_splits : index;
+  return {row_index / params.num_head_blocks, (row_index % params.num_head_blocks) * kBlockHeads,
+          kSplit ? index % params.num_splits : 0};
+}
+
 // A (token, split) work unit's 64-candidate chunks (nvfp4::kChunkSize) of both lists: the token's
 // clamped lengths, and per list the first chunk and the number the unit takes, the main list's
 // chunks before the extra list's. kSplit false: the whole lists (one split, both firsts 0); true:

@@ -44,33 +44,20 @@ struct WorkItem : std::conditional_t<kSplitItems, SplitRange, WholeLists> {
   __device__ __forceinline__ int length(int k) const { return in_main(k) ? length0 : length1; }
 };
 
-// Items of a launch: tokens x head blocks x splits (the whole-list instance runs one split).
+// Items of a launch: tokens x head blocks x splits (the whole-list instance runs one split;
+// ../common/candidate_lists.cuh).
 template <bool kSplitItems>
 __device__ __forceinline__ int num_work_items(const DecodeParams& params) {
-  return params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
+  return num_work_units<kSplitItems>(params);
 }
 
-// Whose rows item `item` computes: its token, its first head and its split (0 for whole lists).
-// Recomputed where needed (the consumers' epilogue, the Q loads) rather than kept in registers
-// across an item.
-struct ItemRows {
-  int token;
-  int head0;
-  int split;
-};
-template <bool kSplitItems>
-__device__ __forceinline__ ItemRows item_rows(const DecodeParams& params, int item) {
-  const int row_item = kSplitItems ? item / params.num_splits : item;
-  return {row_item / params.num_head_blocks, (row_item % params.num_head_blocks) * kHeads,
-          kSplitItems ? item % params.num_splits : 0};
-}
 
 // Item = (token * num_head_blocks + head block) * num_splits + split.
 template <bool kSplitItems>
 __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& params, int item) {
   static_assert(kBlockRows == nvfp4::kChunkSize, "a block is one list chunk");
   WorkItem<kSplitItems> w;
-  const ItemRows rows = item_rows<kSplitItems>(params, item);
+  const WorkRows rows = work_rows<kHeads, kSplitItems>(params, item);
   w.token = rows.token;
   w.head0 = rows.head0;
   const UnitChunks c = unit_chunks<kSplitItems>(params, w.token, rows.split);

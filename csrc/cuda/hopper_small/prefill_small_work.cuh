@@ -17,26 +17,13 @@ namespace cake::cuda::hopper_small {
 // the prefill's instance has one split, the whole lists.
 template <bool kSplitItems>
 __device__ __forceinline__ int num_units(const DecodeParams& params) {
-  return params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
-}
-
-// Whose rows unit `unit` computes: its token, first head and split (0 for whole lists).
-struct UnitRows {
-  int token;
-  int head0;
-  int split;
-};
-template <int kGroupHeads, bool kSplitItems>
-__device__ __forceinline__ UnitRows unit_rows(const DecodeParams& params, int unit) {
-  const int row_unit = kSplitItems ? unit / params.num_splits : unit;
-  return {row_unit / params.num_head_blocks, (row_unit % params.num_head_blocks) * kGroupHeads,
-          kSplitItems ? unit % params.num_splits : 0};
+  return num_work_units<kSplitItems>(params);
 }
 
 template <int kGroupHeads, bool kSplitItems>
 __device__ __forceinline__ Unit<kSplitItems> unit_at(const DecodeParams& params, int unit) {
   Unit<kSplitItems> u;
-  const UnitRows rows = unit_rows<kGroupHeads, kSplitItems>(params, unit);
+  const WorkRows rows = work_rows<kGroupHeads, kSplitItems>(params, unit);
   u.token = rows.token;
   u.head0 = rows.head0;
   const UnitChunks c = unit_chunks<kSplitItems>(params, u.token, rows.split);
