@@ -9,6 +9,7 @@
 #include "../../format/nvfp4_format.h"
 #include "decode_params.h"
 #include "prefill_params.h"
+#include "work_unit.h"
 
 namespace cake::cuda {
 
@@ -99,6 +100,26 @@ __device__ __forceinline__ UnitChunks unit_chunks(const DecodeParams& params, in
     c.num_chunks = c.chunks0 + chunk_count(c.first1, range.extra_end / kRows, valid1);
   }
   return c;
+}
+
+// Work unit `index` of a launch (work_rows) with its chunks (unit_chunks).
+template <int kBlockHeads, bool kSplit>
+__device__ __forceinline__ WorkUnit<kSplit> work_unit(const DecodeParams& params, int index) {
+  WorkUnit<kSplit> u;
+  const WorkRows rows = work_rows<kBlockHeads, kSplit>(params, index);
+  u.token = rows.token;
+  u.head0 = rows.head0;
+  const UnitChunks c = unit_chunks<kSplit>(params, u.token, rows.split);
+  u.length0 = c.length0;
+  u.length1 = c.length1;
+  u.chunks0 = c.chunks0;
+  u.num_chunks = c.num_chunks;
+  if constexpr (kSplit) {
+    u.split = rows.split;
+    u.first0 = c.first0;
+    u.first1 = c.first1;
+  }
+  return u;
 }
 
 // The whole list, [0, length) for the token's clamped `length` (list_length).

@@ -69,7 +69,7 @@ class ConsumerRole {
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
-      const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_blocks, 0);
+      const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_chunks, 0);
       trace_event(consumer_, 6, gblock + 1);
       reset();
       if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
