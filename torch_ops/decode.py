@@ -102,7 +102,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
         num_heads = operator.index(q.shape[1])  # a constant under torch.compile: the choices depend on it
         plan = decode_plan_for_call(q.device, q.shape[0], num_heads, topk, extra_topk, max_splits, head_tiles,
                                     num_splits)
-        if plan is not None:
+        # Eager, the plan goes to the op explicitly. Traced, the op plans it itself (the same planner,
+        # the same plan): the plan may be symbolic in T, and passed it would specialise the graph.
+        if plan is not None and not torch.compiler.is_compiling():
             head_tiles, num_splits = plan["head_tiles"], plan["num_splits"]
     torch.ops.cake.sparse_mla_decode(
         q,

@@ -211,19 +211,26 @@ def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads:
 def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk: int, extra_topk: int,
                          max_splits: int, head_tiles: Optional[int],
                          num_splits: Optional[int]) -> Optional[Dict[str, int]]:
-    """The plan of a decode call on ``device``, or None when the op rejects these ints. Under
-    ``torch.compile`` with a symbolic token count each comparison becomes a guard."""
+    """The plan of a decode call on ``device``, or None when the op rejects these ints. For a
+    symbolic token count (``torch.compile`` with dynamic shapes) the plan's values are symbolic
+    too, built without a guard: the planner's steps change the plan up to
+    ~20 times over T = 0 .. SMs, and a guard per step would recompile the graph at each."""
     # The override's generation is read here, in traced code, so torch.compile guards on it.
     steps = _decode_plan_steps(device.type, device.index, num_heads, topk, extra_topk, max_splits, head_tiles,
                                num_splits, _kernel_override._generation)
     if steps is None:
         return None
-    _, head_tiles, num_splits, chunks_per_block = steps[0]
+    # The first step's values plus each later step's change times 0 or 1 (T has reached it): plain
+    # ints for an int T, symbolic values and no guard for a symbolic one.
+    plan = previous = list(steps[0][1:])
     for min_tokens, *step in steps[1:]:
-        if num_tokens < min_tokens:
-            break
-        head_tiles, num_splits, chunks_per_block = step
+        # min(max(T - min_tokens + 1, 0), 1): 1 once T reaches the step, with no guard on T.
+        reached = torch.sym_min(torch.sym_max(num_tokens - min_tokens + 1, 0), 1)
+        plan = [value + (new - old) * reached for value, new, old in zip(plan, step, previous)]
+        previous = step
+    head_tiles, num_splits, chunks_per_block = plan
     return {"head_tiles": head_tiles, "num_splits": num_splits, "chunks_per_block": chunks_per_block}
+
 
 
 @torch.compiler.assume_constant_result
