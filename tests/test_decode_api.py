@@ -48,10 +48,14 @@ def test_opcheck_decode(device, num_splits, extra):
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 
 
-def api_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
-    torch_ops.sparse_mla_decode(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
-                                attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse, lse_scale=0.5)
-    return output, out_lse
+def api_plan_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
+    plan = torch_ops.sparse_mla_decode(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
+                                       attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse, lse_scale=0.5)
+    return output, out_lse, plan["head_tiles"], plan["num_splits"], plan["chunks_per_block"]
+
+
+def api_call(*inputs):
+    return api_plan_call(*inputs)[:2]
 
 
 def raw_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
@@ -102,47 +106,45 @@ def test_torch_compile_fullgraph(fn, dynamic, num_threads_8):
     assert torch._dynamo.explain(fn)(*compile_inputs(2, 3)).graph_break_count == 0
 
 
-def api_plan_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):
-    plan = torch_ops.sparse_mla_decode(q, kv_cache, indices, output, out_lse, 0.05, topk_length=topk_length,
-                                       attn_sink=attn_sink, mid_out=mid_out, mid_lse=mid_lse, lse_scale=0.5)
-    return output, out_lse, plan["head_tiles"], plan["num_splits"], plan["chunks_per_block"]
-
-
-def test_compiled_decode_one_graph_over_the_plans_steps():
+def test_compiled_decode_one_graph_over_the_plans_steps(num_threads_16):
     """16 intra-op threads, 1024 candidates: the planned split count changes at several token
     counts between 2 and 19 (the split rule's steps), yet a dynamic-shape graph is compiled once
     (no guard per step: the plan is read off the steps symbolically and the op plans itself), and
     every call gives the eager call's bits, written splits and returned plan."""
     from torch._dynamo.testing import CompileCounter
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(api_plan_call, backend=counter, fullgraph=True, dynamic=True)
+    plans = set()
+    for num_tokens in range(2, 20):
+        inputs = compile_inputs(num_tokens, num_tokens, topk=1024)
+        eager_inputs = tuple(x.clone() for x in inputs)
+        out, lse, *plan = compiled(*inputs)
+        eager_out, eager_lse, *eager_plan = api_plan_call(*eager_inputs)
+        assert plan == eager_plan
+        plans.add(tuple(plan))
+        assert torch.equal(out.view(torch.int16), eager_out.view(torch.int16)) and torch.equal(lse, eager_lse)
+        for scratch, eager_scratch in zip(inputs[5:7], eager_inputs[5:7]):
+            torch.testing.assert_close(scratch, eager_scratch, rtol=0, atol=0, equal_nan=True)
+    assert len(plans) >= 3, plans  # the steps this test is about
+    assert counter.frame_count == 1
+
+
+def _threads(count):
     before = torch.get_num_threads()
-    torch.set_num_threads(16)
-    try:
-        torch._dynamo.reset()
-        counter = CompileCounter()
-        compiled = torch.compile(api_plan_call, backend=counter, fullgraph=True, dynamic=True)
-        plans = set()
-        for num_tokens in range(2, 20):
-            inputs = compile_inputs(num_tokens, num_tokens, topk=1024)
-            eager_inputs = tuple(x.clone() for x in inputs)
-            out, lse, *plan = compiled(*inputs)
-            eager_out, eager_lse, *eager_plan = api_plan_call(*eager_inputs)
-            assert plan == eager_plan
-            plans.add(tuple(plan))
-            assert torch.equal(out.view(torch.int16), eager_out.view(torch.int16)) and torch.equal(lse, eager_lse)
-            for scratch, eager_scratch in zip(inputs[5:7], eager_inputs[5:7]):
-                torch.testing.assert_close(scratch, eager_scratch, rtol=0, atol=0, equal_nan=True)
-        assert len(plans) >= 3, plans  # the steps this test is about
-        assert counter.frame_count == 1
-    finally:
-        torch.set_num_threads(before)
+    torch.set_num_threads(count)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture
 def num_threads_8():
-    before = torch.get_num_threads()
-    torch.set_num_threads(8)
-    yield
-    torch.set_num_threads(before)
+    yield from _threads(8)
+
+
+@pytest.fixture
+def num_threads_16():
+    yield from _threads(16)
 
 
 @pytest.mark.parametrize("num_tokens,num_heads,topk,expected", [(1, 64, 300, "decode"), (1, 16, 300, "decode"),
