@@ -41,7 +41,7 @@ class ConvertRole {
   __device__ ConvertRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
-        num_units_(num_units<kSplitItems>(params)) {}
+        num_units_(num_units<kSplitItems>(params)), rows_{} {}
 
   // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread takes
   // the addresses of its rows of chunk j + 1 (from the row table, or from the indices it loaded a
@@ -159,20 +159,22 @@ class ConvertRole {
     }
   }
 
+  // A masked row's loads read nothing and leave its registers as they were (stale bytes of an
+  // earlier row, or the zeros they start with); convert() masks them: a zero scale for its codes
+  // (any code times zero is zero), an AND for its RoPE words.
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
     const int group = kFirst + quad_ + 4 * slot;
-    row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
+    sm90::ld_global_nc_8_no_l1_if(row.groups[slot], source.data_row + 8 * group, source.valid);
   }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
-    row.scales = source.valid ? sm90::ld_global_nc_16(source.scale_row + kFirst) : make_uint4(0, 0, 0, 0);
+    sm90::ld_global_nc_16_if(row.scales, source.scale_row + kFirst, source.valid);
   }
   __device__ __forceinline__ void load_rope(RowBytes& row, const RowSource& source) {
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const int chunk = 2 * quad_ + v;
-      row.rope[v] = source.valid ? sm90::ld_global_nc_16(source.data_row + nvfp4::kNopeBytes + 16 * chunk)
-                                 : make_uint4(0, 0, 0, 0);
+      sm90::ld_global_nc_16_if(row.rope[v], source.data_row + nvfp4::kNopeBytes + 16 * chunk, source.valid);
     }
   }
   __device__ __forceinline__ void load_rows(const RowSource (&sources)[2]) {
@@ -289,8 +291,13 @@ class ConvertRole {
   }
 
   // Converts this thread's part of the chunk's two rows into K tile `parity` and its 16 k-steps of
-  // QK^T (S half into s_acc), reloading each group slot (and the scales, and the RoPE chunks) with
-  // the next chunk's rows as soon as it is converted.
+  // QK^T (S half into s_acc), reloading each group slot (and the scales) with the next chunk's rows
+  // as soon as it is converted. Converter 1's RoPE k-steps come last: their A fragments are the
+  // loaded words themselves (masked by an AND right before their wgmmas), so the next chunk's RoPE
+  // chunks, loaded once these retire, have a whole chunk to land before they are used. (RoPE first,
+  // with `valid ? load : 0` selects, had ptxas issue those loads late in the chunk and move them
+  // into the fragments at its end, where the moves waited for them: ~30% of converter 1's stall
+  // samples, Nsight Compute at 50645ef.)
   __device__ void convert(int parity, float (&s_acc)[G::kSAccumulators], const RowSource (&next_rows)[2]) {
     using namespace sm90;
     const uint32_t k_tile = smem_address(smem_.k[parity]);
@@ -300,18 +307,10 @@ class ConvertRole {
     for (int r = 0; r < 2; ++r) {
       const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
 #pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) scales[r][slot] = hopper::e4m3_to_decode_scale(uint8_t(words[slot] >> (8 * quad_)));
-      load_scales(rows_[r], next_rows[r]);
-    }
-    if constexpr (kHasRope) {
-      // RoPE chunks first: their registers are the A operands themselves, and they can be reloaded
-      // once these groups have retired (after the first group slot below).
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const uint32_t pairs0[4] = {rows_[0].rope[v].x, rows_[0].rope[v].y, rows_[0].rope[v].z, rows_[0].rope[v].w};
-        const uint32_t pairs1[4] = {rows_[1].rope[v].x, rows_[1].rope[v].y, rows_[1].rope[v].z, rows_[1].rope[v].w};
-        store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, v == 0);
+      for (int slot = 0; slot < kSlots; ++slot) {
+        scales[r][slot] = valid_[r] ? hopper::e4m3_to_decode_scale(uint8_t(words[slot] >> (8 * quad_))) : 0u;
       }
+      load_scales(rows_[r], next_rows[r]);
     }
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
@@ -320,16 +319,28 @@ class ConvertRole {
         uint32_t pairs0[4], pairs1[4];
         hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0);
         hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1);
-        store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1, !kHasRope && slot == 0 && b == 0);
+        store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1, slot == 0 && b == 0);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_group(rows_[r], next_rows[r], slot);
-      if (kHasRope && slot == 0) {
+    }
+    if constexpr (kHasRope) {
+      const uint32_t keep0 = valid_[0] ? ~0u : 0u;
+      const uint32_t keep1 = valid_[1] ? ~0u : 0u;
 #pragma unroll
-        for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);
+      for (int v = 0; v < 2; ++v) {
+        const uint4 r0 = rows_[0].rope[v];
+        const uint4 r1 = rows_[1].rope[v];
+        const uint32_t pairs0[4] = {r0.x & keep0, r0.y & keep0, r0.z & keep0, r0.w & keep0};
+        const uint32_t pairs1[4] = {r1.x & keep1, r1.y & keep1, r1.z & keep1, r1.w & keep1};
+        store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, false);
       }
     }
     wgmma_wait<0>();
+    if constexpr (kHasRope) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);
+    }
     pin_registers(s_acc);
   }
 

@@ -90,6 +90,24 @@ __device__ __forceinline__ uint4 ld_global_nc_16(const void* pointer) {
   return v;
 }
 
+// The same loads where `valid`, nothing read otherwise: the registers then keep what they held
+// (the caller masks such a row's values where it uses them). One predicated load into the
+// registers themselves: a `valid ? load : 0` select becomes a predicated move that ptxas places
+// where the loop carries the registers (right after the load, at the end of the chunk), and that
+// move waits for the load.
+__device__ __forceinline__ void ld_global_nc_16_if(uint4& v, const void* pointer, bool valid) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%5];\n}\n"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+      : "r"(int(valid)), "l"(pointer));
+}
+__device__ __forceinline__ void ld_global_nc_8_no_l1_if(uint2& v, const void* pointer, bool valid) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%3];\n}\n"
+      : "+r"(v.x), "+r"(v.y)
+      : "r"(int(valid)), "l"(pointer));
+}
+
 // Stores four 8x8 bf16 matrices, register i of the warp's threads holding matrix i in the mma
 // fragment layout (thread t: row t / 4, columns 2 (t % 4), + 1); lanes 8 i .. 8 i + 7 give the
 // addresses of matrix i's rows (16 bytes each).
