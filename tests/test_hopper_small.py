@@ -297,6 +297,37 @@ def test_small_heads_nan_in_cache(heads):
 
 
 @needs_small_heads
+@pytest.mark.parametrize("heads", [16, 32])
+def test_small_heads_masked_rows_after_nan_rows(heads):
+    """Every persistent CTA walks two units: first a token whose 64 candidates are rows with a NaN
+    in each converter's NoPE half and in the RoPE dims, then a token with one valid candidate
+    whose 63 masked slots point at those rows (past its length: never read). A masked row's
+    registers keep the previous unit's NaN bytes, which the converters must mask where they use
+    them: the first tokens come out NaN, the second finite and as the reference."""
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_tokens = 2 * num_sms
+    problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=64, main=CacheSpec(16, 64), device="cuda",
+                           seed=90 + heads, sink=1.0, invalid_fraction=0.0)
+    bad = torch.randn(64, 512, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    bad[:, 10] = float("nan")   # converter 0's half
+    bad[:, 300] = float("nan")  # converter 1's NoPE dims
+    bad[:, 460] = float("nan")  # RoPE
+    nan_slots = torch.arange(64)
+    torch_ops.nvfp4_quantize_append_sparse_mla_cache(bad.cuda(), nan_slots.cuda(), problem.kv_cache)
+    indices = nan_slots.repeat(num_tokens, 1)
+    indices[num_sms:, 0] = 64 + torch.arange(num_tokens - num_sms) % 900  # one ordinary row
+    problem.indices = indices.to(torch.int32).cuda()
+    lengths = torch.full((num_tokens,), 64, dtype=torch.int32)
+    lengths[num_sms:] = 1
+    problem.kwargs["topk_length"] = lengths.cuda()
+    output, out_lse, plan = problem.run()
+    assert plan["kernel"] == "hopper_small" and plan["grid_size"] == num_sms
+    assert_matches_reference_with_nan(output, out_lse, *problem.reference())
+    assert torch.isnan(out_lse[:num_sms]).all() and torch.isfinite(out_lse[num_sms:]).all()
+    assert torch.isfinite(output[num_sms:].float()).all()
+
+
+@needs_small_heads
 @pytest.mark.parametrize("heads", [32, 48])
 def test_small_heads_agrees_with_portable_and_is_repeatable(heads):
     problem = make_problem(num_tokens=300, num_heads=heads, topk=512, main=CacheSpec(64, 64, "NHD", 32), device="cuda",

@@ -36,13 +36,16 @@ __device__ __forceinline__ uint32_t e4m3_to_decode_scale(uint8_t scale_byte) {
 // 28..31 (signs in place), another brings their magnitudes to bits 6..8 and 22..24; two masks
 // merge them (one LOP3); one multiply. The small-heads kernel uses the pairs as they come (its K
 // order follows them).
-__device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t decode_scale, uint32_t (&pair)[4]) {
+// `sign_mask` 0 drops the codes' signs: with a zero scale the pairs are then +0 whatever the code
+// bits (the small-heads kernel's masked rows, whose registers hold stale codes).
+__device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t decode_scale, uint32_t (&pair)[4],
+                                                     uint32_t sign_mask = 0x80008000u) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const uint32_t signs = codes << (12 - 4 * k);
     const int magnitude_shift = 6 - 4 * k;
     const uint32_t magnitudes = magnitude_shift >= 0 ? codes << magnitude_shift : codes >> -magnitude_shift;
-    const uint32_t placed = (signs & 0x80008000u) | (magnitudes & 0x01C001C0u);
+    const uint32_t placed = (signs & sign_mask) | (magnitudes & 0x01C001C0u);
     pair[k] = bf16x2_mul(placed, decode_scale);
   }
 }

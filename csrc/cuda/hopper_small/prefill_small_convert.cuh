@@ -160,8 +160,8 @@ class ConvertRole {
   }
 
   // A masked row's loads read nothing and leave its registers as they were (stale bytes of an
-  // earlier row, or the zeros they start with); convert() masks them: a zero scale for its codes
-  // (any code times zero is zero), an AND for its RoPE words.
+  // earlier row, or the zeros they start with); convert() masks them: a zero scale and no sign for
+  // its codes (+0 whatever the bits), an AND for its RoPE words.
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
     const int group = kFirst + quad_ + 4 * slot;
@@ -294,7 +294,8 @@ class ConvertRole {
   // QK^T (S half into s_acc), reloading each group slot (and the scales) with the next chunk's rows
   // as soon as it is converted. Converter 1's RoPE k-steps come last: their A fragments are the
   // loaded words themselves (masked by an AND right before their wgmmas), so the next chunk's RoPE
-  // chunks, loaded once these retire, have a whole chunk to land before they are used. (RoPE first,
+  // chunks, loaded once these no longer read the words (ptxas issues the loads a little before the
+  // RoPE wgmmas, whose operands are the ANDs' copies), have a chunk to land before they are used. (RoPE first,
   // with `valid ? load : 0` selects, had ptxas issue those loads late in the chunk and move them
   // into the fragments at its end, where the moves waited for them: ~30% of converter 1's stall
   // samples, Nsight Compute at 50645ef.)
@@ -312,13 +313,18 @@ class ConvertRole {
       }
       load_scales(rows_[r], next_rows[r]);
     }
+    // A masked row converts to +0 (zero scale, no sign), as it did when its registers were zeroed:
+    // no stale bit reaches the tile.
+    const uint32_t sign_mask[2] = {valid_[0] ? 0x80008000u : 0u, valid_[1] ? 0x80008000u : 0u};
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
         uint32_t pairs0[4], pairs1[4];
-        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0);
-        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1);
+        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0,
+                                     sign_mask[0]);
+        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1,
+                                     sign_mask[1]);
         store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1, slot == 0 && b == 0);
       }
 #pragma unroll
