@@ -94,10 +94,13 @@ def short_kernel_name(name):
 
 
 def split_range(candidates, max_splits):
-    """The split counts the decode accepts for a list of `candidates`: ceil(chunks / 16) ..
-    min(chunks, max_splits), chunks of 64 candidates."""
+    """The split counts the decode accepts for a list of `candidates`: ceil(chunks / 32) ..
+    min(chunks, max_splits), chunks of 64 candidates (a split holds 32 at most); none past the
+    lists' capacity of 16 x max_splits chunks."""
     chunks = (candidates + 63) // 64
-    return range((chunks + 15) // 16, min(chunks, max_splits) + 1)
+    if chunks > 16 * max_splits:
+        return range(0)
+    return range((chunks + 31) // 32, min(chunks, max_splits) + 1)
 
 
 def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None):

@@ -229,10 +229,10 @@ def test_base_args_are_valid_and_one_split_needs_no_scratch():
     assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 2, "chunks_per_block": 1}
     args.update(mid_out=None, mid_lse=None, num_splits=1)
     assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 1, "chunks_per_block": 2}
-    # 17 chunks cannot run in one split: the message does not offer num_splits=1. The planned split
-    # count depends on the CPU's thread count, so it is asked of the planner.
-    wide = dict(indices=torch.zeros(3, 1025, dtype=torch.int32), mid_out=None, mid_lse=None, num_splits=None)
-    planned = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=3, num_heads=32, topk=1025,
+    # 33 chunks cannot run in one split (32 at most): the message does not offer num_splits=1. The
+    # planned split count depends on the CPU's thread count, so it is asked of the planner.
+    wide = dict(indices=torch.zeros(3, 2049, dtype=torch.int32), mid_out=None, mid_lse=None, num_splits=None)
+    planned = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=3, num_heads=32, topk=2049,
                                                                      device="cpu")["num_splits"]
     assert planned >= 2
     with pytest.raises(ValueError, match=rf"required when the plan splits \(num_splits = {planned}\); allocate them with "

@@ -24,12 +24,12 @@ allocate = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch
 head_tile_choices = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles
 num_chunks = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks
 
-# (topk, extra_topk, forced split counts, max_splits): 16 chunks (11 + 5) fit one split; 2048
-# candidates (32 chunks) need 2 at least; 4100 + 96 (65 + 2 chunks) need 5.
+# (topk, extra_topk, forced split counts, max_splits): 16 chunks (11 + 5) and 2048 candidates (32
+# chunks) fit one split; 4100 + 96 (65 + 2 chunks) need 3.
 LIST_SHAPES = {
     "700+300": (700, 300, [1, 2, 5, 16], 16),
-    "2048": (2048, 0, [2, 5, 32], 32),
-    "4100+96": (4100, 96, [5, 67], 67),
+    "2048": (2048, 0, [1, 2, 5, 32], 32),
+    "4100+96": (4100, 96, [3, 5, 67], 67),
 }
 
 

@@ -80,10 +80,13 @@ def test_split_counts():
     assert plan_splits(num_tokens=128, num_heads=64, topk=1024, num_sms=132, head_tiles=4) == (1, 16)
     # A wave of items already: the fewest splits, one unless the chunks need more.
     assert plan_splits(num_tokens=200, num_heads=16, topk=512, num_sms=132) == (1, 8)
-    assert plan_splits(num_tokens=200, num_heads=16, topk=2048, extra_topk=64, num_sms=132) == (3, 11)
+    assert plan_splits(num_tokens=200, num_heads=16, topk=2048, extra_topk=64, num_sms=132) == (2, 17)
+    # 32 chunks a split at most: a wave of 32-chunk items runs unsplit (no partials, no merge).
+    assert plan_splits(num_tokens=132, num_heads=128, topk=2048, num_sms=132, head_tiles=4) == (1, 32)
     # max_splits caps it; no token: the fewest.
     assert plan_splits(num_tokens=1, num_heads=8, topk=1024, num_sms=132, max_splits=4) == (4, 4)
-    assert plan_splits(num_tokens=0, num_heads=8, topk=1024, extra_topk=1024, num_sms=132) == (2, 16)
+    assert plan_splits(num_tokens=0, num_heads=8, topk=1024, extra_topk=1024, num_sms=132) == (1, 32)
+    assert plan_splits(num_tokens=0, num_heads=8, topk=2048, extra_topk=64, num_sms=132) == (2, 17)
 
 
 def test_explicit_splits_and_the_balanced_partition():
@@ -93,7 +96,8 @@ def test_explicit_splits_and_the_balanced_partition():
         {"head_tiles": 1, "num_splits": 3, "chunks_per_block": 4}
     assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=10) == \
         {"head_tiles": 1, "num_splits": 10, "chunks_per_block": 1}
-    for bad, chunks in ((0, 10), (11, 10), (1, 17), (17, 40)):
+    assert plan_decode(num_tokens=1, num_heads=16, topk=64 * 32, num_sms=4, num_splits=1)["chunks_per_block"] == 32
+    for bad, chunks in ((0, 10), (11, 10), (1, 33), (17, 40)):
         with pytest.raises(ValueError, match="num_splits: expected"):
             plan_decode(num_tokens=1, num_heads=16, topk=64 * chunks, num_sms=4, num_splits=bad)
     with pytest.raises(ValueError, match="num_splits: expected .* max_splits = 4"):
@@ -114,8 +118,8 @@ def test_fewest_chunks_a_split():
     # Fewer chunks than m: one split; 3 chunks, m = 2: one split of 3 (not 1 + 2).
     assert plan_splits(num_tokens=1, topk=64, min_chunks_per_split=2, **gpu) == (1, 1)
     assert plan_splits(num_tokens=1, topk=192, min_chunks_per_split=2, **gpu) == (1, 3)
-    # Never fewer splits than the chunks need (16 a split at most), whatever m.
-    assert plan_splits(num_tokens=1, topk=4096, min_chunks_per_split=64, **gpu) == (4, 16)
+    # Never fewer splits than the chunks need (32 a split at most), whatever m.
+    assert plan_splits(num_tokens=1, topk=4096, min_chunks_per_split=64, **gpu) == (2, 32)
     # Enough work items: m changes nothing.
     assert plan_splits(num_tokens=200, topk=1024, min_chunks_per_split=2, **gpu) == (1, 16)
     for bad in (0, -1):
@@ -142,7 +146,7 @@ def test_fewest_chunks_a_split():
        extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80),
        min_chunks=st.integers(1, 4), data=st.data())
 def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, data):
-    """Within [ceil(C / 16), max(ceil(C / 16), min(max_splits, C // m, 1 at least))]: the fewest
+    """Within [ceil(C / 32), max(ceil(C / 32), min(max_splits, C // m, 1 at least))]: the fewest
     when the tokens' head blocks fill the SMs unsplit (or there is no token), else the count of
     least split_cost, the smallest of equal ones."""
     chunks = num_chunks(topk, extra_topk)
@@ -154,9 +158,9 @@ def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits
             plan_splits(num_tokens=num_tokens, **args)
         return
     splits, per_block = plan_splits(num_tokens=num_tokens, **args)
-    fewest = -(-chunks // 16)
+    fewest = -(-chunks // 32)
     most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
-    assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 16
+    assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 32
     if splits > 1:
         assert chunks // splits >= min_chunks or splits == fewest, "a planned split holds fewer than m chunks"
     items = num_tokens * (-(-num_heads // 16) // tiles)
@@ -175,7 +179,7 @@ def least_cost_splits(items, chunks, num_sms, fewest, most):
 
 
 def test_split_search_is_exhaustive():
-    """The planner tries 16 counts (ceil(C / q), q = 1 .. 16) rather than every one: the same
+    """The planner tries 32 counts (ceil(C / q), q = 1 .. 32) rather than every one: the same
     answer as trying every count, over a grid of requests below a wave, and at sizes where a count
     search would take long or a product of counts overflow 64 bits."""
     for num_sms in (1, 2, 5, 24, 132, 307):
@@ -186,7 +190,7 @@ def test_split_search_is_exhaustive():
                 for max_splits in (1, 4, 16, 64, 300):
                     if chunks > 16 * max_splits:
                         continue
-                    fewest = -(-chunks // 16)
+                    fewest = -(-chunks // 32)
                     for min_chunks in (1, 2):
                         most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
                         expected = least_cost_splits(items, chunks, num_sms, fewest, most)
@@ -226,9 +230,9 @@ def test_steps_reproduce_the_plan_at_every_token_count(num_heads, topk, extra_to
 
 
 def test_splits_on_a_gpu_sized_sm_count():
-    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: between 2 (16 chunks each) and 16
+    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: between 1 (32 chunks) and 16
     (max_splits); one wave while two splits fit in it, never a second wave that a smaller count's
-    longer splits would cost less than."""
+    longer splits would cost less than, and unsplit once the tokens fill a wave."""
     def plan(num_tokens):
         return plan_splits(num_tokens=num_tokens, num_heads=64, topk=2048, num_sms=132, head_tiles=4)
 
@@ -238,15 +242,18 @@ def test_splits_on_a_gpu_sized_sm_count():
     # 66 tokens: 2 splits fill the wave; 67: 134 work items would make a second wave of 16 chunks,
     # 3 splits (201 items, two waves of 11) cost less.
     assert plan(66) == (2, 16) and plan(67) == (3, 11)
+    # 100 tokens: one wave unsplit (35) beats two waves of 2 splits (39) or three of 4 (45).
+    assert plan(100) == (1, 32) and plan(132) == (1, 32)
     for num_tokens in range(1, 140):
         splits, per_split = plan(num_tokens)
-        assert 2 <= splits <= 16 and per_split == -(-32 // splits)
+        assert 1 <= splits <= 16 and per_split == -(-32 // splits)
         if num_tokens <= 66:
             assert num_tokens * splits <= 132, "a second wave where one would do"
         if num_tokens >= 132:
-            assert splits == 2
+            assert splits == 1
         else:
-            assert split_cost(num_tokens, 32, 132, splits) <= split_cost(num_tokens, 32, 132, 2)
+            assert all(split_cost(num_tokens, 32, 132, splits) <= split_cost(num_tokens, 32, 132, n)
+                       for n in range(1, 17))
 
 
 @pytest.mark.parametrize("num_tokens,num_heads,topk,extra_topk", [(1, 8, 64, 0), (5, 24, 1500, 600), (0, 128, 100, 0),

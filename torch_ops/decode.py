@@ -42,7 +42,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
 
     Computes what ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill`` computes (the same candidates,
     masks, sink, LSE and non-finite rules), for shapes with few tokens and many candidates: each
-    (token, head block) is spread over ``num_splits`` splits of at most 16 chunks of 64
+    (token, head block) is spread over ``num_splits`` splits of at most 32 chunks of 64
     candidates; each split writes its partial output and LSE into ``mid_out`` / ``mid_lse``, and a
     merge folds them, with the sink, into ``output`` / ``out_lse``. One split writes ``output``
     directly and needs no scratch.

@@ -54,9 +54,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
     """``(num_splits, chunks_per_block)``: how many CTAs share each (token, head block)'s
     candidates, and the most chunks of 64 one of them holds.
 
-    A count between ``fewest = ceil(chunks / 16)`` (a split holds at most 16 chunks) and
+    A count between ``fewest = ceil(chunks / 32)`` (a split holds at most 32 chunks) and
     ``most = max(fewest, min(max_splits, max(1, chunks // min_chunks_per_split)))`` (a split holds
-    at least ``min_chunks_per_split`` chunks where the lists have that many and 16 a split allow
+    at least ``min_chunks_per_split`` chunks where the lists have that many and 32 a split allow
     it). With no token, or when ``items = num_tokens * head blocks`` reaches ``num_sms`` unsplit,
     ``fewest``; otherwise the ``n`` of least cost
     ``ceil(items * n / num_sms) * (ceil(chunks / n) + 3) + (1 if n > 1 else 0)``: whole waves of

@@ -25,8 +25,8 @@ void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits) {
   TORCH_CHECK_VALUE(extra_topk >= 0, "extra_topk: expected >= 0, got ", extra_topk);
   TORCH_CHECK_VALUE(max_splits >= 1, "max_splits: expected >= 1, got ", max_splits);
   const int64_t chunks = decode_num_chunks(topk, extra_topk);
-  TORCH_CHECK_VALUE(chunks <= kMaxChunksPerSplit * max_splits, "topk/extra_topk: expected ceil(topk/64) + "
-                    "ceil(extra_topk/64) <= 16 * max_splits = ", kMaxChunksPerSplit * max_splits, ", got ", chunks);
+  TORCH_CHECK_VALUE(chunks <= kListChunksPerSplit * max_splits, "topk/extra_topk: expected ceil(topk/64) + "
+                    "ceil(extra_topk/64) <= 16 * max_splits = ", kListChunksPerSplit * max_splits, ", got ", chunks);
 }
 
 void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits,
@@ -70,21 +70,21 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   DecodePlan plan{head_tiles, 0, 0};
   if (num_splits.has_value()) {
     TORCH_CHECK_VALUE(*num_splits >= fewest && *num_splits <= most, "num_splits: expected ", fewest, " to ", most,
-                      " for ", num_chunks, " chunks of 64 candidates (at most 16 chunks per split, at least one, "
+                      " for ", num_chunks, " chunks of 64 candidates (at most 32 chunks per split, at least one, "
                       "and at most max_splits = ", max_splits, " splits), got ", *num_splits);
     plan.num_splits = *num_splits;
   } else if (num_tokens == 0) {
     plan.num_splits = fewest;
   } else {
     // At most C / min_chunks_per_split splits, so that each holds that many chunks, but never
-    // fewer than `fewest` (a split holds 16 at most).
+    // fewer than `fewest` (a split holds 32 at most).
     const int64_t by_chunks = std::max<int64_t>(1, num_chunks / min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
     const int64_t blocks = decode_head_blocks(num_heads, head_tiles);
     plan.num_splits = fewest;
     if (__int128(num_tokens) * blocks < num_sms) {  // less than a wave unsplit: the cheapest count
       const int64_t items = num_tokens * blocks;
-      // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 16: for a count n
+      // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 32: for a count n
       // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
       // q too, in no more waves and with no more merge, so n' costs no more than n. Counts in
       // increasing order, the first of equal costs kept.

@@ -18,8 +18,13 @@ struct PrefillTarget;  // prefill_plan.h: the device a plan is for
 // H % 16 == 8 the last tile of the last block holds 8 heads (the rest are padding).
 constexpr int64_t kDecodeHeadStep = 8;
 constexpr int64_t kMaxDecodeHeads = 128;
-// A split (one CTA's share of a token's candidates) holds at most this many chunks of 64.
-constexpr int64_t kMaxChunksPerSplit = nvfp4::kMaxChunks;
+// The lists may hold this many chunks of 64 for each split max_splits allows (16 x max_splits:
+// 16384 candidates at the default).
+constexpr int64_t kListChunksPerSplit = nvfp4::kMaxChunks;
+// A split (one CTA's share of a token's candidates, one work item) holds at most this many. The
+// kernels walk any number of chunks an item; twice the lists' share lets a list of 17..32 chunks
+// run unsplit where its work items fill the SMs anyway (no partials, no merge: docs/planner.md).
+constexpr int64_t kMaxChunksPerSplit = 2 * nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
 // The crossover between the ops, set from the H200 grids of both ops (docs/planner.md): the decode
@@ -70,11 +75,11 @@ inline int64_t decode_num_chunks(int64_t topk, int64_t extra_topk) {
 struct DecodePlan {
   int64_t head_tiles;
   int64_t num_splits;        // CTAs per (token, head block), each over a share of the chunks
-  int64_t chunks_per_block;  // the most chunks one split holds: ceil(num_chunks / num_splits) <= 16
+  int64_t chunks_per_block;  // the most chunks one split holds: ceil(num_chunks / num_splits) <= 32
 };
 
 // The checks of candidate-list widths described by ints (the op checks the indices): ValueError
-// naming topk, extra_topk or max_splits; at most 16 * max_splits chunks in all.
+// naming topk, extra_topk or max_splits; at most 16 * max_splits chunks in all (kListChunksPerSplit).
 void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits);
 
 // The checks of a request that does not come from tensors (the op checks these on q and the
@@ -105,13 +110,13 @@ constexpr int64_t kDecodeMergeCostChunks = 1;
 int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
 
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
-// it must give every split at least one chunk and at most 16, and not exceed max_splits).
-// Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 16) and most =
+// it must give every split at least one chunk and at most 32, and not exceed max_splits).
+// Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 32) and most =
 // max(fewest, min(max_splits, max(1, num_chunks / min_chunks_per_split))): with no token, or with
 // num_tokens * head blocks (`items`) filling the SMs already, fewest; else the count of least
 // decode_split_cost, the smallest of equal ones. `min_chunks_per_split` is what the device's split
 // kernel wants a split to hold (decode_min_chunks_per_split, 1 or 2): a planned split then holds
-// at least that many unless the lists are shorter (a larger value is capped by the 16 chunks a
+// at least that many unless the lists are shorter (a larger value is capped by the 32 chunks a
 // split holds at most).
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
                        int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
