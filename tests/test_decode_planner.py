@@ -141,24 +141,65 @@ def test_fewest_chunks_a_split():
         {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
 
 
+def test_one_split_of_long_lists_keeps_the_hopper_kernels():
+    """max_unsplit_chunks: the planner gives one split of more than that many chunks nowhere (two
+    instead). The op's is 16 where the call's splits run the small-heads Hopper kernel, whose
+    one-split decodes run the portable body (select_decode_split_kernel), so that lists of 17..32
+    chunks keep two splits on the Hopper kernel; 32 elsewhere (the 64-head kernel runs one split
+    itself; the portable kernel and the CPU run both alike). An explicit num_splits=1 stays
+    accepted up to 32 chunks."""
+    small = dict(num_heads=16, num_sms=132)
+    # 32 chunks, a wave of items (200 tokens): one split of 32, or two of 16.
+    assert plan_splits(num_tokens=200, topk=2048, **small) == (1, 32)
+    assert plan_splits(num_tokens=200, topk=2048, max_unsplit_chunks=16, **small) == (2, 16)
+    # Below a wave (100 tokens): one split would cost 35, two 39; at 16, two.
+    assert plan_splits(num_tokens=100, topk=2048, **small) == (1, 32)
+    assert plan_splits(num_tokens=100, topk=2048, max_unsplit_chunks=16, **small) == (2, 16)
+    assert plan_splits(num_tokens=0, topk=2048, max_unsplit_chunks=16, **small) == (2, 16)
+    # 16 chunks or fewer: one split either way; max_splits = 1 (16 chunks at most) too.
+    assert plan_splits(num_tokens=200, topk=1024, max_unsplit_chunks=16, **small) == (1, 16)
+    assert plan_splits(num_tokens=200, topk=1024, max_splits=1, max_unsplit_chunks=8, **small) == (1, 16)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="max_unsplit_chunks: expected >= 1"):
+            plan_splits(num_tokens=8, topk=1024, max_unsplit_chunks=bad, **small)
+
+    def on(kernel, num_heads, **kwargs):
+        plan = _C.plan_decode_on_device(200, num_heads, 2048, 0, 132, 16, kernel=kernel, **kwargs)
+        return plan["num_splits"], plan["chunks_per_block"]
+
+    # The Hopper family: the 64-head kernel (H = 64, 128 at 4 head tiles) runs one split itself.
+    assert on("hopper", 64) == (1, 32) and on("hopper", 128) == (1, 32)
+    # The small-heads kernel's calls: two splits (head tile 2 of H = 64, and H = 8, 16, 48, 96).
+    assert on("hopper", 64, head_tiles=2) == (2, 16) and on("hopper", 128, head_tiles=1) == (2, 16)
+    assert on("hopper", 8) == (2, 16) and on("hopper", 16) == (2, 16) and on("hopper", 48) == (2, 16)
+    assert on("hopper", 96) == (2, 16)
+    assert on("hopper", 16, num_splits=1) == (1, 32)
+    # The portable kernel and the CPU: one split.
+    assert on("portable", 16) == (1, 32) and on("cpu", 16) == (1, 32) and on("portable", 64, head_tiles=2) == (1, 32)
+
+
 @settings(max_examples=200, deadline=None)
 @given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from(range(8, 129, 8)), topk=st.integers(1, 4096),
        extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80),
-       min_chunks=st.integers(1, 4), data=st.data())
-def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, data):
-    """Within [ceil(C / 32), max(ceil(C / 32), min(max_splits, C // m, 1 at least))]: the fewest
-    when the tokens' head blocks fill the SMs unsplit (or there is no token), else the count of
-    least split_cost, the smallest of equal ones."""
+       min_chunks=st.integers(1, 4), max_unsplit=st.sampled_from([16, 32]), data=st.data())
+def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, max_unsplit, data):
+    """Within [f, max(f, min(max_splits, C // m, 1 at least))], f = ceil(C / 32) (2 instead of one
+    split over more than max_unsplit_chunks, max_splits allowing): f when the tokens' head blocks
+    fill the SMs unsplit (or there is no token), else the count of least split_cost, the smallest
+    of equal ones."""
     chunks = num_chunks(topk, extra_topk)
     tiles = data.draw(st.sampled_from(head_tiles(num_heads)))
     args = dict(num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, max_splits=max_splits,
-                head_tiles=tiles, min_chunks_per_split=min_chunks)
+                head_tiles=tiles, min_chunks_per_split=min_chunks, max_unsplit_chunks=max_unsplit)
     if chunks > 16 * max_splits:
         with pytest.raises(ValueError, match=r"topk/extra_topk: expected .* <= 16 \* max_splits"):
             plan_splits(num_tokens=num_tokens, **args)
         return
     splits, per_block = plan_splits(num_tokens=num_tokens, **args)
     fewest = -(-chunks // 32)
+    if fewest == 1 and chunks > max_unsplit:
+        fewest = min(2, max_splits)
+    assert splits > 1 or chunks <= max_unsplit or max_splits == 1
     most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
     assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 32
     if splits > 1:
@@ -190,14 +231,18 @@ def test_split_search_is_exhaustive():
                 for max_splits in (1, 4, 16, 64, 300):
                     if chunks > 16 * max_splits:
                         continue
-                    fewest = -(-chunks // 32)
-                    for min_chunks in (1, 2):
+                    for min_chunks, max_unsplit in ((1, 32), (2, 32), (1, 16), (2, 16)):
+                        fewest = -(-chunks // 32)
+                        if fewest == 1 and chunks > max_unsplit:
+                            fewest = min(2, max_splits)
                         most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
                         expected = least_cost_splits(items, chunks, num_sms, fewest, most)
                         # items = T x 1 head block (H = 16, one tile)
                         got = plan_splits(num_tokens=items, num_heads=16, topk=64 * chunks, num_sms=num_sms,
-                                          max_splits=max_splits, min_chunks_per_split=min_chunks)
-                        assert got == (expected, -(-chunks // expected)), (num_sms, items, chunks, max_splits)
+                                          max_splits=max_splits, min_chunks_per_split=min_chunks,
+                                          max_unsplit_chunks=max_unsplit)
+                        assert got == (expected, -(-chunks // expected)), (num_sms, items, chunks, max_splits,
+                                                                           max_unsplit)
     # 200,000 chunks on 200,000 SMs: every count is one wave, the most splits hold the fewest chunks.
     assert plan_splits(num_tokens=1, num_heads=8, topk=64 * 200000, num_sms=200000, max_splits=200000) == (200000, 1)
     # num_sms near 2^62: items * splits in 64 bits would overflow; one wave whatever the count.
