@@ -20,7 +20,7 @@ time of each kernel the decode launches (torch.profiler's CUDA activity; median 
 20) further calls, each after an L2 flush), so the split kernel and the merge can be told apart;
 the sum is below the event time, which also holds the launch gaps. --splits N ... times the decode
 of every shape once more at each of these split counts that the shape accepts (from ceil(chunks /
-16) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
+32) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
 rule (docs/planner.md). --graph adds, per row, the decode captured once in a CUDA graph and timed as
 replays (same flush, warm-up and median), as a serving loop that captures its decode step runs it:
 no Python or launch overhead between the kernels beyond what the graph keeps. The header line (and
