@@ -235,8 +235,10 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
     # ints for an int T, symbolic values and no guard for a symbolic one.
     plan = previous = list(steps[0][1:])
     for min_tokens, *step in steps[1:]:
-        # min(max(T - min_tokens + 1, 0), 1): 1 once T reaches the step, with no guard on T.
-        reached = torch.sym_min(torch.sym_max(num_tokens - min_tokens + 1, 0), 1)
+        # 1 once T reaches the step. The builtins, not torch.sym_min/sym_max: torch.compile traces
+        # them on a symbolic T as sym_min/sym_max (no guard) and folds them on an int T (a static
+        # or specialised T, where some torch versions cannot trace torch.sym_max of two ints).
+        reached = min(max(num_tokens - min_tokens + 1, 0), 1)
         plan = [value + (new - old) * reached for value, new, old in zip(plan, step, previous)]
         previous = step
     head_tiles, num_splits, chunks_per_block = plan
