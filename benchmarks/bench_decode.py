@@ -20,7 +20,7 @@ time of each kernel the decode launches (torch.profiler's CUDA activity; median 
 20) further calls, each after an L2 flush), so the split kernel and the merge can be told apart;
 the sum is below the event time, which also holds the launch gaps. --splits N ... times the decode
 of every shape once more at each of these split counts that the shape accepts (from ceil(chunks /
-16) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
+32) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
 rule (docs/planner.md). --graph adds, per row, the decode captured once in a CUDA graph and timed as
 replays (same flush, warm-up and median), as a serving loop that captures its decode step runs it:
 no Python or launch overhead between the kernels beyond what the graph keeps. The header line (and
@@ -94,10 +94,13 @@ def short_kernel_name(name):
 
 
 def split_range(candidates, max_splits):
-    """The split counts the decode accepts for a list of `candidates`: ceil(chunks / 16) ..
-    min(chunks, max_splits), chunks of 64 candidates."""
+    """The split counts the decode accepts for a list of `candidates`: ceil(chunks / 32) ..
+    min(chunks, max_splits), chunks of 64 candidates (a split holds 32 at most); none past the
+    lists' capacity of 16 x max_splits chunks."""
     chunks = (candidates + 63) // 64
-    return range((chunks + 15) // 16, min(chunks, max_splits) + 1)
+    if chunks > 16 * max_splits:
+        return range(0)
+    return range((chunks + 31) // 32, min(chunks, max_splits) + 1)
 
 
 def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None):

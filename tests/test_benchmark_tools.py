@@ -63,7 +63,7 @@ def test_decode_benchmark_split_range_is_what_the_decode_accepts():
     for candidates in (1, 64, 100, 512, 1000, 2048, 4096):
         for max_splits in (1, 4, 16):
             accepted = bench_decode.split_range(candidates, max_splits)
-            if len(accepted) == 0:  # more than 16 chunks a split would be needed: the op refuses the call
+            if len(accepted) == 0:  # more than 16 x max_splits chunks: the op refuses the call
                 with pytest.raises(ValueError):
                     torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=4, num_heads=64, topk=candidates, num_sms=132, device="cpu",
                                                          max_splits=max_splits)

@@ -67,7 +67,7 @@ def check_decode(problem, num_splits=None, max_splits=16, head_tiles=None, spare
     assert plan == expected_plan
     if num_splits is not None:
         assert plan["num_splits"] == num_splits
-    assert plan["chunks_per_block"] == -(-num_chunks(plan_args["topk"], plan_args["extra_topk"]) // splits) <= 16
+    assert plan["chunks_per_block"] == -(-num_chunks(plan_args["topk"], plan_args["extra_topk"]) // splits) <= 32
     assert plan["head_tiles"] in torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(problem.q.shape[1])
     ref_out, ref_lse = problem.reference()
     assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
@@ -115,7 +115,7 @@ def test_decode_matches_reference(device, data):
     problem = make_problem(**spec)
     chunks = num_chunks(spec["topk"], spec["extra_topk"])
     max_splits = data.draw(st.sampled_from([16, 64]))
-    fewest, most = -(-chunks // 16), min(chunks, max_splits)
+    fewest, most = -(-chunks // 32), min(chunks, max_splits)
     num_splits = data.draw(st.one_of(st.none(), st.integers(fewest, most)))
     runnable = tuple(t for t in torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(spec["num_heads"])
                      if t <= torch_ops._C.device_max_head_tiles(device))  # all but on ~100 KB-per-block GPUs
@@ -124,7 +124,7 @@ def test_decode_matches_reference(device, data):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("num_splits", [None, 3, 7, 34])
+@pytest.mark.parametrize("num_splits", [None, 2, 3, 7, 34])
 def test_eight_heads_more_than_1024_candidates_both_caches(device, num_splits):
     """2100 candidates in 34 chunks (1500 -> 24, 600 -> 10) over two caches with every mask:
     lengths past the end, negative and zero, -1 and other negative slots, slots past the cache,
@@ -136,7 +136,23 @@ def test_eight_heads_more_than_1024_candidates_both_caches(device, num_splits):
     problem.kwargs["extra_topk_length"][:4] = torch.tensor([0, 600, 599, 64], dtype=torch.int32, device=device)
     problem.indices[1, 5:9] = problem.indices[1, 0]  # duplicates count twice
     _, _, plan, _, _ = check_decode(problem, num_splits, max_splits=34)
-    assert plan["num_splits"] >= 3  # 34 chunks need three splits of at most 16
+    assert plan["num_splits"] >= 2  # 34 chunks need two splits of at most 32
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_heads", [16, 64, 128])
+def test_one_split_of_32_chunks(device, num_heads):
+    """A split holds up to 32 chunks: 2048 candidates (24 + 8 chunks over both caches) in one split,
+    no scratch, with every mask; and the same lists in two splits of 16, for the partials."""
+    problem = make_problem(num_tokens=3, num_heads=num_heads, topk=1536, main=CacheSpec(40, 64, "NHD", 32),
+                           device=device, seed=31 + num_heads, extra=CacheSpec(300, 2, "3d", 16), extra_topk=512,
+                           lengths="random", extra_lengths="random", sink=1.0, lse_scale=0.5, invalid_fraction=0.2)
+    problem.kwargs["topk_length"][0] = 1536
+    problem.kwargs["extra_topk_length"][0] = 512
+    _, _, plan, _, _ = check_decode(problem, num_splits=1, spare_splits=0)
+    assert plan["num_splits"] == 1 and plan["chunks_per_block"] == 32
+    _, _, plan, _, _ = check_decode(problem, num_splits=2)
+    assert plan["chunks_per_block"] == 16
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -145,7 +161,9 @@ def test_default_max_splits_reach_16384_candidates(device):
                            lengths="random", sink=1.0)
     problem.kwargs["topk_length"][0] = 16000
     _, _, plan, _, _ = check_decode(problem, spare_splits=0)
-    assert plan == {"head_tiles": 1, "num_splits": 16, "chunks_per_block": 16}
+    # 256 chunks: 8 splits of 32 at least, 16 (max_splits) of 16 at most, by the device's SM count.
+    assert plan["head_tiles"] == 1 and 8 <= plan["num_splits"] <= 16
+    assert plan["chunks_per_block"] == -(-256 // plan["num_splits"])
 
 
 @pytest.mark.parametrize("num_heads", [16, 64])

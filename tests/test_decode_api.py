@@ -199,6 +199,9 @@ DECODE_CASES = {
     "num_splits_3": (dict(num_splits=3), "num_splits: expected 1 to 2"),
     "num_splits_max": (dict(max_splits=1), "num_splits: expected 1 to 1"),
     "max_splits_0": (dict(max_splits=0), "max_splits: expected >= 1"),
+    "one_split_of_33_chunks": (dict(indices=torch.zeros(3, 2049, dtype=torch.int32), num_splits=1),
+                               r"num_splits: expected 2 to 16 for 33 chunks of 64 candidates \(at most 32 chunks per "
+                               r"split"),
     "too_many_chunks": (dict(indices=torch.zeros(3, 1025, dtype=torch.int32), max_splits=1, num_splits=None),
                         r"indices/extra_indices: expected .* <= 16 \* max_splits = 16 chunks, got 17 \+ 0"),
     "heads_12": (dict(q=torch.zeros(3, 12, 512, dtype=torch.bfloat16)), r"q: expected a head count in \{8, 16, ..., 128\}"),
@@ -229,15 +232,39 @@ def test_base_args_are_valid_and_one_split_needs_no_scratch():
     assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 2, "chunks_per_block": 1}
     args.update(mid_out=None, mid_lse=None, num_splits=1)
     assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 1, "chunks_per_block": 2}
-    # 17 chunks cannot run in one split: the message does not offer num_splits=1. The planned split
-    # count depends on the CPU's thread count, so it is asked of the planner.
-    wide = dict(indices=torch.zeros(3, 1025, dtype=torch.int32), mid_out=None, mid_lse=None, num_splits=None)
-    planned = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=3, num_heads=32, topk=1025,
+    # 33 chunks cannot run in one split (32 at most): the message does not offer num_splits=1. The
+    # planned split count depends on the CPU's thread count, so it is asked of the planner.
+    wide = dict(indices=torch.zeros(3, 2049, dtype=torch.int32), mid_out=None, mid_lse=None, num_splits=None)
+    planned = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=3, num_heads=32, topk=2049,
                                                                      device="cpu")["num_splits"]
     assert planned >= 2
     with pytest.raises(ValueError, match=rf"required when the plan splits \(num_splits = {planned}\); allocate them with "
                                          r"cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch$"):
         torch_ops.sparse_mla_decode(*positional[:2], wide.pop("indices"), *positional[3:], **wide)
+
+
+def test_lists_of_17_to_32_chunks_run_in_one_split_when_asked():
+    """A split holds up to 32 chunks: where the plan splits lists of 32 chunks, the message for the
+    missing scratch offers num_splits=1, and num_splits=1 runs them without scratch (33 chunks
+    cannot: the value error "one_split_of_33_chunks")."""
+    args = base_args()
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional[2] = torch.randint(0, 256, (3, 2048), dtype=torch.int32, generator=torch.Generator().manual_seed(6))
+    args.update(mid_out=None, mid_lse=None, num_splits=None)
+    before = torch.get_num_threads()
+    torch.set_num_threads(24)  # the CPU planner's SMs: 3 work items of 32 chunks plan several splits
+    try:
+        planned = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=3, num_heads=32, topk=2048,
+                                                                         device="cpu")["num_splits"]
+        assert planned >= 2
+        with pytest.raises(ValueError, match=rf"required when the plan splits \(num_splits = {planned}\); allocate "
+                                             r"them with cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch or "
+                                             r"pass num_splits=1$"):
+            torch_ops.sparse_mla_decode(*positional, **args)
+    finally:
+        torch.set_num_threads(before)
+    args.update(num_splits=1)
+    assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 1, "chunks_per_block": 32}
 
 
 def test_inputs_requiring_grad_raise_clearly():

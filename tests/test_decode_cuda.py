@@ -24,12 +24,12 @@ allocate = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch
 head_tile_choices = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles
 num_chunks = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks
 
-# (topk, extra_topk, forced split counts, max_splits): 16 chunks (11 + 5) fit one split; 2048
-# candidates (32 chunks) need 2 at least; 4100 + 96 (65 + 2 chunks) need 5.
+# (topk, extra_topk, forced split counts, max_splits): 16 chunks (11 + 5) and 2048 candidates (32
+# chunks) fit one split; 4100 + 96 (65 + 2 chunks) need 3.
 LIST_SHAPES = {
     "700+300": (700, 300, [1, 2, 5, 16], 16),
-    "2048": (2048, 0, [2, 5, 32], 32),
-    "4100+96": (4100, 96, [5, 67], 67),
+    "2048": (2048, 0, [1, 2, 5, 32], 32),
+    "4100+96": (4100, 96, [3, 5, 67], 67),
 }
 
 
@@ -277,6 +277,42 @@ def test_planned_splits_on_the_device_kernels(num_heads, head_tiles):
             assert min_chunks == 1 and ran == "portable"
         elif min_chunks == 2:
             assert plan["chunks_per_block"] >= 2 and ran != "portable"
+
+
+@pytest.mark.parametrize("num_heads,head_tiles", [(64, 4), (128, 4), (16, 1), (24, 2), (64, 2)])
+def test_items_of_more_than_16_chunks_on_every_kernel(num_heads, head_tiles):
+    """A work item holds up to 32 chunks (kMaxChunksPerSplit) on every kernel that runs a decode:
+    2048 candidates in one split (the 64-head kernel's whole-list instance for 64 heads per item,
+    else the portable body), 4100 + 96 in three splits of 22 or 23 chunks and 4096 in two of 32
+    (the 64-head kernel's split items, or the small-heads kernel's split form), and all of them on
+    the portable body under the override "portable"; against the reference, every used split of
+    the scratch too."""
+    if head_tiles not in runnable_head_tiles(num_heads):
+        pytest.skip("this GPU's shared memory does not run the head tile")
+    props = torch.cuda.get_device_properties(0)
+    smem = props.shared_memory_per_block_optin
+    whole = list_problem("2048", num_heads, seed=40 + num_heads)
+    split = list_problem("4100+96", num_heads, seed=41 + num_heads)
+    wide = make_problem(num_tokens=3, num_heads=num_heads, topk=4096, main=CacheSpec(80, 64, "NHD", 32), device="cuda",
+                        seed=42 + num_heads, lengths="random", sink=1.0, lse_scale=0.5, invalid_fraction=0.1)
+    for problem in (whole, split, wide):  # token 0 fills every split
+        problem.kwargs["topk_length"][0] = problem.indices.shape[-1]
+        if "extra_topk_length" in problem.kwargs:
+            problem.kwargs["extra_topk_length"][0] = problem.kwargs["extra_indices"].shape[-1]
+    for kernel in (None, "portable"):
+        with torch_ops.prefill_kernel_override(kernel=kernel):
+            runs_hopper = torch_ops._C.prefill_kernel_for(props.major, smem, 64, 4) == "hopper"
+            for problem, num_splits, most_chunks in ((whole, 1, 32), (split, 3, 23), (wide, 2, 32)):
+                _, _, plan, _, _ = check_decode(problem, num_splits, 16, head_tiles)
+                assert plan["chunks_per_block"] == most_chunks
+                ran = torch_ops._C.decode_split_kernel_for(props.major, smem, num_heads, head_tiles, num_splits,
+                                                           most_chunks)
+                if kernel == "portable" or not runs_hopper:
+                    assert ran == "portable"
+                elif num_heads % 64 == 0 and head_tiles == 4:
+                    assert ran == "hopper"
+                else:
+                    assert ran == ("hopper_small" if num_splits > 1 else "portable")
 
 
 def decode_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):

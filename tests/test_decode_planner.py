@@ -80,10 +80,13 @@ def test_split_counts():
     assert plan_splits(num_tokens=128, num_heads=64, topk=1024, num_sms=132, head_tiles=4) == (1, 16)
     # A wave of items already: the fewest splits, one unless the chunks need more.
     assert plan_splits(num_tokens=200, num_heads=16, topk=512, num_sms=132) == (1, 8)
-    assert plan_splits(num_tokens=200, num_heads=16, topk=2048, extra_topk=64, num_sms=132) == (3, 11)
+    assert plan_splits(num_tokens=200, num_heads=16, topk=2048, extra_topk=64, num_sms=132) == (2, 17)
+    # 32 chunks a split at most: a wave of 32-chunk items runs unsplit (no partials, no merge).
+    assert plan_splits(num_tokens=132, num_heads=128, topk=2048, num_sms=132, head_tiles=4) == (1, 32)
     # max_splits caps it; no token: the fewest.
     assert plan_splits(num_tokens=1, num_heads=8, topk=1024, num_sms=132, max_splits=4) == (4, 4)
-    assert plan_splits(num_tokens=0, num_heads=8, topk=1024, extra_topk=1024, num_sms=132) == (2, 16)
+    assert plan_splits(num_tokens=0, num_heads=8, topk=1024, extra_topk=1024, num_sms=132) == (1, 32)
+    assert plan_splits(num_tokens=0, num_heads=8, topk=2048, extra_topk=64, num_sms=132) == (2, 17)
 
 
 def test_explicit_splits_and_the_balanced_partition():
@@ -93,7 +96,8 @@ def test_explicit_splits_and_the_balanced_partition():
         {"head_tiles": 1, "num_splits": 3, "chunks_per_block": 4}
     assert plan_decode(num_tokens=3, num_heads=16, topk=640, num_sms=4, num_splits=10) == \
         {"head_tiles": 1, "num_splits": 10, "chunks_per_block": 1}
-    for bad, chunks in ((0, 10), (11, 10), (1, 17), (17, 40)):
+    assert plan_decode(num_tokens=1, num_heads=16, topk=64 * 32, num_sms=4, num_splits=1)["chunks_per_block"] == 32
+    for bad, chunks in ((0, 10), (11, 10), (1, 33), (17, 40)):
         with pytest.raises(ValueError, match="num_splits: expected"):
             plan_decode(num_tokens=1, num_heads=16, topk=64 * chunks, num_sms=4, num_splits=bad)
     with pytest.raises(ValueError, match="num_splits: expected .* max_splits = 4"):
@@ -114,8 +118,8 @@ def test_fewest_chunks_a_split():
     # Fewer chunks than m: one split; 3 chunks, m = 2: one split of 3 (not 1 + 2).
     assert plan_splits(num_tokens=1, topk=64, min_chunks_per_split=2, **gpu) == (1, 1)
     assert plan_splits(num_tokens=1, topk=192, min_chunks_per_split=2, **gpu) == (1, 3)
-    # Never fewer splits than the chunks need (16 a split at most), whatever m.
-    assert plan_splits(num_tokens=1, topk=4096, min_chunks_per_split=64, **gpu) == (4, 16)
+    # Never fewer splits than the chunks need (32 a split at most), whatever m.
+    assert plan_splits(num_tokens=1, topk=4096, min_chunks_per_split=64, **gpu) == (2, 32)
     # Enough work items: m changes nothing.
     assert plan_splits(num_tokens=200, topk=1024, min_chunks_per_split=2, **gpu) == (1, 16)
     for bad in (0, -1):
@@ -137,26 +141,67 @@ def test_fewest_chunks_a_split():
         {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
 
 
+def test_one_split_of_long_lists_keeps_the_hopper_kernels():
+    """max_unsplit_chunks: the planner gives one split of more than that many chunks nowhere (two
+    instead). The op's is 16 where the call's splits run the small-heads Hopper kernel, whose
+    one-split decodes run the portable body (select_decode_split_kernel), so that lists of 17..32
+    chunks keep two splits on the Hopper kernel; 32 elsewhere (the 64-head kernel runs one split
+    itself; the portable kernel and the CPU run both alike). An explicit num_splits=1 stays
+    accepted up to 32 chunks."""
+    small = dict(num_heads=16, num_sms=132)
+    # 32 chunks, a wave of items (200 tokens): one split of 32, or two of 16.
+    assert plan_splits(num_tokens=200, topk=2048, **small) == (1, 32)
+    assert plan_splits(num_tokens=200, topk=2048, max_unsplit_chunks=16, **small) == (2, 16)
+    # Below a wave (100 tokens): one split would cost 35, two 39; at 16, two.
+    assert plan_splits(num_tokens=100, topk=2048, **small) == (1, 32)
+    assert plan_splits(num_tokens=100, topk=2048, max_unsplit_chunks=16, **small) == (2, 16)
+    assert plan_splits(num_tokens=0, topk=2048, max_unsplit_chunks=16, **small) == (2, 16)
+    # 16 chunks or fewer: one split either way; max_splits = 1 (16 chunks at most) too.
+    assert plan_splits(num_tokens=200, topk=1024, max_unsplit_chunks=16, **small) == (1, 16)
+    assert plan_splits(num_tokens=200, topk=1024, max_splits=1, max_unsplit_chunks=8, **small) == (1, 16)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="max_unsplit_chunks: expected >= 1"):
+            plan_splits(num_tokens=8, topk=1024, max_unsplit_chunks=bad, **small)
+
+    def on(kernel, num_heads, **kwargs):
+        plan = _C.plan_decode_on_device(200, num_heads, 2048, 0, 132, 16, kernel=kernel, **kwargs)
+        return plan["num_splits"], plan["chunks_per_block"]
+
+    # The Hopper family: the 64-head kernel (H = 64, 128 at 4 head tiles) runs one split itself.
+    assert on("hopper", 64) == (1, 32) and on("hopper", 128) == (1, 32)
+    # The small-heads kernel's calls: two splits (head tile 2 of H = 64, and H = 8, 16, 48, 96).
+    assert on("hopper", 64, head_tiles=2) == (2, 16) and on("hopper", 128, head_tiles=1) == (2, 16)
+    assert on("hopper", 8) == (2, 16) and on("hopper", 16) == (2, 16) and on("hopper", 48) == (2, 16)
+    assert on("hopper", 96) == (2, 16)
+    assert on("hopper", 16, num_splits=1) == (1, 32)
+    # The portable kernel and the CPU: one split.
+    assert on("portable", 16) == (1, 32) and on("cpu", 16) == (1, 32) and on("portable", 64, head_tiles=2) == (1, 32)
+
+
 @settings(max_examples=200, deadline=None)
 @given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from(range(8, 129, 8)), topk=st.integers(1, 4096),
        extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80),
-       min_chunks=st.integers(1, 4), data=st.data())
-def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, data):
-    """Within [ceil(C / 16), max(ceil(C / 16), min(max_splits, C // m, 1 at least))]: the fewest
-    when the tokens' head blocks fill the SMs unsplit (or there is no token), else the count of
-    least split_cost, the smallest of equal ones."""
+       min_chunks=st.integers(1, 4), max_unsplit=st.sampled_from([16, 32]), data=st.data())
+def test_split_rule(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, min_chunks, max_unsplit, data):
+    """Within [f, max(f, min(max_splits, C // m, 1 at least))], f = ceil(C / 32) (2 instead of one
+    split over more than max_unsplit_chunks, max_splits allowing): f when the tokens' head blocks
+    fill the SMs unsplit (or there is no token), else the count of least split_cost, the smallest
+    of equal ones."""
     chunks = num_chunks(topk, extra_topk)
     tiles = data.draw(st.sampled_from(head_tiles(num_heads)))
     args = dict(num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, max_splits=max_splits,
-                head_tiles=tiles, min_chunks_per_split=min_chunks)
+                head_tiles=tiles, min_chunks_per_split=min_chunks, max_unsplit_chunks=max_unsplit)
     if chunks > 16 * max_splits:
         with pytest.raises(ValueError, match=r"topk/extra_topk: expected .* <= 16 \* max_splits"):
             plan_splits(num_tokens=num_tokens, **args)
         return
     splits, per_block = plan_splits(num_tokens=num_tokens, **args)
-    fewest = -(-chunks // 16)
+    fewest = -(-chunks // 32)
+    if fewest == 1 and chunks > max_unsplit:
+        fewest = min(2, max_splits)
+    assert splits > 1 or chunks <= max_unsplit or max_splits == 1
     most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
-    assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 16
+    assert fewest <= splits <= most and per_block == -(-chunks // splits) <= 32
     if splits > 1:
         assert chunks // splits >= min_chunks or splits == fewest, "a planned split holds fewer than m chunks"
     items = num_tokens * (-(-num_heads // 16) // tiles)
@@ -175,7 +220,7 @@ def least_cost_splits(items, chunks, num_sms, fewest, most):
 
 
 def test_split_search_is_exhaustive():
-    """The planner tries 16 counts (ceil(C / q), q = 1 .. 16) rather than every one: the same
+    """The planner tries 32 counts (ceil(C / q), q = 1 .. 32) rather than every one: the same
     answer as trying every count, over a grid of requests below a wave, and at sizes where a count
     search would take long or a product of counts overflow 64 bits."""
     for num_sms in (1, 2, 5, 24, 132, 307):
@@ -186,14 +231,18 @@ def test_split_search_is_exhaustive():
                 for max_splits in (1, 4, 16, 64, 300):
                     if chunks > 16 * max_splits:
                         continue
-                    fewest = -(-chunks // 16)
-                    for min_chunks in (1, 2):
+                    for min_chunks, max_unsplit in ((1, 32), (2, 32), (1, 16), (2, 16)):
+                        fewest = -(-chunks // 32)
+                        if fewest == 1 and chunks > max_unsplit:
+                            fewest = min(2, max_splits)
                         most = max(fewest, min(max_splits, max(1, chunks // min_chunks)))
                         expected = least_cost_splits(items, chunks, num_sms, fewest, most)
                         # items = T x 1 head block (H = 16, one tile)
                         got = plan_splits(num_tokens=items, num_heads=16, topk=64 * chunks, num_sms=num_sms,
-                                          max_splits=max_splits, min_chunks_per_split=min_chunks)
-                        assert got == (expected, -(-chunks // expected)), (num_sms, items, chunks, max_splits)
+                                          max_splits=max_splits, min_chunks_per_split=min_chunks,
+                                          max_unsplit_chunks=max_unsplit)
+                        assert got == (expected, -(-chunks // expected)), (num_sms, items, chunks, max_splits,
+                                                                           max_unsplit)
     # 200,000 chunks on 200,000 SMs: every count is one wave, the most splits hold the fewest chunks.
     assert plan_splits(num_tokens=1, num_heads=8, topk=64 * 200000, num_sms=200000, max_splits=200000) == (200000, 1)
     # num_sms near 2^62: items * splits in 64 bits would overflow; one wave whatever the count.
@@ -226,9 +275,9 @@ def test_steps_reproduce_the_plan_at_every_token_count(num_heads, topk, extra_to
 
 
 def test_splits_on_a_gpu_sized_sm_count():
-    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: between 2 (16 chunks each) and 16
+    """One 64-head block per token (4 tiles), 32 chunks, 132 SMs: between 1 (32 chunks) and 16
     (max_splits); one wave while two splits fit in it, never a second wave that a smaller count's
-    longer splits would cost less than."""
+    longer splits would cost less than, and unsplit once the tokens fill a wave."""
     def plan(num_tokens):
         return plan_splits(num_tokens=num_tokens, num_heads=64, topk=2048, num_sms=132, head_tiles=4)
 
@@ -238,15 +287,18 @@ def test_splits_on_a_gpu_sized_sm_count():
     # 66 tokens: 2 splits fill the wave; 67: 134 work items would make a second wave of 16 chunks,
     # 3 splits (201 items, two waves of 11) cost less.
     assert plan(66) == (2, 16) and plan(67) == (3, 11)
+    # 100 tokens: one wave unsplit (35) beats two waves of 2 splits (39) or three of 4 (45).
+    assert plan(100) == (1, 32) and plan(132) == (1, 32)
     for num_tokens in range(1, 140):
         splits, per_split = plan(num_tokens)
-        assert 2 <= splits <= 16 and per_split == -(-32 // splits)
+        assert 1 <= splits <= 16 and per_split == -(-32 // splits)
         if num_tokens <= 66:
             assert num_tokens * splits <= 132, "a second wave where one would do"
         if num_tokens >= 132:
-            assert splits == 2
+            assert splits == 1
         else:
-            assert split_cost(num_tokens, 32, 132, splits) <= split_cost(num_tokens, 32, 132, 2)
+            assert all(split_cost(num_tokens, 32, 132, splits) <= split_cost(num_tokens, 32, 132, n)
+                       for n in range(1, 17))
 
 
 @pytest.mark.parametrize("num_tokens,num_heads,topk,extra_topk", [(1, 8, 64, 0), (5, 24, 1500, 600), (0, 128, 100, 0),

@@ -380,8 +380,8 @@ def test_small_heads_output_views_of_each_alignment(heads):
 
 
 # (heads, tokens, topk, extra topk, split counts): padded units (8, 24), one and several units of 16
-# or 32 (16, 32, 48, 96) a token; 2048 candidates need two splits at least, 4100 + 96 five; every
-# count leaves two chunks or more in the largest split.
+# or 32 (16, 32, 48, 96) a token; 2048 candidates (32 chunks) fit one split, 4100 + 96 (67 chunks)
+# need three; every count leaves two chunks or more in the largest split.
 SPLIT_CASES = [(8, 70, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]), (24, 9, 1024, 96, [2, 3, 9]),
                (32, 40, 1024, 0, [4, 8]), (48, 3, 4100, 96, [5, 33]), (96, 2, 300, 130, [2, 4])]
 

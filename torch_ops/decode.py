@@ -42,7 +42,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
 
     Computes what ``cake_sparse_mla_sm120_dsv4_nvfp4_prefill`` computes (the same candidates,
     masks, sink, LSE and non-finite rules), for shapes with few tokens and many candidates: each
-    (token, head block) is spread over ``num_splits`` splits of at most 16 chunks of 64
+    (token, head block) is spread over ``num_splits`` splits of at most 32 chunks of 64
     candidates; each split writes its partial output and LSE into ``mid_out`` / ``mid_lse``, and a
     merge folds them, with the sink, into ``output`` / ``out_lse``. One split writes ``output``
     directly and needs no scratch.
@@ -72,8 +72,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
             ``lse_scale``, without the sink; ``-inf`` for a split without a valid candidate).
         lse_scale: multiplier for ``out_lse``.
         num_splits: splits per (token, head block); None asks
-            ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` for this device (its SM count, and two
-            chunks a split at least where its splits run the Hopper kernels).
+            ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` for this device (its SM count, two
+            chunks a split at least where its splits run the Hopper kernels, and one split of at
+            most 16 chunks where they run the small-heads Hopper kernel).
         max_splits: the most splits the planner may use (>= 1); the lists may hold at most
             ``16 * max_splits`` chunks of 64 (16384 candidates at the default).
         head_tiles: sixteen-head tiles per head block, one of

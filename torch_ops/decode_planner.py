@@ -14,6 +14,7 @@ from . import kernel_override as _kernel_override
 from .planner import DeviceLike, _device_name
 
 DEFAULT_MAX_SPLITS = _C.DEFAULT_MAX_SPLITS
+MAX_CHUNKS_PER_SPLIT = _C.MAX_CHUNKS_PER_SPLIT
 
 
 @torch.compiler.assume_constant_result
@@ -50,13 +51,15 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
     max_splits: int = DEFAULT_MAX_SPLITS,
     head_tiles: int = 1,
     min_chunks_per_split: int = 1,
+    max_unsplit_chunks: int = MAX_CHUNKS_PER_SPLIT,
 ) -> Tuple[int, int]:
     """``(num_splits, chunks_per_block)``: how many CTAs share each (token, head block)'s
     candidates, and the most chunks of 64 one of them holds.
 
-    A count between ``fewest = ceil(chunks / 16)`` (a split holds at most 16 chunks) and
+    A count between ``fewest = ceil(chunks / 32)`` (a split holds at most 32 chunks; 2 instead of
+    1 when ``chunks > max_unsplit_chunks`` and ``max_splits`` allows two) and
     ``most = max(fewest, min(max_splits, max(1, chunks // min_chunks_per_split)))`` (a split holds
-    at least ``min_chunks_per_split`` chunks where the lists have that many and 16 a split allow
+    at least ``min_chunks_per_split`` chunks where the lists have that many and 32 a split allow
     it). With no token, or when ``items = num_tokens * head blocks`` reaches ``num_sms`` unsplit,
     ``fewest``; otherwise the ``n`` of least cost
     ``ceil(items * n / num_sms) * (ceil(chunks / n) + 3) + (1 if n > 1 else 0)``: whole waves of
@@ -79,11 +82,17 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
             portable kernel), which leave one-chunk splits to the slower portable body; 1 on the CPU
             and the portable kernel. ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode`` applies the
             device's.
+        max_unsplit_chunks: the most chunks a planned single split holds (>= 1). The op uses 16
+            where the call's splits run the small-heads Hopper kernel (a Hopper GPU, head counts
+            and tiles the 64-head kernel does not serve), whose one-split decodes run the slower
+            portable body instead; 32 elsewhere. ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode``
+            applies the device's. An explicit ``num_splits=1`` is accepted up to 32 chunks
+            everywhere.
 
     Bad arguments raise ValueError naming the argument.
     """
     plan = _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles,
-                          min_chunks_per_split=min_chunks_per_split)
+                          min_chunks_per_split=min_chunks_per_split, max_unsplit_chunks=max_unsplit_chunks)
     return plan["num_splits"], plan["chunks_per_block"]
 
 
@@ -112,13 +121,15 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
         device: where the call runs (a torch.device or a string); None: the current CUDA device
             when there is one, else the CPU. Its shared memory caps the head tile (1 on GPUs with
             about 100 KB per block, as for the prefill), and whether its splits run the Hopper
-            kernels (under the kernel override in force) sets ``min_chunks_per_split``.
+            kernels (under the kernel override in force) sets ``min_chunks_per_split`` and
+            ``max_unsplit_chunks``.
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
             planner's, the largest choice the device runs.
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
             planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
-            ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1).
+            ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1; and its
+            ``max_unsplit_chunks``: 16 where they run the small-heads Hopper kernel, else 32).
 
     Bad arguments raise ValueError naming the argument.
     """

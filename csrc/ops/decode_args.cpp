@@ -29,7 +29,7 @@ void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
 
 void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
   TORCH_CHECK_VALUE(args.max_splits >= 1, "max_splits: expected >= 1, got ", args.max_splits);
-  const int64_t max_chunks = kMaxChunksPerSplit * args.max_splits;
+  const int64_t max_chunks = kListChunksPerSplit * args.max_splits;
   const std::string max_chunks_text = "16 * max_splits = " + std::to_string(max_chunks);
   const AttentionLimits limits{&is_decode_head_count, "{8, 16, ..., 128} (multiple of 8)", max_chunks,
                                max_chunks_text.c_str()};
@@ -37,7 +37,8 @@ void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
 
   const int64_t head_tiles = plan_decode_head_tiles(args.num_heads, args.head_tiles, target.max_head_tiles);
   args.plan = plan_decode(args.num_tokens, args.num_heads, args.num_chunks(), target.num_sms, args.max_splits,
-                          head_tiles, args.num_splits, decode_min_chunks_per_split(target, args.num_heads, head_tiles));
+                          head_tiles, args.num_splits, decode_min_chunks_per_split(target, args.num_heads, head_tiles),
+                          decode_max_unsplit_chunks(target, args.num_heads, head_tiles));
 
   TORCH_CHECK_VALUE(args.mid_out.defined() == args.mid_lse.defined(),
                     args.mid_out.defined() ? "mid_lse: required when mid_out is given"

@@ -25,8 +25,8 @@ void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits) {
   TORCH_CHECK_VALUE(extra_topk >= 0, "extra_topk: expected >= 0, got ", extra_topk);
   TORCH_CHECK_VALUE(max_splits >= 1, "max_splits: expected >= 1, got ", max_splits);
   const int64_t chunks = decode_num_chunks(topk, extra_topk);
-  TORCH_CHECK_VALUE(chunks <= kMaxChunksPerSplit * max_splits, "topk/extra_topk: expected ceil(topk/64) + "
-                    "ceil(extra_topk/64) <= 16 * max_splits = ", kMaxChunksPerSplit * max_splits, ", got ", chunks);
+  TORCH_CHECK_VALUE(chunks <= kListChunksPerSplit * max_splits, "topk/extra_topk: expected ceil(topk/64) + "
+                    "ceil(extra_topk/64) <= 16 * max_splits = ", kListChunksPerSplit * max_splits, ", got ", chunks);
 }
 
 void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits,
@@ -63,31 +63,41 @@ int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, in
 }
 
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split) {
+                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
+                       int64_t max_unsplit_chunks) {
   TORCH_CHECK_VALUE(min_chunks_per_split >= 1, "min_chunks_per_split: expected >= 1, got ", min_chunks_per_split);
-  const int64_t fewest = (num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;
+  TORCH_CHECK_VALUE(max_unsplit_chunks >= 1, "max_unsplit_chunks: expected >= 1, got ", max_unsplit_chunks);
+  const int64_t fits = (num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;  // what a call may ask for
   const int64_t most = std::min(max_splits, num_chunks);
   DecodePlan plan{head_tiles, 0, 0};
   if (num_splits.has_value()) {
-    TORCH_CHECK_VALUE(*num_splits >= fewest && *num_splits <= most, "num_splits: expected ", fewest, " to ", most,
-                      " for ", num_chunks, " chunks of 64 candidates (at most 16 chunks per split, at least one, "
+    TORCH_CHECK_VALUE(*num_splits >= fits && *num_splits <= most, "num_splits: expected ", fits, " to ", most,
+                      " for ", num_chunks, " chunks of 64 candidates (at most 32 chunks per split, at least one, "
                       "and at most max_splits = ", max_splits, " splits), got ", *num_splits);
     plan.num_splits = *num_splits;
-  } else if (num_tokens == 0) {
+    plan.chunks_per_block = (num_chunks + plan.num_splits - 1) / plan.num_splits;
+    return plan;
+  }
+  // The planner's fewest: one split only where it may hold the lists (max_unsplit_chunks), else two
+  // (where max_splits allows: with 16 or 32 for max_unsplit_chunks, the lists' capacity of 16 x
+  // max_splits chunks leaves room for two).
+  const int64_t fewest = fits == 1 && num_chunks > max_unsplit_chunks ? std::min<int64_t>(2, most) : fits;
+  if (num_tokens == 0) {
     plan.num_splits = fewest;
   } else {
     // At most C / min_chunks_per_split splits, so that each holds that many chunks, but never
-    // fewer than `fewest` (a split holds 16 at most).
+    // fewer than `fewest` (a split holds 32 at most).
     const int64_t by_chunks = std::max<int64_t>(1, num_chunks / min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
     const int64_t blocks = decode_head_blocks(num_heads, head_tiles);
     plan.num_splits = fewest;
     if (__int128(num_tokens) * blocks < num_sms) {  // less than a wave unsplit: the cheapest count
       const int64_t items = num_tokens * blocks;
-      // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 16: for a count n
+      // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 32: for a count n
       // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
-      // q too, in no more waves and with no more merge, so n' costs no more than n. Counts in
-      // increasing order, the first of equal costs kept.
+      // q too, in no more waves and with no more merge, so n' costs no more than n (and n' >= 2
+      // when n >= 2, so a fewest of 2 keeps this). Counts in increasing order, the first of equal
+      // costs kept.
       int64_t best_cost = -1;
       for (int64_t q = kMaxChunksPerSplit; q >= 1; --q) {
         const int64_t splits = std::clamp((num_chunks + q - 1) / q, fewest, planned_most);
@@ -106,9 +116,16 @@ int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_hea
   return hopper_splits ? cuda::kHopperDecodeMinChunksPerSplit : 1;
 }
 
+int64_t decode_max_unsplit_chunks(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
+  if (target.family != PrefillKernel::kHopper) return kMaxChunksPerSplit;
+  const bool small_splits = cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles) == PrefillKernel::kHopperSmall;
+  return small_splits ? kListChunksPerSplit : kMaxChunksPerSplit;
+}
+
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split) {
+                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
+                                              int64_t max_unsplit_chunks) {
   // From num_tokens = num_sms on, every token count has at least num_sms work items, so the plan
   // is the fewest splits and stays; scan up to there and keep where the plan changes.
   std::vector<DecodePlanStep> steps;
@@ -117,7 +134,8 @@ std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chu
   };
   for (int64_t num_tokens = 0; num_tokens <= num_sms; ++num_tokens) {
     const DecodePlan plan =
-        plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits, min_chunks_per_split);
+        plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits, min_chunks_per_split,
+                    max_unsplit_chunks);
     if (steps.empty() || !same(steps.back().plan, plan)) steps.push_back({num_tokens, plan});
   }
   return steps;

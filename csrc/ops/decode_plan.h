@@ -18,8 +18,14 @@ struct PrefillTarget;  // prefill_plan.h: the device a plan is for
 // H % 16 == 8 the last tile of the last block holds 8 heads (the rest are padding).
 constexpr int64_t kDecodeHeadStep = 8;
 constexpr int64_t kMaxDecodeHeads = 128;
-// A split (one CTA's share of a token's candidates) holds at most this many chunks of 64.
-constexpr int64_t kMaxChunksPerSplit = nvfp4::kMaxChunks;
+// The lists may hold this many chunks of 64 for each split max_splits allows (16 x max_splits:
+// 16384 candidates at the default).
+constexpr int64_t kListChunksPerSplit = nvfp4::kMaxChunks;
+// A split (one CTA's share of a token's candidates, one work item) holds at most this many. The
+// kernels walk any number of chunks an item; twice the lists' share lets a list of 17..32 chunks
+// run unsplit where its work items fill the SMs anyway (no partials, no merge: docs/planner.md),
+// where one split stays on the Hopper kernel (decode_max_unsplit_chunks).
+constexpr int64_t kMaxChunksPerSplit = 2 * nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
 // The crossover between the ops, set from the H200 grids of both ops (docs/planner.md): the decode
@@ -70,11 +76,11 @@ inline int64_t decode_num_chunks(int64_t topk, int64_t extra_topk) {
 struct DecodePlan {
   int64_t head_tiles;
   int64_t num_splits;        // CTAs per (token, head block), each over a share of the chunks
-  int64_t chunks_per_block;  // the most chunks one split holds: ceil(num_chunks / num_splits) <= 16
+  int64_t chunks_per_block;  // the most chunks one split holds: ceil(num_chunks / num_splits) <= 32
 };
 
 // The checks of candidate-list widths described by ints (the op checks the indices): ValueError
-// naming topk, extra_topk or max_splits; at most 16 * max_splits chunks in all.
+// naming topk, extra_topk or max_splits; at most 16 * max_splits chunks in all (kListChunksPerSplit).
 void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits);
 
 // The checks of a request that does not come from tensors (the op checks these on q and the
@@ -105,16 +111,19 @@ constexpr int64_t kDecodeMergeCostChunks = 1;
 int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
 
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
-// it must give every split at least one chunk and at most 16, and not exceed max_splits).
-// Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 16) and most =
+// it must give every split at least one chunk and at most 32, and not exceed max_splits).
+// Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 32), raised to 2 (max_splits
+// allowing) when that is one split and num_chunks > max_unsplit_chunks, and most =
 // max(fewest, min(max_splits, max(1, num_chunks / min_chunks_per_split))): with no token, or with
 // num_tokens * head blocks (`items`) filling the SMs already, fewest; else the count of least
 // decode_split_cost, the smallest of equal ones. `min_chunks_per_split` is what the device's split
 // kernel wants a split to hold (decode_min_chunks_per_split, 1 or 2): a planned split then holds
-// at least that many unless the lists are shorter (a larger value is capped by the 16 chunks a
-// split holds at most).
+// at least that many unless the lists are shorter (a larger value is capped by the 32 chunks a
+// split holds at most). `max_unsplit_chunks` is the most chunks a planned single split may hold
+// (decode_max_unsplit_chunks: 16 or 32; >= 1).
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
+                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
+                       int64_t max_unsplit_chunks);
 
 // The fewest chunks a planned split holds on `target` for a call of `num_heads` in blocks of
 // `head_tiles`: where the call's splits run a Hopper kernel (the 64-head kernel, or the
@@ -125,6 +134,16 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
 // docs/benchmarks.md); 1 elsewhere (the CPU and the portable kernel take one-chunk splits).
 int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles);
 
+// The most chunks a planned one-split decode holds on `target` for a call of `num_heads` in blocks
+// of `head_tiles`: kMaxChunksPerSplit (32), except where the call's splits run the small-heads
+// Hopper kernel's split form, whose one-split decodes run the portable kernel's body instead
+// (cuda::select_decode_split_kernel): there kListChunksPerSplit (16), so that lists of 17..32
+// chunks keep two splits on the Hopper kernel rather than one on the portable body (1.4x-2.7x
+// slower than the small-heads kernel at every prefill shape measured on the H200,
+// docs/hopper_small_kernel.md; an estimate for the decode, not measured). An explicit num_splits=1
+// is still accepted there.
+int64_t decode_max_unsplit_chunks(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles);
+
 // The plan for every token count at once, for callers holding a symbolic token count
 // (torch.compile): from `min_tokens` on (up to the next step's), the plan is the step's.
 struct DecodePlanStep {
@@ -133,7 +152,8 @@ struct DecodePlanStep {
 };
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split);
+                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
+                                              int64_t max_unsplit_chunks);
 
 // Splits that cover every plan of a shape: min(num_chunks, max_splits) (every chunk in a split
 // of its own at most), or num_chunks without max_splits.

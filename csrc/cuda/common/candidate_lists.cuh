@@ -9,6 +9,7 @@
 #include "../../format/nvfp4_format.h"
 #include "decode_params.h"
 #include "prefill_params.h"
+#include "work_unit.h"
 
 namespace cake::cuda {
 
@@ -44,6 +45,28 @@ __device__ __forceinline__ int chunk_count(int64_t first, int64_t end, int valid
   return last > first ? int(last - first) : 0;
 }
 
+// The work of a Hopper kernel's launch (the 64-head kernel's items, the small-heads kernel's
+// units): tokens x head blocks x splits, numbered (token * num_head_blocks + head block) *
+// num_splits + split; kSplit false: one split, the whole lists.
+template <bool kSplit>
+__device__ __forceinline__ int num_work_units(const DecodeParams& params) {
+  return params.num_tokens * params.num_head_blocks * (kSplit ? params.num_splits : 1);
+}
+// Whose rows work unit `index` computes: its token, its first head (head blocks of kBlockHeads)
+// and its split (0 for whole lists). Cheap enough to recompute where needed (an epilogue, a Q
+// load) rather than keep in registers across a unit.
+struct WorkRows {
+  int token;
+  int head0;
+  int split;
+};
+template <int kBlockHeads, bool kSplit>
+__device__ __forceinline__ WorkRows work_rows(const DecodeParams& params, int index) {
+  const int row_index = kSplit ? index / params.num_splits : index;
+  return {row_index / params.num_head_blocks, (row_index % params.num_head_blocks) * kBlockHeads,
+          kSplit ? index % params.num_splits : 0};
+}
+
 // A (token, split) work unit's 64-candidate chunks (nvfp4::kChunkSize) of both lists: the token's
 // clamped lengths, and per list the first chunk and the number the unit takes, the main list's
 // chunks before the extra list's. kSplit false: the whole lists (one split, both firsts 0); true:
@@ -77,6 +100,26 @@ __device__ __forceinline__ UnitChunks unit_chunks(const DecodeParams& params, in
     c.num_chunks = c.chunks0 + chunk_count(c.first1, range.extra_end / kRows, valid1);
   }
   return c;
+}
+
+// Work unit `index` of a launch (work_rows) with its chunks (unit_chunks).
+template <int kBlockHeads, bool kSplit>
+__device__ __forceinline__ WorkUnit<kSplit> work_unit(const DecodeParams& params, int index) {
+  WorkUnit<kSplit> u;
+  const WorkRows rows = work_rows<kBlockHeads, kSplit>(params, index);
+  u.token = rows.token;
+  u.head0 = rows.head0;
+  const UnitChunks c = unit_chunks<kSplit>(params, u.token, rows.split);
+  u.length0 = c.length0;
+  u.length1 = c.length1;
+  u.chunks0 = c.chunks0;
+  u.num_chunks = c.num_chunks;
+  if constexpr (kSplit) {
+    u.split = rows.split;
+    u.first0 = c.first0;
+    u.first1 = c.first1;
+  }
+  return u;
 }
 
 // The whole list, [0, length) for the token's clamped `length` (list_length).

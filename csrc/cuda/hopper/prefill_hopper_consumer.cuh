@@ -69,7 +69,7 @@ class ConsumerRole {
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
-      const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_blocks, 0);
+      const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_chunks, 0);
       trace_event(consumer_, 6, gblock + 1);
       reset();
       if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
@@ -497,7 +497,7 @@ class ConsumerRole {
   // four TMA boxes of 64 dims x 64 heads that complete on q_full with the other half (one
   // expect_tx arrival each). A padded last head block's rows past num_heads load as zeros.
   __device__ void load_q_half(int item, int half) {
-    const ItemRows rows = item_rows<kSplitItems>(params_, item);
+    const WorkRows rows = work_rows<kHeads, kSplitItems>(params_, item);
     const uint32_t q_full = smem_address(&smem_.q_full);
     sm90::mbarrier_arrive_expect_tx(q_full, kQTileBytes / kConsumers);
 #pragma unroll
@@ -544,7 +544,7 @@ class ConsumerRole {
   // partials' tensor map store a round.
   static constexpr int kPartialRounds = 2;
   static constexpr int kPartialBlockDims = kTileRowBytes / int(sizeof(float));  // 32
-  __device__ __forceinline__ void stage_partial_round(int round, const ItemRows& w, const float (&out_scale)[2]) {
+  __device__ __forceinline__ void stage_partial_round(int round, const WorkRows& w, const float (&out_scale)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;
@@ -567,7 +567,7 @@ class ConsumerRole {
       }
     }
   }
-  __device__ void store_partial_round(int round, const ItemRows& w) {
+  __device__ void store_partial_round(int round, const WorkRows& w) {
     const int row = w.split * params_.num_tokens + w.token;  // mid_out's rows: split-major
 #pragma unroll
     for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
@@ -602,7 +602,7 @@ class ConsumerRole {
   // register stores, where mid_out is not TMA-addressable). next_q_issued: the item's Q was read
   // and the next one issued in its last pair.
   __device__ void finish_item(int item, int trace_row, bool next_q_issued) {
-    const ItemRows w = item_rows<kSplitItems>(params_, item);
+    const WorkRows w = work_rows<kHeads, kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
     // Whole lists: the sinks of this thread's rows, loaded first so that the exchange below
     // covers their latency.

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "../../format/nvfp4_format.h"
+#include "../common/work_unit.h"
 
 namespace cake::cuda::hopper_small {
 
@@ -101,22 +102,9 @@ struct alignas(16) RowEntry {
   uint64_t scale;
 };
 constexpr int kTableSlots = 4;
-// A work unit's fields (unit_at, prefill_small_work.cuh). A decode's split units (kSplitItems)
-// carry their split and its first chunk in each list (csrc/common/decode_splits.h); the
-// prefill's units take the whole lists and carry neither.
-struct UnitSplit {
-  int split;
-  int first0, first1;  // the split's first chunk of the main and of the extra list
-};
-struct UnitWhole {};
+// A work unit's fields (../common/work_unit.h; work_unit in ../common/candidate_lists.cuh).
 template <bool kSplitItems>
-struct Unit : std::conditional_t<kSplitItems, UnitSplit, UnitWhole> {
-  int token;
-  int head0;
-  int length0, length1;  // valid prefixes of the main and extra lists
-  int chunks0;           // 64-candidate chunks of the main list (of the split's, in a split unit)
-  int num_chunks;        // main + extra
-};
+using Unit = WorkUnit<kSplitItems>;
 // A place in the CTA's chunks, in order over its units with candidates (seek_unit / advance in
 // prefill_small_work.cuh): the converters' walk, and the row table's writer's (two copies in the
 // table by parity: the attend's thread 0 advances one into the other).

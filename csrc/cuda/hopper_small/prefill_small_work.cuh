@@ -17,39 +17,7 @@ namespace cake::cuda::hopper_small {
 // the prefill's instance has one split, the whole lists.
 template <bool kSplitItems>
 __device__ __forceinline__ int num_units(const DecodeParams& params) {
-  return params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
-}
-
-// Whose rows unit `unit` computes: its token, first head and split (0 for whole lists).
-struct UnitRows {
-  int token;
-  int head0;
-  int split;
-};
-template <int kGroupHeads, bool kSplitItems>
-__device__ __forceinline__ UnitRows unit_rows(const DecodeParams& params, int unit) {
-  const int row_unit = kSplitItems ? unit / params.num_splits : unit;
-  return {row_unit / params.num_head_blocks, (row_unit % params.num_head_blocks) * kGroupHeads,
-          kSplitItems ? unit % params.num_splits : 0};
-}
-
-template <int kGroupHeads, bool kSplitItems>
-__device__ __forceinline__ Unit<kSplitItems> unit_at(const DecodeParams& params, int unit) {
-  Unit<kSplitItems> u;
-  const UnitRows rows = unit_rows<kGroupHeads, kSplitItems>(params, unit);
-  u.token = rows.token;
-  u.head0 = rows.head0;
-  const UnitChunks c = unit_chunks<kSplitItems>(params, u.token, rows.split);
-  u.length0 = c.length0;
-  u.length1 = c.length1;
-  u.chunks0 = c.chunks0;
-  u.num_chunks = c.num_chunks;
-  if constexpr (kSplitItems) {
-    u.split = rows.split;
-    u.first0 = c.first0;
-    u.first1 = c.first1;
-  }
-  return u;
+  return num_work_units<kSplitItems>(params);
 }
 
 // The list (0 main, 1 extra) of the unit's chunk `chunk`, and the list position of its row `row`.
@@ -197,7 +165,7 @@ template <int kGroupHeads, bool kSplitItems>
 __device__ __forceinline__ void seek_unit(const DecodeParams& params, int num_units, ChunkCursor<kSplitItems>& cursor,
                                           int unit) {
   for (; unit < num_units; unit += gridDim.x) {
-    cursor.u = unit_at<kGroupHeads, kSplitItems>(params, unit);
+    cursor.u = work_unit<kGroupHeads, kSplitItems>(params, unit);
     if (cursor.u.num_chunks > 0) break;
   }
   cursor.unit = unit;
