@@ -301,9 +301,10 @@ def test_small_heads_nan_in_cache(heads):
 def test_small_heads_masked_rows_after_nan_rows(heads):
     """Every persistent CTA walks two units: first a token whose 64 candidates are rows with a NaN
     in each converter's NoPE half and in the RoPE dims, then a token with one valid candidate
-    whose 63 masked slots point at those rows (past its length: never read). A masked row's
-    registers keep the previous unit's NaN bytes, which the converters must mask where they use
-    them: the first tokens come out NaN, the second finite and as the reference."""
+    whose 63 masked slots point at those rows (past its length: never read). In units of 32 heads
+    a masked row's registers keep the previous unit's NaN bytes, which the converters must mask
+    where they use them (in units of 16 they are zeroed): the first tokens come out NaN, the second
+    finite and as the reference."""
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     num_tokens = 2 * num_sms
     problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=64, main=CacheSpec(16, 64), device="cuda",

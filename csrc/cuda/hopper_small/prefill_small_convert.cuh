@@ -31,6 +31,12 @@ class ConvertRole {
   static constexpr int kSlots = group_slots(kHalf);  // 16-value groups of a row this thread converts
   static constexpr int kFirst = first_group(kHalf);   // the half's first group
   static constexpr bool kHasRope = kHalf == 1;
+  // Units of 32 heads load a row's bytes by predicated loads into the registers themselves and run
+  // converter 1's RoPE k-steps last in a chunk (see convert()); units of 16 load with `valid ? load
+  // : 0` selects and run the RoPE k-steps first. Timed on the H200 at d5ba4d5 (docs/benchmarks.md,
+  // "Main, two waiting branches ..."), the first form was 3-5% faster at 32 heads and 2-4% slower
+  // at 16.
+  static constexpr bool kRopeLast = kGroupHeads == 32;
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
   static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
@@ -41,7 +47,12 @@ class ConvertRole {
   __device__ ConvertRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
-        num_units_(num_units<kSplitItems>(params)), rows_{} {}
+        num_units_(num_units<kSplitItems>(params)) {
+    if constexpr (kRopeLast) {  // a masked row's registers keep what they hold: start from zeros
+      rows_[0] = RowBytes{};
+      rows_[1] = RowBytes{};
+    }
+  }
 
   // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread takes
   // the addresses of its rows of chunk j + 1 (from the row table, or from the indices it loaded a
@@ -159,22 +170,36 @@ class ConvertRole {
     }
   }
 
-  // A masked row's loads read nothing and leave its registers as they were (stale bytes of an
-  // earlier row, or the zeros they start with); convert() masks them: a zero scale and no sign for
-  // its codes (+0 whatever the bits), an AND for its RoPE words.
+  // A masked row reads nothing. With kRopeLast its loads leave its registers as they were (stale
+  // bytes of an earlier row, or the zeros they start with) and convert() masks them: a zero scale
+  // and no sign for its codes (+0 whatever the bits), an AND for its RoPE words; otherwise its
+  // registers are zeroed.
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
     const int group = kFirst + quad_ + 4 * slot;
-    sm90::ld_global_nc_8_no_l1_if(row.groups[slot], source.data_row + 8 * group, source.valid);
+    if constexpr (kRopeLast) {
+      sm90::ld_global_nc_8_no_l1_if(row.groups[slot], source.data_row + 8 * group, source.valid);
+    } else {
+      row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
+    }
   }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
-    sm90::ld_global_nc_16_if(row.scales, source.scale_row + kFirst, source.valid);
+    if constexpr (kRopeLast) {
+      sm90::ld_global_nc_16_if(row.scales, source.scale_row + kFirst, source.valid);
+    } else {
+      row.scales = source.valid ? sm90::ld_global_nc_16(source.scale_row + kFirst) : make_uint4(0, 0, 0, 0);
+    }
   }
   __device__ __forceinline__ void load_rope(RowBytes& row, const RowSource& source) {
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const int chunk = 2 * quad_ + v;
-      sm90::ld_global_nc_16_if(row.rope[v], source.data_row + nvfp4::kNopeBytes + 16 * chunk, source.valid);
+      if constexpr (kRopeLast) {
+        sm90::ld_global_nc_16_if(row.rope[v], source.data_row + nvfp4::kNopeBytes + 16 * chunk, source.valid);
+      } else {
+        row.rope[v] = source.valid ? sm90::ld_global_nc_16(source.data_row + nvfp4::kNopeBytes + 16 * chunk)
+                                   : make_uint4(0, 0, 0, 0);
+      }
     }
   }
   __device__ __forceinline__ void load_rows(const RowSource (&sources)[2]) {
@@ -292,7 +317,9 @@ class ConvertRole {
 
   // Converts this thread's part of the chunk's two rows into K tile `parity` and its 16 k-steps of
   // QK^T (S half into s_acc), reloading each group slot (and the scales) with the next chunk's rows
-  // as soon as it is converted. Converter 1's RoPE k-steps come last: their A fragments are the
+  // as soon as it is converted. Converter 1's RoPE k-steps (their A fragments are the loaded words
+  // themselves) come first in units of 16 heads, their next loads right after the first group slot.
+  // With kRopeLast they come last: their A fragments are the
   // loaded words themselves (masked by an AND right before their wgmmas), so the next chunk's RoPE
   // chunks, loaded once these no longer read the words (ptxas issues the loads a little before the
   // RoPE wgmmas, whose operands are the ANDs' copies), have a chunk to land before they are used. (RoPE first,
@@ -309,13 +336,22 @@ class ConvertRole {
       const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {
-        scales[r][slot] = valid_[r] ? hopper::e4m3_to_decode_scale(uint8_t(words[slot] >> (8 * quad_))) : 0u;
+        scales[r][slot] = !kRopeLast || valid_[r] ? hopper::e4m3_to_decode_scale(uint8_t(words[slot] >> (8 * quad_)))
+                                                  : 0u;
       }
       load_scales(rows_[r], next_rows[r]);
     }
-    // A masked row converts to +0 (zero scale, no sign), as it did when its registers were zeroed:
-    // no stale bit reaches the tile.
-    const uint32_t sign_mask[2] = {valid_[0] ? 0x80008000u : 0u, valid_[1] ? 0x80008000u : 0u};
+    // With kRopeLast a masked row converts to +0 (zero scale, no sign), as zeroed registers do: no
+    // stale bit reaches the tile.
+    const uint32_t sign_mask[2] = {!kRopeLast || valid_[0] ? 0x80008000u : 0u, !kRopeLast || valid_[1] ? 0x80008000u : 0u};
+    if constexpr (kHasRope && !kRopeLast) {
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        const uint32_t pairs0[4] = {rows_[0].rope[v].x, rows_[0].rope[v].y, rows_[0].rope[v].z, rows_[0].rope[v].w};
+        const uint32_t pairs1[4] = {rows_[1].rope[v].x, rows_[1].rope[v].y, rows_[1].rope[v].z, rows_[1].rope[v].w};
+        store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, v == 0);
+      }
+    }
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
 #pragma unroll
@@ -325,12 +361,17 @@ class ConvertRole {
                                      sign_mask[0]);
         hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1,
                                      sign_mask[1]);
-        store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1, slot == 0 && b == 0);
+        store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1,
+                           (kRopeLast || !kHasRope) && slot == 0 && b == 0);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_group(rows_[r], next_rows[r], slot);
+      if (kHasRope && !kRopeLast && slot == 0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);
+      }
     }
-    if constexpr (kHasRope) {
+    if constexpr (kHasRope && kRopeLast) {
       const uint32_t keep0 = valid_[0] ? ~0u : 0u;
       const uint32_t keep1 = valid_[1] ? ~0u : 0u;
 #pragma unroll
@@ -343,7 +384,7 @@ class ConvertRole {
       }
     }
     wgmma_wait<0>();
-    if constexpr (kHasRope) {
+    if constexpr (kHasRope && kRopeLast) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);
     }
