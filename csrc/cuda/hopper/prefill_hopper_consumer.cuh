@@ -363,13 +363,18 @@ class ConsumerRole {
 
   // This consumer's weights into p[consumer], for the other consumer (whose wgmma reads the tile:
   // proxy fence before the hand-over).
+  // weights[i][r] is the fragment of the 8 x 8 matrix (rows 8 r.. of the warp's 16, columns 8 i..):
+  // four stmatrix, matrix m of the k-th holding (i, r) = (2 k + m / 2, m % 2); lane l gives the
+  // address of row l % 8 of matrix l / 8 (the same bytes as a 4-byte store a pair, a quarter of
+  // the instructions).
   __device__ __forceinline__ void store_weights(const BlockWeights& weights) {
     const uint32_t p_tile = smem_address(smem_.p[consumer_]);
+    const int matrix = lane_ / 8;
+    const int row = (row0_ - lane_ / 4) + 8 * (matrix % 2) + lane_ % 8;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int column = 8 * i + 2 * (lane_ % 4);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) sm90::st_shared_4(p_tile + p_tile_offset(row0_ + 8 * r, column), weights[i][r]);
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t pairs[4] = {weights[2 * k][0], weights[2 * k][1], weights[2 * k + 1][0], weights[2 * k + 1][1]};
+      sm90::stmatrix_x4(p_tile + p_tile_offset(row, 8 * (2 * k + matrix / 2)), pairs);
     }
     sm90::fence_proxy_async();
   }

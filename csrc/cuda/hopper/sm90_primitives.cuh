@@ -1,6 +1,6 @@
 // Thin wrappers over the sm_90a instructions of the Hopper prefill kernel: wgmma (warpgroup
-// MMA with shared-memory operands), its fences, mbarriers, setmaxnreg and the proxy fence.
-// One instruction each. Only meaningful in code compiled for sm_90a.
+// MMA with shared-memory operands), its fences, mbarriers, setmaxnreg, stmatrix and the proxy
+// fence. One instruction each. Only meaningful in code compiled for sm_90a.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +90,15 @@ __device__ __forceinline__ void st_shared_16(uint32_t address, uint32_t a, uint3
 
 // Writes by ordinary stores become visible to the tensor cores (the async proxy) after this
 // fence and a barrier.
+// Stores four 8x8 bf16 matrices, register i of the warp's threads holding matrix i in the mma
+// fragment layout (thread t: row t / 4, columns 2 (t % 4), + 1); lanes 8 i .. 8 i + 7 give the
+// addresses of matrix i's rows (16 bytes each).
+__device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // After the barriers are initialised and before anyone uses them: makes the initialisation

@@ -1,7 +1,7 @@
 // The sm_90a instructions the small-heads Hopper prefill adds to ../hopper/sm90_primitives.cuh (whose
 // mbarrier, fence, setmaxnreg and descriptor wrappers it uses): wgmma with a register A operand
 // (QK^T) and with a transposed shared-memory A operand (PV) at N = 16 and 32, a named barrier
-// that ORs a predicate, the global loads of the conversion, stmatrix and an L2 prefetch. One instruction
+// that ORs a predicate, the global loads of the conversion and an L2 prefetch. One instruction
 // each. Only meaningful in code compiled for sm_90a.
 #pragma once
 
@@ -106,15 +106,6 @@ __device__ __forceinline__ void ld_global_nc_8_no_l1_if(uint2& v, const void* po
       "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%3];\n}\n"
       : "+r"(v.x), "+r"(v.y)
       : "r"(int(valid)), "l"(pointer));
-}
-
-// Stores four 8x8 bf16 matrices, register i of the warp's threads holding matrix i in the mma
-// fragment layout (thread t: row t / 4, columns 2 (t % 4), + 1); lanes 8 i .. 8 i + 7 give the
-// addresses of matrix i's rows (16 bytes each).
-__device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]), "r"(r[1]),
-               "r"(r[2]), "r"(r[3])
-               : "memory");
 }
 
 // Brings `bytes` (a multiple of 16) from a 16-byte aligned global address into L2; no completion
