@@ -324,13 +324,18 @@ class ConsumerRole {
   __device__ __forceinline__ void move_reference(float (&s_acc)[32], int parity, float (&reference)[2],
                                                  float (&moved_by)[2]) {
     // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 8 i + 2 (lane % 4) + e % 2.
-    const uint8_t* valid = smem_.valid[parity];
+    // Flag word i covers columns 8 i .. 8 i + 7, column c in bit 4 (c % 8).
+    const uint4 flags_low = *reinterpret_cast<const uint4*>(&smem_.valid[parity][0]);
+    const uint4 flags_high = *reinterpret_cast<const uint4*>(&smem_.valid[parity][4]);
+    const uint32_t flags[8] = {flags_low.x,  flags_low.y,  flags_low.z,  flags_low.w,
+                               flags_high.x, flags_high.y, flags_high.z, flags_high.w};
+    const int flag_shift = 8 * (lane_ % 4);
     float block_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int column = 8 * i + 2 * (lane_ % 4);
-      const bool valid_even = valid[column] != 0;
-      const bool valid_odd = valid[column + 1] != 0;
+      const uint32_t pair_flags = flags[i] >> flag_shift;
+      const bool valid_even = (pair_flags & 1u) != 0;
+      const bool valid_odd = (pair_flags & 16u) != 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], e % 2 == 0 ? valid_even : valid_odd, score_scale_);

@@ -95,7 +95,8 @@ class DequantRole {
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
       // The flags go with the low half: both consumers release it after the block's softmax.
-      if (part_ == 0) smem_.valid[parity][warpgroup_ * kHalfRows + row_] = source.valid;
+      const uint32_t flags = __ballot_sync(0xffffffffu, source.valid);
+      if (row_ % 8 == 0 && part_ == 0) smem_.valid[parity][(warpgroup_ * kHalfRows + row_) / 8] = flags;
       convert_low(half_tile, parity);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       load_low_codes(next_source);  // their registers are free now: half a block to land

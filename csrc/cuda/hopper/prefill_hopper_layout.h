@@ -79,7 +79,9 @@ struct alignas(1024) SharedStorage {
   float exact_exchange[kConsumers][kHeads];  // and of the fp32 weights (the LSE)
   // Scale rows of the block halves being converted, by block parity and half: copied one block ahead.
   uint8_t scales[2][kDequantWarpgroups][kHalfRows][nvfp4::kScaleRowBytes];
-  uint8_t valid[2][kBlockRows];  // candidate flags of each block parity
+  // Candidate flags of each block parity: a dequant warp's ballot of its 8 rows' flags, row r in
+  // bit 4 (r % 8) of word r / 8 (its four parts vote alike); a consumer reads them in two loads.
+  alignas(16) uint32_t valid[2][kBlockRows / 8];
   // The cache slot of each row of block k (-1: masked), by k's parity: copied two blocks ahead,
   // so the dequant's first use of it does not wait on a load of its own registers.
   int32_t row_index[2][kDequantWarpgroups][kHalfRows];
