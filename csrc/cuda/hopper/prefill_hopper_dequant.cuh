@@ -40,6 +40,8 @@ class DequantRole {
   // quarter warp's code loads cover two rows' contiguous bytes (fewer sectors a request). Part-
   // major lanes (8 part + row % 8) give conflict-free 16-byte stores instead, and were 0.6-4%
   // slower at T = 4096 (the loads matter more than the stores' two-way conflicts).
+  // The candidate flags' ballot (run()) relies on this order: row k of a warp is lanes 4 k .. 4 k + 3.
+  static_assert(kPartsPerRow == 4, "the flags' ballot layout: four lanes a row");
   static __device__ __forceinline__ int row_of(int thread) { return thread / kPartsPerRow; }
   static __device__ __forceinline__ int part_of(int thread) { return thread % kPartsPerRow; }
 
@@ -95,6 +97,8 @@ class DequantRole {
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
       // The flags go with the low half: both consumers release it after the block's softmax.
+      // Row-major lanes (lane 4 row + part, row_of / part_of): row k of the warp votes in bits 4 k
+      // .. 4 k + 3, the layout the consumers read (SharedStorage::valid).
       const uint32_t flags = __ballot_sync(0xffffffffu, source.valid);
       if (row_ % 8 == 0 && part_ == 0) smem_.valid[parity][(warpgroup_ * kHalfRows + row_) / 8] = flags;
       convert_low(half_tile, parity);

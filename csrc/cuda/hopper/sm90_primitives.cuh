@@ -88,8 +88,6 @@ __device__ __forceinline__ void st_shared_16(uint32_t address, uint32_t a, uint3
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
-// Writes by ordinary stores become visible to the tensor cores (the async proxy) after this
-// fence and a barrier.
 // Stores four 8x8 bf16 matrices, register i of the warp's threads holding matrix i in the mma
 // fragment layout (thread t: row t / 4, columns 2 (t % 4), + 1); lanes 8 i .. 8 i + 7 give the
 // addresses of matrix i's rows (16 bytes each).
@@ -99,6 +97,8 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r
                : "memory");
 }
 
+// Writes by ordinary stores become visible to the tensor cores (the async proxy) after this
+// fence and a barrier.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // After the barriers are initialised and before anyone uses them: makes the initialisation
