@@ -26,6 +26,9 @@
 # AB_DIGEST=1 fingerprints each tree's outputs on fixed inputs (benchmarks/output_digest.py of the tree
 #             running this script) and compares them with the first tree's: a change that keeps the
 #             arithmetic must give the same bits
+# AB_TIMING_ONLY labels timed without their tests and digest (development builds whose results are
+#             wrong by design, e.g. "-DCAKE_HOPPER_NO_WAITS"), so that one call can test some trees and
+#             time others
 # AB_BUILD_ONLY  labels only built, for the rest of the call to use from /tmp/cake-ab/trees/LABEL
 #             (e.g. a trace build: "t=.ab/x@-DCAKE_HOPPER_TRACE", then cd there and run
 #             PYTHONPATH=. python3 benchmarks/trace_items.py --run)
@@ -99,9 +102,12 @@ in_tree() {  # in_tree INDEX COMMAND...: run with the tree's package first on th
   ( cd "${dirs[$i]}" && PYTHONPATH="${dirs[$i]}${PYTHONPATH:+:$PYTHONPATH}" CAKE_COMMIT="${labels[$i]}" $limit "$@" )
 }
 
+timing_only() { [[ " ${AB_TIMING_ONLY:-} " == *" ${labels[$1]} "* ]]; }
+
 if [ -n "${AB_TESTS:-}" ]; then
   passed=()
   for i in "${built[@]}"; do
+    if timing_only "$i"; then passed+=("$i"); echo "[${labels[$i]}] timing only: no tests"; continue; fi
     test_limit=(); [ -n "${AB_TEST_TIMEOUT:-}" ] && test_limit=(timeout "$AB_TEST_TIMEOUT")
     if in_tree "$i" "${test_limit[@]}" "$py" -m pytest -q -p no:cacheprovider $AB_TESTS > "$out/${labels[$i]}/pytest.log" 2>&1; then
       passed+=("$i")
@@ -116,6 +122,7 @@ fi
 if [ -n "${AB_DIGEST:-}" ]; then
   digests=()
   for i in "${built[@]}"; do
+    timing_only "$i" && continue
     in_tree "$i" "$py" "$here/benchmarks/output_digest.py" --json "$out/${labels[$i]}/digest.json" \
       > "$out/${labels[$i]}/digest.log" 2>&1 || echo "[${labels[$i]}] digest failed: $(tail -1 "$out/${labels[$i]}/digest.log")"
     [ -f "$out/${labels[$i]}/digest.json" ] && digests+=("$out/${labels[$i]}/digest.json")

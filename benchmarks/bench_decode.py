@@ -94,13 +94,14 @@ def short_kernel_name(name):
 
 
 def split_range(candidates, max_splits):
-    """The split counts the decode accepts for a list of `candidates`: ceil(chunks / 32) ..
-    min(chunks, max_splits), chunks of 64 candidates (a split holds 32 at most); none past the
-    lists' capacity of 16 x max_splits chunks."""
-    chunks = (candidates + 63) // 64
-    if chunks > 16 * max_splits:
+    """The split counts the decode accepts for a list of `candidates`: ceil(chunks /
+    MAX_CHUNKS_PER_SPLIT) .. min(chunks, max_splits), chunks of 64 candidates; none past the lists'
+    capacity of LIST_CHUNKS_PER_SPLIT x max_splits chunks (the C++ planner's constants)."""
+    chunks = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(candidates)
+    if chunks > torch_ops._C.LIST_CHUNKS_PER_SPLIT * max_splits:
         return range(0)
-    return range((chunks + 31) // 32, min(chunks, max_splits) + 1)
+    per_split = torch_ops._C.MAX_CHUNKS_PER_SPLIT
+    return range((chunks + per_split - 1) // per_split, min(chunks, max_splits) + 1)
 
 
 def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None):

@@ -318,6 +318,7 @@ PYBIND11_MODULE(_C, module) {
   // The decode planner (csrc/ops/decode_plan.h), for torch_ops/decode_planner.py.
   module.attr("DEFAULT_MAX_SPLITS") = cake::kDefaultMaxSplits;
   module.attr("MAX_CHUNKS_PER_SPLIT") = cake::kMaxChunksPerSplit;
+  module.attr("LIST_CHUNKS_PER_SPLIT") = cake::kListChunksPerSplit;
   module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_WIDE") = cake::kDecodeCrossoverItemsPercentWide;
   module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_NARROW") = cake::kDecodeCrossoverItemsPercentNarrow;
   module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_WIDE_LONG") = cake::kDecodeCrossoverItemsPercentWideLong;

@@ -483,6 +483,24 @@ def test_ab_trees_leaves_out_a_tree_whose_tests_fail_or_hang(tmp_path):
     assert (tmp_path / "out" / "summary.md").exists()
 
 
+def test_ab_trees_times_a_timing_only_tree_without_its_tests(tmp_path):
+    """A label in AB_TIMING_ONLY skips its tests (and the digest) but stays in the call: a tree whose
+    tests would fail is then not left out; the other tree's tests still run."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    good = fake_tree(tmp_path / "good")
+    bad = fake_tree(tmp_path / "bad")
+    (bad / "tests" / "test_fake.py").write_text("def test_fake():\n    assert False\n")
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(tmp_path / "work"), PYTHON=sys.executable,
+               AB_TESTS="tests/test_fake.py", AB_TIMING_ONLY="dev")
+    result = subprocess.run(["bash", str(script), f"good={good}", f"dev={bad}@-DX=1"], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert "[good] tests: 1 passed" in result.stdout, result.stdout + result.stderr
+    assert "[dev] timing only: no tests" in result.stdout and "left out" not in result.stdout, result.stdout
+    result = subprocess.run(["bash", str(script), f"good={good}", f"dev={bad}@-DX=1"], capture_output=True, text=True,
+                            env=dict(env, AB_TIMING_ONLY=""), timeout=120)
+    assert "[dev] tests failed or timed out, left out" in result.stdout, result.stdout
+
+
 def test_output_digest_compare(tmp_path):
     """--compare names every case of the later files as the same bits or DIFFERENT against the first
     file (output or LSE), and exits non-zero when any differs."""

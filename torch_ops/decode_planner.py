@@ -245,7 +245,6 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
     return {"head_tiles": head_tiles, "num_splits": num_splits, "chunks_per_block": chunks_per_block}
 
 
-
 @torch.compiler.assume_constant_result
 def decode_token_limit(device_type: str, device_index: Optional[int], num_heads: int, topk: int,
                        extra_topk: int) -> Optional[int]:

@@ -110,15 +110,24 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   return plan;
 }
 
+namespace {
+
+// The kernel family that runs a call's splits on `target`: a Hopper kernel (the 64-head or the
+// small-heads one) or the portable kernel (also every target outside the Hopper family).
+PrefillKernel decode_split_family(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
+  if (target.family != PrefillKernel::kHopper) return PrefillKernel::kPortable;
+  return cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles);
+}
+
+}  // namespace
+
 int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
-  if (target.family != PrefillKernel::kHopper) return 1;
-  const bool hopper_splits = cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles) != PrefillKernel::kPortable;
+  const bool hopper_splits = decode_split_family(target, num_heads, head_tiles) != PrefillKernel::kPortable;
   return hopper_splits ? cuda::kHopperDecodeMinChunksPerSplit : 1;
 }
 
 int64_t decode_max_unsplit_chunks(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
-  if (target.family != PrefillKernel::kHopper) return kMaxChunksPerSplit;
-  const bool small_splits = cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles) == PrefillKernel::kHopperSmall;
+  const bool small_splits = decode_split_family(target, num_heads, head_tiles) == PrefillKernel::kHopperSmall;
   return small_splits ? kListChunksPerSplit : kMaxChunksPerSplit;
 }
 
