@@ -342,6 +342,15 @@ class ConsumerRole {
         block_max[e / 2] = fmaxf(block_max[e / 2], s_acc[4 * i + e]);
       }
     }
+    // The reference moves only where some lane's own max passes it by the margin: a warp vote
+    // first, and the quad's max by shuffles only when the vote says a row may move (an item's
+    // first blocks, then rarely): beside the dequant's tile stores the shuffles' results come late
+    // (docs/hopper_kernel.md, item 7). The same references as taking the quad max every block.
+    const bool may_move = block_max[0] > reference[0] + kLazyRescaleLog2 || block_max[1] > reference[1] + kLazyRescaleLog2;
+    if (!__any_sync(0xffffffffu, may_move)) {
+      moved_by[0] = moved_by[1] = 1.0f;
+      return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float new_reference = next_reference(reference[r], quad_max(block_max[r]));
