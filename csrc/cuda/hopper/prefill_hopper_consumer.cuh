@@ -37,6 +37,13 @@ __device__ __forceinline__ void consumer_barrier_arrive() {
 // registers: k-step kk (candidates 16 kk ..) takes groups 2 kk and 2 kk + 1.
 using BlockWeights = uint32_t[8][2];
 
+// A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
+// ballot words, read in two 16-byte loads).
+struct CandidateFlags {
+  uint4 low;   // words 0..3
+  uint4 high;  // words 4..7
+};
+
 // Where a pair's blocks live and who waits for what.
 struct PairBlocks {
   int first_parity;   // K tile of the leader's block
@@ -135,14 +142,15 @@ class ConsumerRole {
     const int first = pair.first_parity, second = first ^ 1;
     float s_acc[32];
     trace_event(0, 0, pair.gblock);
-    compute_scores(s_acc, first, pair.first_phase, pair.has_second);
+    CandidateFlags flags;
+    compute_scores(s_acc, flags, first, pair.first_phase, pair.has_second);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
     BlockWeights weights;
     float moved_by[2];
     // The reference is final once the block's max is known: the follower starts its softmax on it
     // while this consumer forms its weights.
-    move_reference(s_acc, first, reference_, moved_by);
+    move_reference(s_acc, flags, reference_, moved_by);
     publish_reference();
     if (pair.has_second) {
       consumer_barrier_arrive<kReferenceReady>();
@@ -197,7 +205,8 @@ class ConsumerRole {
     // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
-    compute_scores(s_acc, second, pair.first_phase ^ first, false);
+    CandidateFlags flags;
+    compute_scores(s_acc, flags, second, pair.first_phase ^ first, false);
     trace_event(1, 1, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
     // The leader's reference comes before its weights: this softmax runs while the leader forms
@@ -208,7 +217,7 @@ class ConsumerRole {
     release_half(first, kLowDims);
     BlockWeights weights;
     float moved_by[2];
-    softmax(s_acc, second, reference_, weights, moved_by);
+    softmax(s_acc, flags, reference_, weights, moved_by);
     // Stored before the wait below, so that ptxas keeps the softmax above it (its arithmetic
     // otherwise moves past the barrier, into the PV's issue). p[1] is free: the leader's last PV
     // from it retired before the leader arrived on kReferenceReady.
@@ -278,7 +287,8 @@ class ConsumerRole {
   // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`: the low dims' k-steps
   // are issued as soon as they are written, the high dims' after. signal_issued: the leader of a
   // pair with a second block tells the follower, which issues its own QK^T only then.
-  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], int parity, int phase, bool signal_issued) {
+  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
+                                                 bool signal_issued) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
@@ -305,6 +315,10 @@ class ConsumerRole {
     }
     wgmma_commit();
     if (signal_issued) consumer_barrier_arrive<kScoresIssued>();
+    // The flags came with the low half: loaded while the MMAs run, so that their latency (long
+    // beside the dequant's tile stores) is not the softmax's.
+    flags.low = *reinterpret_cast<const uint4*>(&smem_.valid[parity][0]);
+    flags.high = *reinterpret_cast<const uint4*>(&smem_.valid[parity][4]);
     wgmma_wait<0>();
     pin_registers(s_acc);
   }
@@ -312,23 +326,21 @@ class ConsumerRole {
   // Masks and scales S, moves the reference (given in `reference`, updated) where the block's max
   // exceeds it by more than the lazy margin, forms the block's bf16 weights and adds them to the
   // row sums (rescaled first). moved_by: the O rescale of each row (1 where nothing moved).
-  __device__ __forceinline__ void softmax(float (&s_acc)[32], int parity, float (&reference)[2],
+  __device__ __forceinline__ void softmax(float (&s_acc)[32], const CandidateFlags& flags, float (&reference)[2],
                                           BlockWeights& weights, float (&moved_by)[2]) {
-    move_reference(s_acc, parity, reference, moved_by);
+    move_reference(s_acc, flags, reference, moved_by);
     form_weights(s_acc, reference, weights, moved_by);
   }
 
   // The softmax's first half: masks and scales S, and moves the reference where the block's max
   // exceeds it by more than the lazy margin (moved_by: the rescale of each row, 1 where nothing
   // moved).
-  __device__ __forceinline__ void move_reference(float (&s_acc)[32], int parity, float (&reference)[2],
-                                                 float (&moved_by)[2]) {
+  __device__ __forceinline__ void move_reference(float (&s_acc)[32], const CandidateFlags& block_flags,
+                                                 float (&reference)[2], float (&moved_by)[2]) {
     // s_acc[4 i + e]: row row0 + 8 (e / 2), candidate 8 i + 2 (lane % 4) + e % 2.
     // Flag word i covers columns 8 i .. 8 i + 7, column c in bit 4 (c % 8).
-    const uint4 flags_low = *reinterpret_cast<const uint4*>(&smem_.valid[parity][0]);
-    const uint4 flags_high = *reinterpret_cast<const uint4*>(&smem_.valid[parity][4]);
-    const uint32_t flags[8] = {flags_low.x,  flags_low.y,  flags_low.z,  flags_low.w,
-                               flags_high.x, flags_high.y, flags_high.z, flags_high.w};
+    const uint32_t flags[8] = {block_flags.low.x,  block_flags.low.y,  block_flags.low.z,  block_flags.low.w,
+                               block_flags.high.x, block_flags.high.y, block_flags.high.z, block_flags.high.w};
     const int flag_shift = 8 * (lane_ % 4);
     float block_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
