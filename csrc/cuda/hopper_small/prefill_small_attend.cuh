@@ -154,8 +154,13 @@ class AttendRole {
       float chunk_max = logits[0];
 #pragma unroll
       for (int n = 1; n < 8; ++n) chunk_max = fmaxf(chunk_max, logits[n]);
+      // The head's max by shuffles only when a warp vote says some thread's own max passes the
+      // reference by the lazy margin (a unit's first chunks, then rarely); otherwise no head of
+      // the warp moves, as the shuffled max would have said.
+      if (__any_sync(0xffffffffu, chunk_max > row_max_[k] + kLazyRescaleLog2)) {
 #pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2) chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, mask));
+        for (int mask = 1; mask < 8; mask *= 2) chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, mask));
+      }
       // The head's 8 threads see the same max, so they take the same decisions.
       const bool move = chunk_max > row_max_[k] + kLazyRescaleLog2;  // false while chunk_max == -inf
       const float new_max = move ? chunk_max : row_max_[k];
