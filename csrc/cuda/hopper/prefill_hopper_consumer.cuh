@@ -66,7 +66,7 @@ class ConsumerRole {
 
   __device__ void run() {
     using namespace sm90;
-    const int num_items = num_work_items<kSplitItems>(params_);
+    const int num_items = num_work_units<kSplitItems>(params_);
     int gblock = 0;  // blocks so far over this CTA's items: the phase of the block barriers
     // Every item's Q is loaded by the consumers themselves: the first here (each consumer its
     // half); each next one as soon as the Q tile is free: for whole lists by the follower in the
@@ -665,7 +665,7 @@ class ConsumerRole {
 #endif
     }
     trace_event(consumer_, 2, trace_row);
-    const bool has_next = item + int(gridDim.x) < num_work_items<kSplitItems>(params_);
+    const bool has_next = item + int(gridDim.x) < num_work_units<kSplitItems>(params_);
 #if defined(CAKE_HOPPER_O_STORES_4B)
     // Development: every output row by 4-byte stores (the unaligned path, no quad transpose): do
     // the transpose's shuffles wait behind the dequant's tile stores? Same results.

@@ -32,7 +32,7 @@ class DequantRole {
  public:
   __device__ DequantRole(const DecodeParams& params, SharedStorage& smem, int warpgroup, int thread)
       : params_(params), smem_(smem), warpgroup_(warpgroup), row_(row_of(thread)),
-        part_(part_of(thread)), num_items_(num_work_items<kSplitItems>(params)),
+        part_(part_of(thread)), num_items_(num_work_units<kSplitItems>(params)),
         unit_offset_(unit_store_offset(row_of(thread), part_of(thread))),
         tail_offset_(tail_store_offset(row_of(thread), part_of(thread))) {}
 

@@ -32,14 +32,9 @@ struct WorkItem : WorkUnit<kSplitItems> {
   __device__ __forceinline__ int length(int k) const { return in_main(k) ? this->length0 : this->length1; }
 };
 
-// Items of a launch: tokens x head blocks x splits (the whole-list instance runs one split;
-// ../common/candidate_lists.cuh).
-template <bool kSplitItems>
-__device__ __forceinline__ int num_work_items(const DecodeParams& params) {
-  return num_work_units<kSplitItems>(params);
-}
-
-// Item = (token * num_head_blocks + head block) * num_splits + split.
+// Items of a launch: tokens x head blocks x splits (num_work_units, ../common/work_unit.h; the
+// whole-list instance runs one split). Item = (token * num_head_blocks + head block) * num_splits
+// + split.
 template <bool kSplitItems>
 __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& params, int item) {
   static_assert(kBlockRows == nvfp4::kChunkSize, "a block is one list chunk");

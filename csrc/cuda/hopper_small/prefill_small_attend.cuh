@@ -40,7 +40,7 @@ class AttendRole {
 
   __device__ void run() {
     using namespace sm90;
-    const int num_units = hopper_small::num_units<kSplitItems>(params_);
+    const int num_units = num_work_units<kSplitItems>(params_);
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
     if constexpr (G::kRowTable) start_row_table(num_units);
     for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {

@@ -47,7 +47,7 @@ class ConvertRole {
   __device__ ConvertRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
-        num_units_(num_units<kSplitItems>(params)) {
+        num_units_(num_work_units<kSplitItems>(params)) {
     if constexpr (kRopeLast) {  // a masked row's registers keep what they hold: start from zeros
       rows_[0] = RowBytes{};
       rows_[1] = RowBytes{};
