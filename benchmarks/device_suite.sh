@@ -29,7 +29,8 @@ for step in $steps; do
       bash benchmarks/build_extension.sh "$out/build.log" || exit 1
       ;;
     test)
-      "$py" -m pytest -q -x -p no:cacheprovider tests ${PYTEST_K:+-k "$PYTEST_K"} > "$out/pytest.log" 2>&1 || rc=1
+      # --durations: the slowest tests in the log, to keep the suite inside one device call.
+      "$py" -m pytest -q -x -p no:cacheprovider --durations=40 tests ${PYTEST_K:+-k "$PYTEST_K"} > "$out/pytest.log" 2>&1 || rc=1
       tail -15 "$out/pytest.log"
       ;;
     sanitize)
