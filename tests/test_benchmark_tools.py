@@ -595,3 +595,49 @@ def test_ab_trees_runs_tests_builds_only_and_keeps_its_deadline(tmp_path):
                             env=dict(env, AB_BUILD_ONLY="t"), timeout=60)
     assert result.returncode == 0 and "[t] built in" in result.stdout, result.stdout + result.stderr
     assert (tmp_path / "out" / "summary.md").read_text().startswith("no tree timed")
+
+
+def test_record_ab_writes_one_file_a_tree(tmp_path):
+    """record_ab.py keeps every round's rows with the round's matmul and the row's fraction of it
+    (computed where the run lacks it), and says in meta what ran: commit, variant, build flags,
+    the command and each round's matmul; the file name carries prefix, device, label and commit."""
+    ab = tmp_path / "ab"
+    for round_, matmul in ((1, 800.0), (2, 810.0)):
+        write_run(ab / "main" / f"prefill_r{round_}.json", matmul,
+                  [dict(T=4096, H=64, topk=512, kernel="hopper", us=700.0 + round_, tflops=400.0)])
+        write_run(ab / "vf" / f"prefill_r{round_}.json", matmul,
+                  [dict(T=4096, H=64, topk=512, kernel="hopper", us=650.0, tflops=420.0, of_matmul=0.5)])
+    for path in ab.glob("*/prefill_r*.json"):
+        run = json.loads(path.read_text())
+        run["meta"].update(device="NVIDIA H200", torch="2.11.0+cu130")
+        path.write_text(json.dumps(run))
+    out = tmp_path / "data"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "record_ab.py"), str(ab), "main=abc1234",
+                             "vf=def5678=the vote branch: same bits@-DCAKE_X -DCAKE_Y", "--prefix", "hopper_ab99",
+                             "--date", "2026-12-02", "--command", "bash the call", "--out", str(out)],
+                            check=True, capture_output=True, text=True)
+    assert result.stdout.count("2 rows over 2 rounds") == 2
+    main_run = json.loads((out / "hopper_ab99_h200_main_abc1234.json").read_text())
+    assert main_run["meta"] == {"device": "NVIDIA H200", "commit": "abc1234", "torch": "2.11.0+cu130",
+                                "date": "2026-12-02", "label": "main", "variant": "main", "nvcc_extra": "",
+                                "command": "bash the call", "matmul_tflops_by_round": [[1, 800.0], [2, 810.0]]}
+    assert [(r["round"], r["us"], r["matmul_tflops"]) for r in main_run["rows"]] == [(1, 701.0, 800.0), (2, 702.0, 810.0)]
+    assert [r["of_matmul"] for r in main_run["rows"]] == [400.0 / 800.0, 400.0 / 810.0]
+    vf_run = json.loads((out / "hopper_ab99_h200_vf_def5678.json").read_text())
+    assert vf_run["meta"]["variant"] == "the vote branch: same bits"
+    assert vf_run["meta"]["nvcc_extra"] == "-DCAKE_X -DCAKE_Y"
+    assert [r["of_matmul"] for r in vf_run["rows"]] == [0.5, 0.5]  # the run's own value kept
+
+
+def test_record_ab_refuses_a_tree_without_runs(tmp_path):
+    """A label with no runs (a tree whose tests failed is not timed) stops the script before it
+    writes any file, with a message naming the tree; so does a malformed tree argument."""
+    write_run(tmp_path / "ab" / "main" / "prefill_r1.json", 800.0, [dict(T=4096, H=64, topk=512, us=700.0)])
+    out = tmp_path / "data"
+    for trees, message in ((["main=abc1234", "ast=fe1431f"], "'ast'"), (["main"], "LABEL=COMMIT")):
+        result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "record_ab.py"), str(tmp_path / "ab"), *trees,
+                                 "--prefix", "p", "--date", "d", "--command", "c", "--out", str(out)],
+                                capture_output=True, text=True)
+        assert result.returncode == 2
+        assert message in result.stderr
+        assert not out.exists()

@@ -1,0 +1,92 @@
+"""Turns the timing runs of one benchmarks/ab_trees.sh call into recorded data files: one JSON a
+tree, every round's rows with the round, that round's bf16 matmul and the row's fraction of it,
+and a meta block that says what was run (device, commit, date, the tree's variant and build
+flags, the exact command, the matmul of each round).
+
+    python3 benchmarks/record_ab.py AB_DIR --kind prefill --prefix hopper_ab14 \\
+        --date 2026-12-02 --command "the exact call" \\
+        main=2140931 "vf=32667d6=hopper-vote-flags: ..." "fma=bda4f51=...@-DCAKE_HOPPER_FMA_EXP2"
+
+AB_DIR is the call's ab/ folder (LABEL/<kind>_r<round>.json, as ab_trees.sh leaves them; unpack
+ab.tar.gz first). Each tree is LABEL=COMMIT[=VARIANT][@NVCC_EXTRA]: the label of the call, the
+commit its tree was exported from, what the tree is (default: the label; no '@' in it) and its
+build flags.
+Files go to docs/data/<prefix>_<device>_<label>_<commit>.json (--out for another folder; device
+as `h200` from the runs' "NVIDIA H200"). A label without runs is an error: a tree whose tests
+failed was not timed, and recording it would record nothing.
+"""
+import argparse
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def parse_tree(spec):
+    """LABEL=COMMIT[=VARIANT][@NVCC_EXTRA] -> (label, commit, variant, nvcc_extra)."""
+    spec, _, extra = spec.partition("@")
+    parts = spec.split("=", 2)
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise ValueError(f"tree {spec!r}: expected LABEL=COMMIT[=VARIANT][@NVCC_EXTRA]")
+    label, commit = parts[0], parts[1]
+    variant = parts[2] if len(parts) == 3 and parts[2] else label
+    return label, commit, variant, extra
+
+
+def device_tag(name):
+    """'NVIDIA H200' -> 'h200' (the last word, lower case): the data files' device part."""
+    return name.split()[-1].lower() if name else "gpu"
+
+
+def collect(ab_dir, label, kind):
+    """(rows of every round with round / matmul / of_matmul, [[round, matmul]], the runs' meta)."""
+    paths = sorted(pathlib.Path(ab_dir, label).glob(f"{kind}_r*.json"), key=lambda p: int(p.stem.split("_r")[-1]))
+    if not paths:
+        raise ValueError(f"no {kind} runs of tree {label!r} in {ab_dir}")
+    rows, matmuls, meta = [], [], {}
+    for path in paths:
+        run = json.loads(path.read_text())
+        round_ = int(path.stem.split("_r")[-1])
+        matmul = run["meta"].get("matmul_tflops")
+        meta = meta or run["meta"]
+        matmuls.append([round_, matmul])
+        for row in run["rows"]:
+            row = dict(row, round=round_, matmul_tflops=matmul)
+            if "of_matmul" not in row and matmul and "tflops" in row:
+                row["of_matmul"] = row["tflops"] / matmul
+            rows.append(row)
+    return rows, matmuls, meta
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("ab_dir")
+    parser.add_argument("trees", nargs="+", help="LABEL=COMMIT[=VARIANT][@NVCC_EXTRA]")
+    parser.add_argument("--kind", choices=("prefill", "decode"), default="prefill")
+    parser.add_argument("--prefix", required=True, help="the data files' name start, e.g. hopper_ab14")
+    parser.add_argument("--date", required=True)
+    parser.add_argument("--command", required=True, help="the exact device call")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "data"))
+    args = parser.parse_args(argv)
+    try:
+        trees = [parse_tree(spec) for spec in args.trees]
+        collected = {label: collect(args.ab_dir, label, args.kind) for label, *_ in trees}
+    except ValueError as error:
+        print(f"record_ab.py: {error}", file=sys.stderr)
+        return 2
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for label, commit, variant, extra in trees:
+        rows, matmuls, run_meta = collected[label]
+        meta = {"device": run_meta.get("device"), "commit": commit, "torch": run_meta.get("torch"), "date": args.date,
+                "label": label, "variant": variant, "nvcc_extra": extra, "command": args.command,
+                "matmul_tflops_by_round": matmuls}
+        path = out / f"{args.prefix}_{device_tag(run_meta.get('device'))}_{label}_{commit}.json"
+        path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+        print(f"{path}: {len(rows)} rows over {len(matmuls)} rounds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
