@@ -85,25 +85,20 @@ pybind11::dict decode_plan_dict(const cake::DecodePlan& plan) {
 }
 
 // The decode plan of a request described by ints (checked as the op checks its tensors).
-// `min_chunks_per_split` / `max_unsplit_chunks`: numbers, or, when nullopt, the ones `target`'s
-// kernels want for the plan's head tile (decode_min_chunks_per_split, decode_max_unsplit_chunks).
+// `rules`: given, or, when nullopt, the ones `target`'s kernels want for the plan's head tile
+// (decode_split_rules; one of the two is given).
 cake::DecodePlan plan_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk,
                                      int64_t num_sms, int64_t max_splits, std::optional<int64_t> head_tiles,
                                      std::optional<int64_t> num_splits, int64_t max_head_tiles,
-                                     std::optional<int64_t> min_chunks_per_split,
-                                     std::optional<int64_t> max_unsplit_chunks,
+                                     std::optional<cake::DecodeSplitRules> rules,
                                      const cake::PrefillTarget* target = nullptr) {
   cake::check_decode_request(num_tokens, num_heads, topk, extra_topk, max_splits, num_sms);
   TORCH_CHECK_VALUE(max_head_tiles >= 1, "max_head_tiles: expected >= 1, got ", max_head_tiles);
   const int64_t tiles = cake::plan_decode_head_tiles(num_heads, head_tiles, max_head_tiles);
-  const int64_t min_chunks = min_chunks_per_split.has_value() ? *min_chunks_per_split
-                             : target != nullptr            ? cake::decode_min_chunks_per_split(*target, num_heads, tiles)
-                                                            : 1;
-  const int64_t max_unsplit = max_unsplit_chunks.has_value() ? *max_unsplit_chunks
-                              : target != nullptr ? cake::decode_max_unsplit_chunks(*target, num_heads, tiles)
-                                                  : cake::kMaxChunksPerSplit;
+  TORCH_INTERNAL_ASSERT(rules.has_value() || target != nullptr, "plan_decode_request: neither rules nor a target");
+  const cake::DecodeSplitRules split_rules = rules.has_value() ? *rules : cake::decode_split_rules(*target, num_heads, tiles);
   return cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms, max_splits,
-                           tiles, num_splits, min_chunks, max_unsplit);
+                           tiles, num_splits, split_rules);
 }
 
 // The SM count the planners use for a device (intra-op threads on the CPU).
@@ -344,8 +339,8 @@ PYBIND11_MODULE(_C, module) {
          int64_t min_chunks_per_split, int64_t max_unsplit_chunks) {
         return value_errors([&] {
           return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits,
-                                                      head_tiles, num_splits, max_head_tiles, min_chunks_per_split,
-                                                      max_unsplit_chunks));
+                                                      head_tiles, num_splits, max_head_tiles,
+                                                      cake::DecodeSplitRules{min_chunks_per_split, max_unsplit_chunks}));
         });
       },
       "The decode plan {head_tiles, num_splits, chunks_per_block} for a shape on num_sms SMs whose shared memory runs "
@@ -364,7 +359,7 @@ PYBIND11_MODULE(_C, module) {
           const cake::PrefillTarget target = cake::resolve_prefill_target(device, kernel, num_sms);
           return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, target.num_sms,
                                                       max_splits, head_tiles, num_splits, target.max_head_tiles,
-                                                      std::nullopt, std::nullopt, &target));
+                                                      std::nullopt, &target));
         });
       },
       "The plan the decode op runs for a shape on a device (None: the current one): its SMs (or num_sms), its "
@@ -384,7 +379,7 @@ PYBIND11_MODULE(_C, module) {
         try {
           // Checked once, for no token; the steps then hold for every token count.
           first = plan_decode_request(0, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
-                                      num_splits, target.max_head_tiles, std::nullopt, std::nullopt, &target);
+                                      num_splits, target.max_head_tiles, std::nullopt, &target);
         } catch (const c10::ValueError&) {
           return pybind11::none();  // the op rejects these arguments, naming its tensors
         }
@@ -392,8 +387,7 @@ PYBIND11_MODULE(_C, module) {
         for (const cake::DecodePlanStep& step :
              cake::decode_plan_steps(num_heads, cake::decode_num_chunks(topk, extra_topk), target.num_sms, max_splits,
                                      first.head_tiles, num_splits,
-                                     cake::decode_min_chunks_per_split(target, num_heads, first.head_tiles),
-                                     cake::decode_max_unsplit_chunks(target, num_heads, first.head_tiles))) {
+                                     cake::decode_split_rules(target, num_heads, first.head_tiles))) {
           steps.append(pybind11::make_tuple(step.min_tokens, step.plan.head_tiles, step.plan.num_splits,
                                             step.plan.chunks_per_block));
         }

@@ -102,7 +102,7 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
 // (T = 1, H = 64, 2048 candidates in 16 splits: 31 against 34 us; 8 chunks a split: 101 against
 // 162 us). The small-heads kernel's split form takes the same rule (its CTA also loads the unit's
 // Q and fills a pipeline before its first chunk). The decode planner plans no split below this on
-// a device that runs these kernels (decode_min_chunks_per_split, ../ops/decode_plan.h): half as
+// a device that runs these kernels (decode_split_rules, ../ops/decode_plan.h): half as
 // many two-chunk splits beat the one-chunk splits on the portable body there.
 constexpr long long kHopperDecodeMinChunksPerSplit = 2;
 

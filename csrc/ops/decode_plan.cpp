@@ -63,10 +63,10 @@ int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, in
 }
 
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
-                       int64_t max_unsplit_chunks) {
-  TORCH_CHECK_VALUE(min_chunks_per_split >= 1, "min_chunks_per_split: expected >= 1, got ", min_chunks_per_split);
-  TORCH_CHECK_VALUE(max_unsplit_chunks >= 1, "max_unsplit_chunks: expected >= 1, got ", max_unsplit_chunks);
+                       int64_t head_tiles, std::optional<int64_t> num_splits, const DecodeSplitRules& rules) {
+  TORCH_CHECK_VALUE(rules.min_chunks_per_split >= 1, "min_chunks_per_split: expected >= 1, got ",
+                    rules.min_chunks_per_split);
+  TORCH_CHECK_VALUE(rules.max_unsplit_chunks >= 1, "max_unsplit_chunks: expected >= 1, got ", rules.max_unsplit_chunks);
   const int64_t fits = (num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;  // what a call may ask for
   const int64_t most = std::min(max_splits, num_chunks);
   DecodePlan plan{head_tiles, 0, 0};
@@ -81,13 +81,13 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   // The planner's fewest: one split only where it may hold the lists (max_unsplit_chunks), else two
   // (where max_splits allows: with 16 or 32 for max_unsplit_chunks, the lists' capacity of 16 x
   // max_splits chunks leaves room for two).
-  const int64_t fewest = fits == 1 && num_chunks > max_unsplit_chunks ? std::min<int64_t>(2, most) : fits;
+  const int64_t fewest = fits == 1 && num_chunks > rules.max_unsplit_chunks ? std::min<int64_t>(2, most) : fits;
   if (num_tokens == 0) {
     plan.num_splits = fewest;
   } else {
     // At most C / min_chunks_per_split splits, so that each holds that many chunks, but never
     // fewer than `fewest` (a split holds 32 at most).
-    const int64_t by_chunks = std::max<int64_t>(1, num_chunks / min_chunks_per_split);
+    const int64_t by_chunks = std::max<int64_t>(1, num_chunks / rules.min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
     const int64_t blocks = decode_head_blocks(num_heads, head_tiles);
     plan.num_splits = fewest;
@@ -110,31 +110,21 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   return plan;
 }
 
-namespace {
-
-// The kernel family that runs a call's splits on `target`: a Hopper kernel (the 64-head or the
-// small-heads one) or the portable kernel (also every target outside the Hopper family).
-PrefillKernel decode_split_family(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
-  if (target.family != PrefillKernel::kHopper) return PrefillKernel::kPortable;
-  return cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles);
-}
-
-}  // namespace
-
-int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
-  const bool hopper_splits = decode_split_family(target, num_heads, head_tiles) != PrefillKernel::kPortable;
-  return hopper_splits ? cuda::kHopperDecodeMinChunksPerSplit : 1;
-}
-
-int64_t decode_max_unsplit_chunks(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
-  const bool small_splits = decode_split_family(target, num_heads, head_tiles) == PrefillKernel::kHopperSmall;
-  return small_splits ? kListChunksPerSplit : kMaxChunksPerSplit;
+DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
+  // The kernel family that runs the call's splits: a Hopper kernel (the 64-head or the small-heads
+  // one) or the portable kernel (also on every target outside the Hopper family).
+  const PrefillKernel family = target.family == PrefillKernel::kHopper
+                                   ? cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles)
+                                   : PrefillKernel::kPortable;
+  DecodeSplitRules rules;
+  if (family != PrefillKernel::kPortable) rules.min_chunks_per_split = cuda::kHopperDecodeMinChunksPerSplit;
+  if (family == PrefillKernel::kHopperSmall) rules.max_unsplit_chunks = kListChunksPerSplit;
+  return rules;
 }
 
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
-                                              int64_t max_unsplit_chunks) {
+                                              std::optional<int64_t> num_splits, const DecodeSplitRules& rules) {
   // From num_tokens = num_sms on, every token count has at least num_sms work items, so the plan
   // is the fewest splits and stays; scan up to there and keep where the plan changes.
   std::vector<DecodePlanStep> steps;
@@ -143,8 +133,7 @@ std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chu
   };
   for (int64_t num_tokens = 0; num_tokens <= num_sms; ++num_tokens) {
     const DecodePlan plan =
-        plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits, min_chunks_per_split,
-                    max_unsplit_chunks);
+        plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits, rules);
     if (steps.empty() || !same(steps.back().plan, plan)) steps.push_back({num_tokens, plan});
   }
   return steps;

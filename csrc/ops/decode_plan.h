@@ -24,7 +24,7 @@ constexpr int64_t kListChunksPerSplit = nvfp4::kMaxChunks;
 // A split (one CTA's share of a token's candidates, one work item) holds at most this many. The
 // kernels walk any number of chunks an item; twice the lists' share lets a list of 17..32 chunks
 // run unsplit where its work items fill the SMs anyway (no partials, no merge: docs/planner.md),
-// where one split stays on the Hopper kernel (decode_max_unsplit_chunks).
+// where one split stays on the Hopper kernel (DecodeSplitRules::max_unsplit_chunks).
 constexpr int64_t kMaxChunksPerSplit = 2 * nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
@@ -110,39 +110,40 @@ constexpr int64_t kDecodeItemCostChunks = 3;
 constexpr int64_t kDecodeMergeCostChunks = 1;
 int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
 
+// What the kernels that run a call's splits want of a planned split (decode_split_rules).
+struct DecodeSplitRules {
+  // The fewest chunks a planned split holds (>= 1): where the call's splits run a Hopper kernel
+  // (the 64-head kernel, or the small-heads kernel's split form on a device that runs it), the
+  // chunks from which that kernel takes them (cuda::kHopperDecodeMinChunksPerSplit, 2), since
+  // below that the call falls back to the portable body, which the H200 ran slower than half as
+  // many two-chunk splits on the Hopper kernel (T = 8, H = 64, 1024 candidates: 25.2 us in 16
+  // splits against 19.9 in 8, docs/benchmarks.md); 1 elsewhere (the CPU and the portable kernel
+  // take one-chunk splits).
+  int64_t min_chunks_per_split = 1;
+  // The most chunks a planned one-split decode holds (>= 1): kMaxChunksPerSplit (32), except where
+  // the call's splits run the small-heads Hopper kernel's split form, whose one-split decodes run
+  // the portable kernel's body instead (cuda::select_decode_split_kernel): there
+  // kListChunksPerSplit (16), so that lists of 17..32 chunks keep two splits on the Hopper kernel
+  // rather than one on the portable body (1.4x-2.7x slower than the small-heads kernel at every
+  // prefill shape measured on the H200, docs/hopper_small_kernel.md; an estimate for the decode,
+  // not measured). An explicit num_splits=1 is still accepted there.
+  int64_t max_unsplit_chunks = kMaxChunksPerSplit;
+};
+
+// The rules on `target` for a call of `num_heads` in blocks of `head_tiles`.
+DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles);
+
 // The splits for a checked request: an explicit `num_splits` is checked (ValueError naming it:
 // it must give every split at least one chunk and at most 32, and not exceed max_splits).
 // Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 32), raised to 2 (max_splits
-// allowing) when that is one split and num_chunks > max_unsplit_chunks, and most =
-// max(fewest, min(max_splits, max(1, num_chunks / min_chunks_per_split))): with no token, or with
-// num_tokens * head blocks (`items`) filling the SMs already, fewest; else the count of least
-// decode_split_cost, the smallest of equal ones. `min_chunks_per_split` is what the device's split
-// kernel wants a split to hold (decode_min_chunks_per_split, 1 or 2): a planned split then holds
-// at least that many unless the lists are shorter (a larger value is capped by the 32 chunks a
-// split holds at most). `max_unsplit_chunks` is the most chunks a planned single split may hold
-// (decode_max_unsplit_chunks: 16 or 32; >= 1).
+// allowing) when that is one split and num_chunks > rules.max_unsplit_chunks, and most =
+// max(fewest, min(max_splits, max(1, num_chunks / rules.min_chunks_per_split))): with no token, or
+// with num_tokens * head blocks (`items`) filling the SMs already, fewest; else the count of least
+// decode_split_cost, the smallest of equal ones. A planned split thus holds at least
+// rules.min_chunks_per_split chunks unless the lists are shorter (a larger value is capped by the
+// 32 chunks a split holds at most). ValueError naming a rule below 1.
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
-                       int64_t head_tiles, std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
-                       int64_t max_unsplit_chunks);
-
-// The fewest chunks a planned split holds on `target` for a call of `num_heads` in blocks of
-// `head_tiles`: where the call's splits run a Hopper kernel (the 64-head kernel, or the
-// small-heads kernel's split form on a device that runs it), the chunks from which that kernel
-// takes them (cuda::kHopperDecodeMinChunksPerSplit, 2), since below that the call falls back to
-// the portable body, which the H200 ran slower than half as many two-chunk splits on the Hopper
-// kernel (T = 8, H = 64, 1024 candidates: 25.2 us in 16 splits against 19.9 in 8,
-// docs/benchmarks.md); 1 elsewhere (the CPU and the portable kernel take one-chunk splits).
-int64_t decode_min_chunks_per_split(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles);
-
-// The most chunks a planned one-split decode holds on `target` for a call of `num_heads` in blocks
-// of `head_tiles`: kMaxChunksPerSplit (32), except where the call's splits run the small-heads
-// Hopper kernel's split form, whose one-split decodes run the portable kernel's body instead
-// (cuda::select_decode_split_kernel): there kListChunksPerSplit (16), so that lists of 17..32
-// chunks keep two splits on the Hopper kernel rather than one on the portable body (1.4x-2.7x
-// slower than the small-heads kernel at every prefill shape measured on the H200,
-// docs/hopper_small_kernel.md; an estimate for the decode, not measured). An explicit num_splits=1
-// is still accepted there.
-int64_t decode_max_unsplit_chunks(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles);
+                       int64_t head_tiles, std::optional<int64_t> num_splits, const DecodeSplitRules& rules);
 
 // The plan for every token count at once, for callers holding a symbolic token count
 // (torch.compile): from `min_tokens` on (up to the next step's), the plan is the step's.
@@ -152,8 +153,7 @@ struct DecodePlanStep {
 };
 std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
                                               int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits, int64_t min_chunks_per_split,
-                                              int64_t max_unsplit_chunks);
+                                              std::optional<int64_t> num_splits, const DecodeSplitRules& rules);
 
 // Splits that cover every plan of a shape: min(num_chunks, max_splits) (every chunk in a split
 // of its own at most), or num_chunks without max_splits.
