@@ -93,7 +93,8 @@ for step in $steps; do
     ncu-source)
       # Nsight Compute on the installed build, T = 4096, topk 512, for each H of NCU_HEADS (default
       # "64 16": the 64-head and the small-heads kernel): the full sections as text, and the source
-      # counters (warp stall samples per SASS instruction) as CSV, gzipped, for reading off the device.
+      # counters (warp stall samples per SASS instruction) as CSV, gzipped, for reading off the device
+      # (benchmarks/ncu_roles.py summarises the 64-head kernel's by role).
       for heads in ${NCU_HEADS:-64 16}; do
         problem=(--tokens 4096 --heads "$heads" --topk 512)
         ncu --clock-control none -k regex:sparse_mla --launch-skip 1 --launch-count 1 --set full --import-source yes \

@@ -641,3 +641,40 @@ def test_record_ab_refuses_a_tree_without_runs(tmp_path):
         assert result.returncode == 2
         assert message in result.stderr
         assert not out.exists()
+
+
+def test_ncu_roles_splits_at_the_dequant_register_release(tmp_path):
+    """The source-counter summary gives the rows before the first USETMAXREG.DEALLOC to the
+    consumers and the rest to the dequant; stall shares leave out the not-issued columns (a subset
+    of the others); opcodes drop predicates and modifiers; ncu's own lines and the program's output
+    before the table are skipped; a gzipped file reads the same."""
+    import gzip as gzip_module
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed",
+              "stall_short_sb", "stall_long_sb", "stall_short_sb (Not Issued)"]
+    rows = [["0x0", "FMNMX R1, R2, R3, !PT", "30", "1000000", "30", "0", "30"],
+            ["0x10", "@!P0 SHFL.BFLY PT, R1, R1, 0x1, 0x1f", "10", "500000", "0", "10", "10"],
+            ["0x20", "USETMAXREG.DEALLOC.CTAPOOL 0x38", "0", "1000", "0", "0", "0"],
+            ["0x30", "LOP3.LUT R4, R5, 0xff, RZ, 0xc0, !PT", "40", "3000000", "40", "0", "40"]]
+    text = "==PROF== Connected to process 1\n{'kernel': 'hopper'}\n" + "\n".join(
+        ",".join(f'"{cell}"' for cell in row) for row in [header] + rows) + "\n"
+    plain = tmp_path / "source.csv"
+    plain.write_text(text)
+    packed = tmp_path / "source.csv.gz"
+    with gzip_module.open(packed, "wt") as handle:
+        handle.write(text)
+    outputs = [subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ncu_roles.py"), str(path), "--top", "1"],
+                              check=True, capture_output=True, text=True).stdout for path in (plain, packed)]
+    assert outputs[0] == outputs[1]
+    lines = outputs[0].splitlines()
+    assert lines[0] == "## consumers and entry: 2 SASS rows, 40 samples, 1.5 M warp instructions"
+    assert "   stall_short_sb: 30 (75.0%)" in lines and "   stall_long_sb: 10 (25.0%)" in lines
+    assert any(line.startswith("   row 0: 30 samples  FMNMX") for line in lines)
+    assert "   by opcode (M): FMNMX 1.0, SHFL 0.5" in lines
+    dequant = lines[lines.index("## dequant: 2 SASS rows, 40 samples, 3.0 M warp instructions"):]
+    assert "   stall_short_sb: 40 (100.0%)" in dequant
+    assert any(line.startswith("   row 3: 40 samples  LOP3.LUT") for line in dequant)
+    assert "   by opcode (M): LOP3 3.0, USETMAXREG 0.0" in dequant
+    plain.write_text("no table here\n")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ncu_roles.py"), str(plain)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "no source table" in result.stderr
