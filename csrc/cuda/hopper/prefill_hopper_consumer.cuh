@@ -49,8 +49,9 @@ struct PairBlocks {
   int first_parity;   // K tile of the leader's block
   int first_phase;    // its half_full phase (the second block's: first_phase ^ first_parity)
   bool has_second;    // the follower has a block (false: the item's last block is the leader's)
+  bool first;         // the item's first pair
   bool last;          // the item's last pair
-  int gblock;         // the leader's block in the CTA's walk (development trace)
+  int gblock;         // the leader's block in the CTA's walk (its parity's phase; development trace)
   // The last pair of a whole-list item that has a next one: that item, whose Q the follower loads
   // once both QK^Ts of the pair have retired (the epilogue does not use the Q tile). Else -1.
   int next_q_item;
@@ -80,7 +81,7 @@ class ConsumerRole {
       trace_event(consumer_, 6, gblock + 1);
       reset();
       if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
-        finish_item(item, gblock - 1, false);
+        finish_item(item, gblock - 1, false, -1);
         continue;
       }
       const int next_item = item + int(gridDim.x);
@@ -97,8 +98,8 @@ class ConsumerRole {
       consumer_barrier<kQRopeScaled>();
       for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
         const bool last = block + 2 >= num_blocks;
-        const PairBlocks pair = {gblock & 1,     (gblock >> 1) & 1, block + 1 < num_blocks,
-                                 last,           gblock,            last && q_loaded_early ? next_item : -1};
+        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks, block == 0,
+                                 last,       gblock,            last && q_loaded_early ? next_item : -1};
         if (consumer_ == 0) {
           leader_pair(pair);
         } else {
@@ -107,9 +108,10 @@ class ConsumerRole {
       }
       gblock -= num_blocks & 1;  // an odd item used one block of its last pair
       if (item == int(blockIdx.x)) trace_life(consumer_, kLifeFirstEpilogue);
-      finish_item(item, gblock - 1, !kSplitItems);
+      finish_item(item, gblock - 1, !kSplitItems, output_by_tile() ? (gblock - 1) & 1 : -1);
     }
-    // The last split partials' TMA stores must have read the Q tile before the CTA exits.
+    // The last TMA stores (O from a K tile, or split partials from the Q tile) must have read
+    // shared memory before the CTA exits.
     if (copies_thread()) sm90::bulk_wait_group<0>();
   }
 
@@ -162,11 +164,12 @@ class ConsumerRole {
     trace_event(0, 2, pair.gblock);
     accumulate_own(weights, first);
     // The first block's low half is free once this PV retires: the dequant's next write of this
-    // tile starts with it, while the follower still runs its softmax.
+    // tile starts with it, while the follower still runs its softmax. (Unless it is the item's
+    // last block and O goes out through it: output_by_tile.)
     wgmma_wait<0>();
     pin_registers(o_acc_);
     pin_registers(weights);
-    release_half(first, kLowDims);
+    if (pair.has_second || !keeps_tile_for_output(pair)) release_half(first, kLowDims);
     trace_event(0, 3, pair.gblock);
     if (pair.has_second) {
       wait_half(second, kLowDims, pair.first_phase ^ first);  // the second block's phase: one more on parity 1 -> 0
@@ -177,7 +180,7 @@ class ConsumerRole {
       accumulate_other(1, second);
       wgmma_wait<0>();
       pin_registers(o_acc_);
-      release_half(second, kLowDims);
+      if (!keeps_tile_for_output(pair)) release_half(second, kLowDims);
       trace_event(0, 5, pair.gblock);
     }
   }
@@ -189,6 +192,7 @@ class ConsumerRole {
   __device__ __forceinline__ void follower_pair(const PairBlocks& pair) {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
+    if (pair.first) release_output_tile(pair);
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
       wait_half(first, kHighDims, pair.first_phase);
       take_leader_reference();
@@ -197,7 +201,7 @@ class ConsumerRole {
       load_next_q(pair);  // the leader's QK^T retired before its hand-over
       wgmma_wait<0>();
       pin_registers(o_acc_);
-      release_half(first, kHighDims);
+      if (!keeps_tile_for_output(pair)) release_half(first, kHighDims);
       return;
     }
     float s_acc[32];
@@ -242,8 +246,40 @@ class ConsumerRole {
     wgmma_wait<0>();
     pin_registers(o_acc_);
     pin_registers(weights);
-    release_half(second, kHighDims);
+    if (!keeps_tile_for_output(pair)) release_half(second, kHighDims);
     trace_event(1, 5, pair.gblock);
+  }
+
+  // Whole lists with a 16-byte aligned output: O leaves through the item's last K tile (each
+  // consumer's half of O into the tile's half its PV read, stage_output_half), by TMA stores the
+  // follower issues in the epilogue. So neither consumer releases its half of that tile after its
+  // last PV; the follower releases both for them once the stores have read the tile, at the top
+  // of its next item's first pair: the next item's first block is in the other tile, and the
+  // follower's own first block is the one that waits for this tile. The O stores then drain
+  // while the next item's first block is multiplied, instead of holding both consumers in the
+  // epilogue.
+  __device__ __forceinline__ bool output_by_tile() const {
+#if defined(CAKE_HOPPER_NO_O_STORES)
+    return false;  // timing only: the register path, stores left out
+#else
+    return !kSplitItems && params_.output_aligned != 0;
+#endif
+  }
+  __device__ __forceinline__ bool keeps_tile_for_output(const PairBlocks& pair) const {
+    return pair.last && output_by_tile();
+  }
+  // The follower at its item's first pair: the previous item's O tile (the block before this
+  // pair's) is released once its TMA stores have read it (each half for the consumer whose PV read
+  // it: kWarpgroupThreads arrivals). An item without candidates in between kept it.
+  __device__ __forceinline__ void release_output_tile(const PairBlocks& pair) {
+    if (pair.gblock == 0 || !output_by_tile()) return;
+    if (copies_thread()) {
+      const int parity = (pair.gblock - 1) & 1;
+      sm90::bulk_wait_group_read<1>();  // the low half's group (store_output_tile)
+      sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][kLowDims]), kWarpgroupThreads);
+      sm90::bulk_wait_group_read<0>();
+      sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][kHighDims]), kWarpgroupThreads);
+    }
   }
 
   // The follower: waits for the leader's hand-over and moves to the leader's reference.
@@ -569,6 +605,47 @@ class ConsumerRole {
     }
   }
 
+  // This consumer's O (64 rows x its 256 dims, scaled by out_scale, in bf16) into its half of K
+  // tile `parity` (column blocks 4 c .. 4 c + 3: the half its PV read), in the tile's swizzled
+  // layout, by stmatrix from the accumulator fragments as store_weights does (accumulator groups
+  // 2 k, 2 k + 1 per instruction). A padded last head block's rows are written too: the TMA store
+  // does not write rows past num_heads.
+  __device__ __forceinline__ void stage_output_half(int parity, const float (&out_scale)[2]) {
+    const GroupScales scales[2] = {group_scales(out_scale[0]), group_scales(out_scale[1])};
+    const uint32_t half = smem_address(smem_.k[parity]) + consumer_ * kColumnBlocksPerConsumer * kKColumnBlockBytes;
+    const int matrix = lane_ / 8;
+    const int row = (row0_ - lane_ / 4) + 8 * (matrix % 2) + lane_ % 8;
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      uint32_t pairs[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int i = 2 * k + m / 2, r = m % 2;
+        const float scale = group_scale(scales[r], i);
+        pairs[m] = pack_bf16x2(o_acc_[4 * i + 2 * r] * scale, o_acc_[4 * i + 2 * r + 1] * scale);
+      }
+      const int column = 8 * (2 * k + matrix / 2);  // of this consumer's 256 dims
+      sm90::stmatrix_x4(half + (column / kColumnBlockDims) * kKColumnBlockBytes +
+                            p_tile_offset(row, column % kColumnBlockDims),
+                        pairs);
+    }
+  }
+  // The follower's copy thread: the whole O tile to the output rows of item `w`, eight TMA boxes
+  // of 64 dims x 64 heads, one bulk group a dim half (low first), so that release_output_tile
+  // frees the low half, which the dequant writes first, while the high half still drains.
+  __device__ void store_output_tile(int parity, const WorkRows& w) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int k = 0; k < kColumnBlocksPerConsumer; ++k) {
+        const int block = kColumnBlocksPerConsumer * half + k;
+        sm90::tma_store_3d(&params_.output_map, smem_address(smem_.k[parity]) + block * kKColumnBlockBytes,
+                           block * kColumnBlockDims, w.head0, w.token);
+      }
+      sm90::bulk_commit_group();
+    }
+  }
+
   // A split item's fp32 partial through the consumer's half of the Q tile (32 KB): round k holds
   // dims 256 c + 128 k .. (accumulator groups i = 16 k .. 16 k + 15) as four column blocks of 32
   // fp32 dims, 64 rows x 128 bytes each, in the 128-byte swizzle; four TMA boxes of the
@@ -632,7 +709,7 @@ class ConsumerRole {
   // of the Q tile in two rounds of 128 dims, after which the next item's Q follows (or before
   // register stores, where mid_out is not TMA-addressable). next_q_issued: the item's Q was read
   // and the next one issued in its last pair.
-  __device__ void finish_item(int item, int trace_row, bool next_q_issued) {
+  __device__ void finish_item(int item, int trace_row, bool next_q_issued, int o_tile) {
     const WorkRows w = work_rows<kHeads, kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
     // Whole lists: the sinks of this thread's rows, loaded first so that the exchange below
@@ -666,13 +743,7 @@ class ConsumerRole {
     }
     trace_event(consumer_, 2, trace_row);
     const bool has_next = item + int(gridDim.x) < num_work_units<kSplitItems>(params_);
-#if defined(CAKE_HOPPER_O_STORES_4B)
-    // Development: every output row by 4-byte stores (the unaligned path, no quad transpose): do
-    // the transpose's shuffles wait behind the dequant's tile stores? Same results.
-    const bool aligned = false;
-#else
     const bool aligned = params_.output_aligned != 0;
-#endif
     if ((!kSplitItems || !aligned) && !next_q_issued && has_next && copies_thread()) {
       load_q_half(item + gridDim.x, consumer_);
     }
@@ -729,6 +800,17 @@ class ConsumerRole {
           if (copies_thread()) store_partial_round(round, w);
         }
         if (copies_thread() && has_next) load_q_half(item + gridDim.x, consumer_);
+      } else if (o_tile >= 0) {
+        // Each thread fences its own tile writes for the TMA (async proxy); the one-sided barrier
+        // orders the leader's before the follower's copy thread stores the whole tile.
+        stage_output_half(o_tile, out_scale);
+        sm90::fence_proxy_async();
+        if (consumer_ == 0) {
+          consumer_barrier_arrive<kOutputTiled>();
+        } else {
+          consumer_barrier<kOutputTiled>();
+          if (copies_thread()) store_output_tile(o_tile, w);
+        }
       } else {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {

@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The first item's Q load waits for this descriptor otherwise; a short launch (a decode split)
     // pays that fetch on its critical path.
     prefetch_tensor_map(&params.q_map);
-    if (kSplitItems && params.output_aligned) prefetch_tensor_map(&params.partial_map);
+    if (params.output_aligned) prefetch_tensor_map(kSplitItems ? &params.partial_map : &params.output_map);
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     mbarrier_init(smem_address(&smem.q_full), kConsumers);  // each consumer loads half of Q (one expect_tx arrival)
     for (int parity = 0; parity < 2; ++parity) {

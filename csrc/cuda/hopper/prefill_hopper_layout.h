@@ -71,8 +71,8 @@ constexpr int kRopeFirstChunk = nvfp4::kNopeBytes / 4;  // tile chunk (8 dims) o
 static_assert(kWarpgroupThreads == kHalfRows * kPartsPerRow, "a dequant warpgroup converts half a block");
 
 struct alignas(1024) SharedStorage {
-  uint8_t q[kQTileBytes];       // the item's Q, 64 heads x 512, swizzled; in the epilogue its bf16 O
-  uint8_t k[kKTiles][kKTileBytes];  // K (= V) of two blocks, by block parity
+  uint8_t q[kQTileBytes];       // the item's Q, 64 heads x 512, swizzled; a split item's fp32 partial in its epilogue
+  uint8_t k[kKTiles][kKTileBytes];  // K (= V) of two blocks, by block parity; a whole-list item's bf16 O in its last
   uint8_t p[kConsumers][kPTileBytes];  // bf16 weights of consumer c's block of the pair, for the other
   float reference_exchange[kConsumers][kHeads];  // each row's softmax reference after consumer c's block
   float sum_exchange[kConsumers][kHeads];    // item epilogue: row sums of the bf16 weights
@@ -112,6 +112,7 @@ enum ConsumerBarrier : int {
   kReferenceReady = 6,
   kScoresIssued = 7,  // the leader has issued the QK^T of the pair's first block (pairs with a second block)
   kQRopeScaled = 8,   // item start: Q's RoPE dims are scaled by 2^-9 (scale_q_rope), for both QK^Ts
+  kOutputTiled = 9,   // whole lists: the leader's half of O is in the item's last K tile (one-sided)
 };
 
 }  // namespace cake::cuda::hopper

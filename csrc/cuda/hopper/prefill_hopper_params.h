@@ -13,9 +13,12 @@ struct HopperParams : DecodeParams {
   // Split items where output_aligned: mid_out's fp32 rows (common/tensor_map.h:
   // partial_rows_tensor_map), the target of the partials' TMA stores.
   CUtensorMap partial_map;
-  // 1: where O goes is 16-byte aligned: whole lists store it from registers 16 bytes a lane,
-  // split items send their partials through the Q tile by TMA stores; 0: 4-byte (whole lists) or
-  // 8-byte (partials) stores from registers (an output view only 4-byte aligned).
+  // Whole lists where output_aligned: the output as head rows (common/tensor_map.h:
+  // head_rows_tensor_map), the target of O's TMA stores from an item's last K tile.
+  CUtensorMap output_map;
+  // 1: where O goes is 16-byte aligned: whole lists send O through the item's last K tile by TMA
+  // stores, split items their partials through the Q tile; 0: 4-byte (whole lists) or 8-byte
+  // (partials) stores from registers (an output view only 4-byte aligned).
   int output_aligned;
 };
 

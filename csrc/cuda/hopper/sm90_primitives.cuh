@@ -110,6 +110,10 @@ __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+// `count` arrivals at once (one thread arriving for a group of threads).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
 // Arrives on the barrier when all of this thread's earlier cp.async copies have landed; the
 // barrier's expected count includes this arrival (.noinc).
 __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
