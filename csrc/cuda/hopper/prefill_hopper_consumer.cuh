@@ -666,13 +666,7 @@ class ConsumerRole {
     }
     trace_event(consumer_, 2, trace_row);
     const bool has_next = item + int(gridDim.x) < num_work_units<kSplitItems>(params_);
-#if defined(CAKE_HOPPER_O_STORES_4B)
-    // Development: every output row by 4-byte stores (the unaligned path, no quad transpose): do
-    // the transpose's shuffles wait behind the dequant's tile stores? Same results.
-    const bool aligned = false;
-#else
     const bool aligned = params_.output_aligned != 0;
-#endif
     if ((!kSplitItems || !aligned) && !next_q_issued && has_next && copies_thread()) {
       load_q_half(item + gridDim.x, consumer_);
     }
