@@ -114,11 +114,10 @@ def test_hopper_persistent_grid_crosses_items():
 
 @needs_hopper
 def test_hopper_output_views_of_each_alignment():
-    """O leaves the kernel from registers, 16 bytes a lane (after a transpose within each quad) when
-    the output is 16-byte aligned and 4 bytes a lane when it is only 4-byte aligned (a view 2 bf16
-    into 16-byte aligned storage): both paths write every element, match the reference and give
-    the same bits, and neither writes outside the view (the 16 guard elements on each side keep
-    their NaN)."""
+    """O leaves the kernel by TMA stores through a K tile when the output is 16-byte aligned and from
+    registers, 4 bytes a lane, when it is only 4-byte aligned (a view 2 bf16 into 16-byte aligned
+    storage): both paths write every element, match the reference and give the same bits, and
+    neither writes outside the view (the 16 guard elements on each side keep their NaN)."""
     problem = persistent_walk_problem(64)
     num_tokens, num_heads = problem.q.shape[0], problem.q.shape[1]
     size = num_tokens * num_heads * 512

@@ -23,15 +23,17 @@ void launch_instance(const HopperParams& params, unsigned num_ctas, cudaStream_t
 }
 
 // The tensor maps of the call: q always (each item's Q is a TMA load), the output's where whole
-// lists send O out by TMA, and mid_out's where split partials do. Whether O's destination is 16-byte aligned (the op accepts 4-byte
-// aligned output views).
+// lists send O out by TMA, and mid_out's where split partials do. Whether O's destination is
+// 16-byte aligned (the op accepts 4-byte aligned output views).
 HopperParams hopper_params(const DecodeParams& params) {
   HopperParams hopper{};
   static_cast<DecodeParams&>(hopper) = params;
   hopper.q_map = head_rows_tensor_map(params.q, params.num_tokens, params.num_heads);
   if (params.num_splits == 1) {
     hopper.output_aligned = tma_addressable(params.output);
-    if (hopper.output_aligned) hopper.output_map = head_rows_tensor_map(params.output, params.num_tokens, params.num_heads);
+    if (hopper.output_aligned) {
+      hopper.output_map = head_rows_tensor_map(params.output, params.num_tokens, params.num_heads);
+    }
   } else {  // the split partials (the op checks that mid_out is 16-byte aligned)
     hopper.output_aligned = tma_addressable(params.mid_out);
     if (hopper.output_aligned) {

@@ -51,7 +51,7 @@ struct PairBlocks {
   bool has_second;    // the follower has a block (false: the item's last block is the leader's)
   bool first;         // the item's first pair
   bool last;          // the item's last pair
-  int gblock;         // the leader's block in the CTA's walk (its parity's phase; development trace)
+  int gblock;         // the leader's block in the CTA's walk (so gblock - 1 is the previous block)
   // The last pair of a whole-list item that has a next one: that item, whose Q the follower loads
   // once both QK^Ts of the pair have retired (the epilogue does not use the Q tile). Else -1.
   int next_q_item;
@@ -192,7 +192,13 @@ class ConsumerRole {
   __device__ __forceinline__ void follower_pair(const PairBlocks& pair) {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
-    if (pair.first) release_output_tile(pair);
+    const int o_tile = pending_output_tile(pair);
+    if (o_tile >= 0) release_output_half(o_tile, kLowDims);
+#if defined(CAKE_HOPPER_O_TILE_HIGH_LATE)
+    if (o_tile >= 0 && !pair.has_second) release_output_half(o_tile, kHighDims);
+#else
+    if (o_tile >= 0) release_output_half(o_tile, kHighDims);
+#endif
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
       wait_half(first, kHighDims, pair.first_phase);
       take_leader_reference();
@@ -210,7 +216,11 @@ class ConsumerRole {
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
     CandidateFlags flags;
+#if defined(CAKE_HOPPER_O_TILE_HIGH_LATE)
+    compute_scores(s_acc, flags, second, pair.first_phase ^ first, false, o_tile);  // o_tile is `second` or -1
+#else
     compute_scores(s_acc, flags, second, pair.first_phase ^ first, false);
+#endif
     trace_event(1, 1, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
     // The leader's reference comes before its weights: this softmax runs while the leader forms
@@ -268,17 +278,24 @@ class ConsumerRole {
   __device__ __forceinline__ bool keeps_tile_for_output(const PairBlocks& pair) const {
     return pair.last && output_by_tile();
   }
-  // The follower at its item's first pair: the previous item's O tile (the block before this
-  // pair's) is released once its TMA stores have read it (each half for the consumer whose PV read
-  // it: kWarpgroupThreads arrivals). An item without candidates in between kept it.
-  __device__ __forceinline__ void release_output_tile(const PairBlocks& pair) {
-    if (pair.gblock == 0 || !output_by_tile()) return;
+  // The tile the previous item's O went out through, which the follower releases at its item's
+  // first pair (the block before this pair's, so the follower's own block's tile), or -1. An item
+  // without candidates in between kept it.
+  __device__ __forceinline__ int pending_output_tile(const PairBlocks& pair) const {
+    return pair.first && pair.gblock > 0 && output_by_tile() ? (pair.gblock - 1) & 1 : -1;
+  }
+  // Half `half` of that tile, once its TMA stores have read it (store_output_tile's bulk groups:
+  // the low half's first), for the consumer whose PV read it (kWarpgroupThreads arrivals).
+  // Development: CAKE_HOPPER_O_TILE_HIGH_LATE releases the high half inside the follower's QK^T,
+  // after its low half's k-steps are issued, so that they do not wait for the high half's drain.
+  __device__ __forceinline__ void release_output_half(int parity, int half) {
     if (copies_thread()) {
-      const int parity = (pair.gblock - 1) & 1;
-      sm90::bulk_wait_group_read<1>();  // the low half's group (store_output_tile)
-      sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][kLowDims]), kWarpgroupThreads);
-      sm90::bulk_wait_group_read<0>();
-      sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][kHighDims]), kWarpgroupThreads);
+      if (half == kLowDims) {
+        sm90::bulk_wait_group_read<1>();
+      } else {
+        sm90::bulk_wait_group_read<0>();
+      }
+      sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]), kWarpgroupThreads);
     }
   }
 
@@ -307,7 +324,8 @@ class ConsumerRole {
   // halves it never reads (the leader: the second block's high half; the follower: the first
   // block's low half). Its parity waits stay exact all the same: each release of such a half comes
   // after a named-barrier hand-over from the consumer that did wait on it, so no barrier runs two
-  // phases ahead of a waiter.
+  // phases ahead of a waiter. (The O tile's halves, released by the follower for both consumers,
+  // come after kOutputTiled and the next item's start, well after both waited on them.)
   __device__ __forceinline__ void wait_half(int parity, int half, int phase) {
 #if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
     sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][half]), phase);
@@ -315,7 +333,8 @@ class ConsumerRole {
     sm90::fence_proxy_async();
   }
   // This consumer no longer reads a dim half of the block of this parity (both consumers arrive
-  // once per block and half).
+  // once per block and half; for the halves of an item's O tile the follower's copy thread
+  // arrives for both: release_output_half).
   __device__ __forceinline__ void release_half(int parity, int half) {
     sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]));
   }
@@ -323,13 +342,16 @@ class ConsumerRole {
   // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`: the low dims' k-steps
   // are issued as soon as they are written, the high dims' after. signal_issued: the leader of a
   // pair with a second block tells the follower, which issues its own QK^T only then.
+  // release_high_of: the follower's first pair of an item under CAKE_HOPPER_O_TILE_HIGH_LATE,
+  // the O tile whose high half it releases between the two halves' k-steps (else -1).
   __device__ __forceinline__ void compute_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
-                                                 bool signal_issued) {
+                                                 bool signal_issued, int release_high_of = -1) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
+      if (half == kHighDims && release_high_of >= 0) release_output_half(release_high_of, kHighDims);
       wait_half(parity, half, phase);
       if (half == 0) wgmma_fence();
 #pragma unroll
@@ -584,7 +606,7 @@ class ConsumerRole {
   }
 
   // Row r of this consumer's O (256 dims, scaled by out_scale) in bf16 to `out_row` (16-byte
-  // aligned), 16 bytes a lane: for each 4 groups of 8 dims (32 contiguous dims, o_dim), the quad
+  // aligned; an item without candidates, the others go out through a K tile), 16 bytes a lane: for each 4 groups of 8 dims (32 contiguous dims, o_dim), the quad
   // transposes its words so that lane q holds group q whole. A warp instruction writes 64
   // contiguous bytes of each of 8 rows: whole sectors. Every lane takes part in the transposes;
   // `store` says whether the row is an output row.
@@ -700,10 +722,12 @@ class ConsumerRole {
   }
 
   // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
-  // lists (the prefill, or a decode that does not split): the sink, normalise, O in bf16 from
-  // registers straight to `output` (16 bytes a lane after a transpose in the quad where the output
-  // is 16-byte aligned, else 4), and the LSE; the Q tile is not used, so the next item's Q is
-  // already on its way (issued in the last pair; here after an item without candidates). Split
+  // lists (the prefill, or a decode that does not split): the sink, normalise, O in bf16 and the
+  // LSE; O goes through K tile `o_tile` (the item's last block's, output_by_tile) by TMA stores, or
+  // from registers straight to `output` where o_tile is -1 (16 bytes a lane after a transpose in
+  // the quad where the output is 16-byte aligned: an item without candidates; else 4). The Q tile
+  // is not used, so the next item's Q is already on its way (issued in the last pair; here after
+  // an item without candidates). Split
   // items: the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the
   // scratch (the merge kernel adds the sink); a consumer's fp32 half (64 KB) goes through its half
   // of the Q tile in two rounds of 128 dims, after which the next item's Q follows (or before

@@ -47,7 +47,8 @@ class DequantRole {
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
   // scales and block j + 2's row index into shared memory (each has a whole block to land), waits until the
-  // consumers are done with each dim half of block j - 2 (same tile), converts that half's codes
+  // consumers are done with each dim half of block j - 2 (same tile; where j - 2 was an item's
+  // last block, until its O has gone out through it), converts that half's codes
   // (loaded into registers during block j - 1) and copies its RoPE chunks, handing each half
   // over; right after converting a half it loads that half's codes of block j + 1 into the
   // registers just freed, so they have about half a block to land.

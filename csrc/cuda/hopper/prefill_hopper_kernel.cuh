@@ -8,7 +8,9 @@
 //     accumulates its 256 output dims over both blocks;
 //   - dequant warpgroups 0 and 1 (prefill_hopper_dequant.cuh): gather half d of each block's rows
 //     into registers, convert NVFP4 -> bf16 and write K tile j % 2 (the RoPE dims by cp.async).
-// The consumers also move each item's Q in and its O out through the Q tile, by TMA.
+// The consumers also load each item's Q into the Q tile by TMA, and send its O out by TMA stores
+// through the item's last K tile (or from registers where the output is only 4-byte aligned; a
+// split item's fp32 partial through the Q tile).
 // Two 64-row K tiles hold two blocks, each handed over by dim halves (half_full / half_empty
 // mbarriers), so a half is rewritten as soon as its last reader is done.
 // docs/hopper_kernel.md describes the schedule, the budgets and the measured profile.

@@ -71,8 +71,11 @@ constexpr int kRopeFirstChunk = nvfp4::kNopeBytes / 4;  // tile chunk (8 dims) o
 static_assert(kWarpgroupThreads == kHalfRows * kPartsPerRow, "a dequant warpgroup converts half a block");
 
 struct alignas(1024) SharedStorage {
-  uint8_t q[kQTileBytes];       // the item's Q, 64 heads x 512, swizzled; a split item's fp32 partial in its epilogue
-  uint8_t k[kKTiles][kKTileBytes];  // K (= V) of two blocks, by block parity; a whole-list item's bf16 O in its last
+  // The item's Q, 64 heads x 512, swizzled; in a split item's epilogue its fp32 partial.
+  uint8_t q[kQTileBytes];
+  // K (= V) of two blocks, by block parity; after a whole-list item's last PV, that block's tile
+  // holds the item's bf16 O until its TMA stores have read it.
+  uint8_t k[kKTiles][kKTileBytes];
   uint8_t p[kConsumers][kPTileBytes];  // bf16 weights of consumer c's block of the pair, for the other
   float reference_exchange[kConsumers][kHeads];  // each row's softmax reference after consumer c's block
   float sum_exchange[kConsumers][kHeads];    // item epilogue: row sums of the bf16 weights
