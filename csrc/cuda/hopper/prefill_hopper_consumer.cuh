@@ -193,6 +193,8 @@ class ConsumerRole {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
     const int o_tile = pending_output_tile(pair);
+    // (The trace's follower scores step starts before the release, so it holds the O stores' drain.)
+    if (pair.has_second) trace_event(1, 0, pair.gblock);
     if (o_tile >= 0) release_output_half(o_tile, kLowDims);
 #if defined(CAKE_HOPPER_O_TILE_HIGH_LATE)
     if (o_tile >= 0 && !pair.has_second) release_output_half(o_tile, kHighDims);
@@ -211,7 +213,6 @@ class ConsumerRole {
       return;
     }
     float s_acc[32];
-    trace_event(1, 0, pair.gblock);
     // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
