@@ -327,8 +327,13 @@ def main():
         item_medians = summary(items)
         print("median (items after the first): " + ", ".join(f"{k} {v:.0f}" for k, v in item_medians.items()))
     if blocks_per_item > 2:  # items of several pairs: where a pair's time goes in steady state
-        print_medians("pairs of the items after the first", pair_parts(launches[-1], blocks_per_item),
-                      [name for name, *_ in PAIR_STEPS] + ["to_next"])
+        pairs = pair_parts(launches[-1], blocks_per_item)
+        names = [name for name, *_ in PAIR_STEPS] + ["to_next"]
+        print_medians("pairs of the items after the first", pairs, names)
+        # An item's first pair starts beside the previous item's end (its O leaving, the dequant's
+        # refill of the tiles), the others in the item's stride: the two apart.
+        print_medians("first pairs of those items", [p for p in pairs if p["row"] % blocks_per_item == 0], names)
+        print_medians("other pairs of those items", [p for p in pairs if p["row"] % blocks_per_item != 0], names)
         blocks = block_parts(launches[-1], blocks_per_item)
         # The bookkeeping's points exist in logs from 2026-12-01 on; older logs leave them out.
         names = [name for name, *_ in BLOCK_STEPS]

@@ -187,11 +187,12 @@ def run_trace_summary(log, text):
                           capture_output=True, text=True)
 
 
-def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False):
+def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pair_scores=0):
     """A `PROBLEM 4096 64 512` trace of items of `blocks_per_item` blocks. Every pair's leader and
     follower steps, gaps and the dequant's block steps are fixed numbers, except in the first item
     (the kernel's start), whose are ten times longer. top_points: the dequant rows carry the block
-    top's points 5 and 6 (3 and 3 + 5 cycles after the top), as logs from 2026-12-01 on do."""
+    top's points 5 and 6 (3 and 3 + 5 cycles after the top), as logs from 2026-12-01 on do.
+    first_pair_scores: cycles added to the follower's scores step in each item's first pair."""
     lines = ["PROBLEM 4096 64 512", "LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]
     leader_steps, follower_steps = (100, 200, 300, 400, 500), (150, 250, 350, 450, 550)
     rows = {0: {}, 1: {}, 2: {}}
@@ -201,6 +202,8 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False):
         g = item * blocks_per_item
         for row in range(g, g + blocks_per_item, 2):
             for role, steps in ((0, leader_steps), (1, follower_steps)):
+                if role == 1 and row == g:
+                    steps = (steps[0] + first_pair_scores,) + steps[1:]
                 clocks = [t]
                 for step in steps:
                     clocks.append(clocks[-1] + slow * step)
@@ -318,12 +321,28 @@ def test_trace_items_pairs_of_long_items(tmp_path):
         "D_wait_low": 11, "D_convert_low": 22, "D_wait_high": 33, "D_convert_high": 44}
     result = run_trace_summary(tmp_path / "trace512.log", text)
     assert "8 pairs of the items after the first" in result.stdout
+    assert "2 first pairs of those items" in result.stdout and "6 other pairs of those items" in result.stdout
     assert "| 1500 | 100 | 200 | 300 | 400 | 500 | 150 | 250 | 350 | 450 | 550 | 70 |" in result.stdout
     assert "| 11 | 22 | 33 | 44 |" in result.stdout
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_items.py"), "--run", "--topk", "96"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--topk" in bad.stderr
 
+
+
+def test_trace_items_first_pairs_apart(tmp_path):
+    """Items of several pairs: the summary also gives an item's first pairs and its other pairs
+    apart (the first ones start beside the previous item's end), each with its own medians."""
+    trace_items = import_benchmark("trace_items")
+    launch = trace_items.parse_launches(multi_pair_trace(first_pair_scores=1000))[-1]
+    pairs = trace_items.pair_parts(launch, 8)
+    first = [p for p in pairs if p["row"] % 8 == 0]
+    assert len(first) == 2 and {p["F_scores"] for p in first} == {1150}
+    assert {p["F_scores"] for p in pairs if p["row"] % 8 != 0} == {150}
+    result = run_trace_summary(tmp_path / "first.log", multi_pair_trace(first_pair_scores=1000))
+    tables = result.stdout.split("pairs of those items")
+    assert "| 1500 | 100 | 200 | 300 | 400 | 500 | 1150 | 250 | 350 | 450 | 550 | 70 |" in tables[1]
+    assert "| 1500 | 100 | 200 | 300 | 400 | 500 | 150 | 250 | 350 | 450 | 550 | 70 |" in tables[2]
 
 
 def test_trace_items_dequant_block_top(tmp_path):
