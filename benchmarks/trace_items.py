@@ -59,7 +59,10 @@ LEADER_PARTS = (
 # abf6f3a's, epilogue_a wrote O into the Q tile and epilogue_b was the copy thread's TMA stores
 # of O, their wait until the stores read the tile, and the next Q's TMA loads; since a287762
 # (whole lists), epilogue_a is the rows' scales and LSE and epilogue_b the O stores from
-# registers (the next Q is loaded in the item's last pair, and q_confirmed waits for nothing).
+# registers (the next Q is loaded in the item's last pair, and q_confirmed waits for nothing);
+# with O through the item's last K tile (hopper-o-tile), epilogue_b is O written into the tile,
+# the leader's hand-over and (the follower) the TMA stores' issue, and the stores' drain shows in
+# the follower's scores step of the next item's first pair.
 
 
 def parse_launches(text):
