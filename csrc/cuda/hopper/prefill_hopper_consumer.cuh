@@ -196,11 +196,7 @@ class ConsumerRole {
     // (The trace's follower scores step starts before the release, so it holds the O stores' drain.)
     if (pair.has_second) trace_event(1, 0, pair.gblock);
     if (o_tile >= 0) release_output_half(o_tile, kLowDims);
-#if defined(CAKE_HOPPER_O_TILE_HIGH_LATE)
-    if (o_tile >= 0 && !pair.has_second) release_output_half(o_tile, kHighDims);
-#else
     if (o_tile >= 0) release_output_half(o_tile, kHighDims);
-#endif
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
       wait_half(first, kHighDims, pair.first_phase);
       take_leader_reference();
@@ -217,11 +213,7 @@ class ConsumerRole {
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
     CandidateFlags flags;
-#if defined(CAKE_HOPPER_O_TILE_HIGH_LATE)
-    compute_scores(s_acc, flags, second, pair.first_phase ^ first, false, o_tile);  // o_tile is `second` or -1
-#else
     compute_scores(s_acc, flags, second, pair.first_phase ^ first, false);
-#endif
     trace_event(1, 1, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
     // The leader's reference comes before its weights: this softmax runs while the leader forms
@@ -287,8 +279,6 @@ class ConsumerRole {
   }
   // Half `half` of that tile, once its TMA stores have read it (store_output_tile's bulk groups:
   // the low half's first), for the consumer whose PV read it (kWarpgroupThreads arrivals).
-  // Development: CAKE_HOPPER_O_TILE_HIGH_LATE releases the high half inside the follower's QK^T,
-  // after its low half's k-steps are issued, so that they do not wait for the high half's drain.
   __device__ __forceinline__ void release_output_half(int parity, int half) {
     if (copies_thread()) {
       if (half == kLowDims) {
@@ -343,16 +333,13 @@ class ConsumerRole {
   // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`: the low dims' k-steps
   // are issued as soon as they are written, the high dims' after. signal_issued: the leader of a
   // pair with a second block tells the follower, which issues its own QK^T only then.
-  // release_high_of: the follower's first pair of an item under CAKE_HOPPER_O_TILE_HIGH_LATE,
-  // the O tile whose high half it releases between the two halves' k-steps (else -1).
   __device__ __forceinline__ void compute_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
-                                                 bool signal_issued, int release_high_of = -1) {
+                                                 bool signal_issued) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      if (half == kHighDims && release_high_of >= 0) release_output_half(release_high_of, kHighDims);
       wait_half(parity, half, phase);
       if (half == 0) wgmma_fence();
 #pragma unroll
