@@ -18,11 +18,17 @@ KINDS = {
 }
 
 
+def rounds(directory, label, kind):
+    """[(round, run)] of a tree's <kind>_r<round>.json files, in round order."""
+    paths = pathlib.Path(directory, label).glob(f"{kind}_r*.json")
+    runs = [(int(path.stem.split("_r")[-1]), path) for path in paths]
+    return [(round_, json.loads(path.read_text())) for round_, path in sorted(runs)]
+
+
 def load_runs(directory, label, kind):
     """(times by shape: list of us over rounds, matmul TFLOP/s of each round)."""
     times, matmuls = {}, []
-    for path in sorted(pathlib.Path(directory, label).glob(f"{kind}_r*.json")):
-        run = json.loads(path.read_text())
+    for _, run in rounds(directory, label, kind):
         matmuls.append(run["meta"].get("matmul_tflops"))
         for row in run["rows"]:
             if "us" not in row:

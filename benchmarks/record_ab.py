@@ -20,6 +20,8 @@ import json
 import pathlib
 import sys
 
+from ab_summary import rounds
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -41,13 +43,11 @@ def device_tag(name):
 
 def collect(ab_dir, label, kind):
     """(rows of every round with round / matmul / of_matmul, [[round, matmul]], the runs' meta)."""
-    paths = sorted(pathlib.Path(ab_dir, label).glob(f"{kind}_r*.json"), key=lambda p: int(p.stem.split("_r")[-1]))
-    if not paths:
+    runs = rounds(ab_dir, label, kind)
+    if not runs:
         raise ValueError(f"no {kind} runs of tree {label!r} in {ab_dir}")
     rows, matmuls, meta = [], [], {}
-    for path in paths:
-        run = json.loads(path.read_text())
-        round_ = int(path.stem.split("_r")[-1])
+    for round_, run in runs:
         matmul = run["meta"].get("matmul_tflops")
         meta = meta or run["meta"]
         matmuls.append([round_, matmul])

@@ -84,21 +84,15 @@ pybind11::dict decode_plan_dict(const cake::DecodePlan& plan) {
   return result;
 }
 
-// The decode plan of a request described by ints (checked as the op checks its tensors).
-// `rules`: given, or, when nullopt, the ones `target`'s kernels want for the plan's head tile
-// (decode_split_rules; one of the two is given).
-cake::DecodePlan plan_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk,
-                                     int64_t num_sms, int64_t max_splits, std::optional<int64_t> head_tiles,
-                                     std::optional<int64_t> num_splits, int64_t max_head_tiles,
-                                     std::optional<cake::DecodeSplitRules> rules,
-                                     const cake::PrefillTarget* target = nullptr) {
+// The head tile of a decode request described by ints, the request checked as the op checks its
+// tensors (ValueError naming the argument). The plan then follows from it and the split rules,
+// which depend on it where a device's kernels set them (decode_split_rules).
+int64_t checked_request_head_tiles(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk,
+                                   int64_t num_sms, int64_t max_splits, std::optional<int64_t> head_tiles,
+                                   int64_t max_head_tiles) {
   cake::check_decode_request(num_tokens, num_heads, topk, extra_topk, max_splits, num_sms);
   TORCH_CHECK_VALUE(max_head_tiles >= 1, "max_head_tiles: expected >= 1, got ", max_head_tiles);
-  const int64_t tiles = cake::plan_decode_head_tiles(num_heads, head_tiles, max_head_tiles);
-  TORCH_INTERNAL_ASSERT(rules.has_value() || target != nullptr, "plan_decode_request: neither rules nor a target");
-  const cake::DecodeSplitRules split_rules = rules.has_value() ? *rules : cake::decode_split_rules(*target, num_heads, tiles);
-  return cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk), num_sms, max_splits,
-                           tiles, num_splits, split_rules);
+  return cake::plan_decode_head_tiles(num_heads, head_tiles, max_head_tiles);
 }
 
 // The SM count the planners use for a device (intra-op threads on the CPU).
@@ -338,9 +332,11 @@ PYBIND11_MODULE(_C, module) {
          std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits, int64_t max_head_tiles,
          int64_t min_chunks_per_split, int64_t max_unsplit_chunks) {
         return value_errors([&] {
-          return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits,
-                                                      head_tiles, num_splits, max_head_tiles,
-                                                      cake::DecodeSplitRules{min_chunks_per_split, max_unsplit_chunks}));
+          const int64_t tiles = checked_request_head_tiles(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits,
+                                                           head_tiles, max_head_tiles);
+          return decode_plan_dict(cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk),
+                                                    num_sms, max_splits, tiles, num_splits,
+                                                    cake::DecodeSplitRules{min_chunks_per_split, max_unsplit_chunks}));
         });
       },
       "The decode plan {head_tiles, num_splits, chunks_per_block} for a shape on num_sms SMs whose shared memory runs "
@@ -357,9 +353,11 @@ PYBIND11_MODULE(_C, module) {
          std::optional<std::string> device, std::optional<std::string> kernel) {
         return value_errors([&] {
           const cake::PrefillTarget target = cake::resolve_prefill_target(device, kernel, num_sms);
-          return decode_plan_dict(plan_decode_request(num_tokens, num_heads, topk, extra_topk, target.num_sms,
-                                                      max_splits, head_tiles, num_splits, target.max_head_tiles,
-                                                      std::nullopt, &target));
+          const int64_t tiles = checked_request_head_tiles(num_tokens, num_heads, topk, extra_topk, target.num_sms,
+                                                           max_splits, head_tiles, target.max_head_tiles);
+          return decode_plan_dict(cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk),
+                                                    target.num_sms, max_splits, tiles, num_splits,
+                                                    cake::decode_split_rules(target, num_heads, tiles)));
         });
       },
       "The plan the decode op runs for a shape on a device (None: the current one): its SMs (or num_sms), its "
@@ -375,19 +373,21 @@ PYBIND11_MODULE(_C, module) {
          std::optional<int64_t> num_splits, std::optional<std::string> device) -> pybind11::object {
         const cake::PrefillTarget target =
             value_errors([&] { return cake::resolve_prefill_target(device, std::nullopt, std::nullopt); });
-        cake::DecodePlan first{};
+        int64_t num_chunks = 0, tiles = 0;
+        cake::DecodeSplitRules rules;
         try {
-          // Checked once, for no token; the steps then hold for every token count.
-          first = plan_decode_request(0, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
-                                      num_splits, target.max_head_tiles, std::nullopt, &target);
+          // Checked once, for no token (num_splits too); the steps then hold for every token count.
+          tiles = checked_request_head_tiles(0, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
+                                             target.max_head_tiles);
+          num_chunks = cake::decode_num_chunks(topk, extra_topk);
+          rules = cake::decode_split_rules(target, num_heads, tiles);
+          cake::plan_decode(0, num_heads, num_chunks, target.num_sms, max_splits, tiles, num_splits, rules);
         } catch (const c10::ValueError&) {
           return pybind11::none();  // the op rejects these arguments, naming its tensors
         }
         pybind11::list steps;
         for (const cake::DecodePlanStep& step :
-             cake::decode_plan_steps(num_heads, cake::decode_num_chunks(topk, extra_topk), target.num_sms, max_splits,
-                                     first.head_tiles, num_splits,
-                                     cake::decode_split_rules(target, num_heads, first.head_tiles))) {
+             cake::decode_plan_steps(num_heads, num_chunks, target.num_sms, max_splits, tiles, num_splits, rules)) {
           steps.append(pybind11::make_tuple(step.min_tokens, step.plan.head_tiles, step.plan.num_splits,
                                             step.plan.chunks_per_block));
         }

@@ -32,7 +32,7 @@ struct WorkItem : WorkUnit<kSplitItems> {
   __device__ __forceinline__ int length(int k) const { return in_main(k) ? this->length0 : this->length1; }
 };
 
-// Items of a launch: tokens x head blocks x splits (num_work_units, ../common/work_unit.h; the
+// Items of a launch: tokens x head blocks x splits (num_work_units, ../common/candidate_lists.cuh; the
 // whole-list instance runs one split). Item = (token * num_head_blocks + head block) * num_splits
 // + split.
 template <bool kSplitItems>

@@ -14,7 +14,7 @@ namespace cake::cuda::hopper_small {
 
 // params.num_head_blocks is the number of units per token here (num_heads / kGroupHeads, rounded
 // up in the decode). Units: (token * num_head_blocks + head group) * num_splits + split, where
-// the prefill's instance has one split, the whole lists (num_work_units, ../common/work_unit.h).
+// the prefill's instance has one split, the whole lists (num_work_units, ../common/candidate_lists.cuh).
 
 // The list (0 main, 1 extra) of the unit's chunk `chunk`, and the list position of its row `row`.
 template <bool kSplitItems>
