@@ -275,7 +275,11 @@ class ConsumerRole {
   // first pair (the block before this pair's, so the follower's own block's tile), or -1. An item
   // without candidates in between kept it.
   __device__ __forceinline__ int pending_output_tile(const PairBlocks& pair) const {
+#if defined(CAKE_RACECHECK_BUILD)
+    return -1;  // released in finish_item
+#else
     return pair.first && pair.gblock > 0 && output_by_tile() ? (pair.gblock - 1) & 1 : -1;
+#endif
   }
   // Half `half` of that tile, once its TMA stores have read it (store_output_tile's bulk groups:
   // the low half's first), for the consumer whose PV read it (kWarpgroupThreads arrivals).
@@ -837,7 +841,16 @@ class ConsumerRole {
       }
     }
     trace_event(consumer_, 4, trace_row);
+#if defined(CAKE_RACECHECK_BUILD)
+    // racecheck does not carry an arrival made for other threads (release_output_half's) back to
+    // their reads: in its build each consumer releases its half of the O tile itself, here, once
+    // the stores have read it (slower, the same accesses).
+    if (o_tile >= 0 && copies_thread()) sm90::bulk_wait_group_read<0>();
+#endif
     consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them
+#if defined(CAKE_RACECHECK_BUILD)
+    if (o_tile >= 0) release_half(o_tile, consumer_ == 0 ? kLowDims : kHighDims);
+#endif
   }
 };
 
