@@ -76,6 +76,9 @@ class DequantRole {
       // of the row) have landed.
       cp_async_wait<1>();
       __syncwarp();
+      // Read now, a whole tile wait before their first use (a shared load cannot move past the
+      // stores' asm, and read between them it would wait in the same queue).
+      const PartScales scales = part_scales(parity);
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
@@ -102,7 +105,7 @@ class DequantRole {
       // .. 4 k + 3, the layout the consumers read (SharedStorage::valid).
       const uint32_t flags = __ballot_sync(0xffffffffu, source.valid);
       if (row_ % 8 == 0 && part_ == 0) smem_.valid[parity][(warpgroup_ * kHalfRows + row_) / 8] = flags;
-      convert_low(half_tile, parity);
+      convert_low(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       load_low_codes(next_source);  // their registers are free now: half a block to land
       trace_event(2 + warpgroup_, 3, gblock);
@@ -113,7 +116,7 @@ class DequantRole {
       copy_rope(half_tile, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
-      convert_high(half_tile, parity);
+      convert_high(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
@@ -266,13 +269,27 @@ class DequantRole {
 #endif
   }
 
-  // Full unit i of this part (dims 32 (part + 4 i) ..) into its tile row, with the row's scales
-  // from stage `parity`: chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
-  __device__ __forceinline__ void convert_unit(uint32_t half_tile, int parity, int i) {
+  // This part's scale bytes of a block: those of its full units i (dims 32 (part + 4 i) ..: bytes
+  // 2 unit, 2 unit + 1) and of its half of units 12, 13.
+  struct PartScales {
+    uint16_t unit[kFullUnitsPerPart];
+    uint8_t half;
+  };
+  __device__ __forceinline__ PartScales part_scales(int parity) const {
+    const uint8_t* row = smem_.scales[parity][warpgroup_][row_];
+    PartScales s;
+#pragma unroll
+    for (int i = 0; i < kFullUnitsPerPart; ++i) {
+      s.unit[i] = *reinterpret_cast<const uint16_t*>(row + 2 * (part_ + kPartsPerRow * i));
+    }
+    s.half = row[kHalfUnitFirstScale + part_];
+    return s;
+  }
+
+  // Full unit i of this part (dims 32 (part + 4 i) ..) into its tile row, with its scale bytes
+  // (part_scales): chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
+  __device__ __forceinline__ void convert_unit(uint32_t half_tile, int i, uint16_t scale_pair) {
     static_assert(kPartsPerRow * 4 == 2 * 8, "a unit's four chunks stay in one column block, unit + 4 is two blocks on");
-    const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
-    const int unit = part_ + kPartsPerRow * i;  // dims 32 unit ..: scale bytes 2 unit, 2 unit + 1
-    const uint16_t scale_pair = *reinterpret_cast<const uint16_t*>(scales + 2 * unit);
     const uint32_t scale_low = e4m3_to_decode_scale(uint8_t(scale_pair & 0xFFu));
     const uint32_t scale_high = e4m3_to_decode_scale(uint8_t(scale_pair >> 8));
     const uint32_t chunk0 = half_tile + unit_offset_;
@@ -284,17 +301,16 @@ class DequantRole {
   }
 
   // This part's codes of dims 0..255 (units part and part + 4).
-  __device__ __forceinline__ void convert_low(uint32_t half_tile, int parity) {
+  __device__ __forceinline__ void convert_low(uint32_t half_tile, const PartScales& scales) {
 #pragma unroll
-    for (int i = 0; i < kLowUnitsPerPart; ++i) convert_unit(half_tile, parity, i);
+    for (int i = 0; i < kLowUnitsPerPart; ++i) convert_unit(half_tile, i, scales.unit[i]);
   }
 
   // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
-  __device__ __forceinline__ void convert_high(uint32_t half_tile, int parity) {
+  __device__ __forceinline__ void convert_high(uint32_t half_tile, const PartScales& scales) {
     static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
-    convert_unit(half_tile, parity, kLowUnitsPerPart);
-    const uint8_t* scales = smem_.scales[parity][warpgroup_][row_];
-    const uint32_t scale_half = e4m3_to_decode_scale(scales[kHalfUnitFirstScale + part_]);
+    convert_unit(half_tile, kLowUnitsPerPart, scales.unit[kLowUnitsPerPart]);
+    const uint32_t scale_half = e4m3_to_decode_scale(scales.half);
     const uint32_t tail = half_tile + tail_offset_;
     convert_word(tail, half_codes_.x, scale_half);
     convert_word(tail ^ 16u, half_codes_.y, scale_half);
