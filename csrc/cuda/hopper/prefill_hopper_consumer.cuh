@@ -86,9 +86,11 @@ class ConsumerRole {
       }
       const int next_item = item + int(gridDim.x);
       const bool q_loaded_early = !kSplitItems && next_item < num_items;
-#if !defined(CAKE_HOPPER_NO_WAITS)
+      // (Kept under CAKE_HOPPER_NO_WAITS too: a consumer that ran past it could arrive with the
+      // next item's expect_tx while this item's Q bytes are still in flight, an arrival the
+      // barrier's phase does not expect, and a CTA could exit with a Q load in flight; a no-waits
+      // build without it once failed at launch, most likely so.)
       mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
-#endif
       trace_event(consumer_, 7, gblock + 1);
       // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy)
       // and to this thread; the fence orders this thread's generic writes of the tile (a split
@@ -753,9 +755,7 @@ class ConsumerRole {
       // Both consumers' wgmmas of this item have retired (each waited for its last before the
       // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item
       // without candidates never waited for it).
-#if !defined(CAKE_HOPPER_NO_WAITS)
       sm90::mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
-#endif
     }
     trace_event(consumer_, 2, trace_row);
     const bool has_next = item + int(gridDim.x) < num_work_units<kSplitItems>(params_);

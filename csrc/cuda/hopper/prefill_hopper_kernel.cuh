@@ -53,6 +53,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     fence_mbarrier_init();
   }
+#if defined(CAKE_HOPPER_NO_TILE_STORES)
+  // Development timing only: the K tiles' NoPE dims are never written; they start at zero, so no
+  // score is made of whatever shared memory held before.
+  for (int i = threadIdx.x; i < kKTiles * kKTileBytes / 16; i += kThreads) {
+    reinterpret_cast<uint4*>(smem.k)[i] = make_uint4(0, 0, 0, 0);
+  }
+#endif
   __syncthreads();
   trace_life(warpgroup, kLifeSetUp);
   if (warpgroup >= kConsumers) {
