@@ -60,7 +60,7 @@ LEADER_PARTS = (
 # of O, their wait until the stores read the tile, and the next Q's TMA loads; since a287762
 # (whole lists), epilogue_a is the rows' scales and LSE and epilogue_b the O stores from
 # registers (the next Q is loaded in the item's last pair, and q_confirmed waits for nothing);
-# with O through the item's last K tile (hopper-o-tile), epilogue_b is O written into the tile,
+# with O through the item's last K tile (since 6d2376b), epilogue_b is O written into the tile,
 # the leader's hand-over and (the follower) the TMA stores' issue, and the stores' drain shows in
 # the follower's scores step of the next item's first pair.
 

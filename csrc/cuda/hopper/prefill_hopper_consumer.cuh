@@ -600,10 +600,11 @@ class ConsumerRole {
   }
 
   // Row r of this consumer's O (256 dims, scaled by out_scale) in bf16 to `out_row` (16-byte
-  // aligned; an item without candidates, the others go out through a K tile), 16 bytes a lane: for each 4 groups of 8 dims (32 contiguous dims, o_dim), the quad
-  // transposes its words so that lane q holds group q whole. A warp instruction writes 64
-  // contiguous bytes of each of 8 rows: whole sectors. Every lane takes part in the transposes;
-  // `store` says whether the row is an output row.
+  // aligned: an item without candidates; the others go out through a K tile), 16 bytes a lane:
+  // for each 4 groups of 8 dims (32 contiguous dims, o_dim), the quad transposes its words so
+  // that lane q holds group q whole. A warp instruction writes 64 contiguous bytes of each of 8
+  // rows: whole sectors. Every lane takes part in the transposes; `store` says whether the row is
+  // an output row.
   __device__ __forceinline__ void store_output_row(__nv_bfloat16* out_row, int r, float out_scale, bool store) {
     const int q = lane_ % 4;
     const GroupScales scales = group_scales(out_scale);
@@ -647,7 +648,7 @@ class ConsumerRole {
     }
   }
   // The follower's copy thread: the whole O tile to the output rows of item `w`, eight TMA boxes
-  // of 64 dims x 64 heads, one bulk group a dim half (low first), so that release_output_tile
+  // of 64 dims x 64 heads, one bulk group a dim half (low first), so that release_output_half
   // frees the low half, which the dequant writes first, while the high half still drains.
   __device__ void store_output_tile(int parity, const WorkRows& w) {
 #pragma unroll
@@ -721,11 +722,10 @@ class ConsumerRole {
   // from registers straight to `output` where o_tile is -1 (16 bytes a lane after a transpose in
   // the quad where the output is 16-byte aligned: an item without candidates; else 4). The Q tile
   // is not used, so the next item's Q is already on its way (issued in the last pair; here after
-  // an item without candidates). Split
-  // items: the split's partial, O normalised over the split in fp32 and its base-2 LSE, into the
-  // scratch (the merge kernel adds the sink); a consumer's fp32 half (64 KB) goes through its half
-  // of the Q tile in two rounds of 128 dims, after which the next item's Q follows (or before
-  // register stores, where mid_out is not TMA-addressable). next_q_issued: the item's Q was read
+  // an item without candidates). Split items: the split's partial, O normalised over the split in
+  // fp32 and its base-2 LSE, into the scratch (the merge kernel adds the sink); a consumer's fp32
+  // half (64 KB) goes through its half of the Q tile in two rounds of 128 dims, after which the
+  // next item's Q follows (or before register stores, where mid_out is not TMA-addressable). next_q_issued: the item's Q was read
   // and the next one issued in its last pair.
   __device__ void finish_item(int item, int trace_row, bool next_q_issued, int o_tile) {
     const WorkRows w = work_rows<kHeads, kSplitItems>(params_, item);
