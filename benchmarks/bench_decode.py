@@ -21,7 +21,10 @@ time of each kernel the decode launches (torch.profiler's CUDA activity; median 
 the sum is below the event time, which also holds the launch gaps. --splits N ... times the decode
 of every shape once more at each of these split counts that the shape accepts (from ceil(chunks /
 32) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
-rule (docs/planner.md). --graph adds, per row, the decode captured once in a CUDA graph and timed as
+rule (docs/planner.md). --head-tiles N ... times every shape once more at each of these head tiles
+that its H allows (1; 2 where H % 32 == 0; 4 where H % 64 == 0) other than the planner's, at the
+split count the op plans for them and at each --splits count (rows marked "forced"): which kernel
+and head unit suits the small rows. --graph adds, per row, the decode captured once in a CUDA graph and timed as
 replays (same flush, warm-up and median), as a serving loop that captures its decode step runs it:
 no Python or launch overhead between the kernels beyond what the graph keeps. The header line (and
 meta.launch_floor_us) gives the same method's time for one and for two back-to-back kernels that
@@ -104,9 +107,9 @@ def split_range(candidates, max_splits):
     return range((chunks + per_split - 1) // per_split, min(chunks, max_splits) + 1)
 
 
-def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None):
-    """Times the decode (at the planner's split count, or at `num_splits`) and, where it runs the
-    shape and the split count is the planner's, the prefill; returns the row's dict."""
+def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None, head_tiles=None):
+    """Times the decode (at the planner's plan, or at `num_splits` / `head_tiles` where given) and,
+    where it runs the shape and the plan is the planner's, the prefill; returns the row's dict."""
     sm_scale = 1 / math.sqrt(512)
     q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
     indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(candidates, dim=1).indices.to(torch.int32)
@@ -121,7 +124,7 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
     def decode():
         decode_plan.update(torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
                                                        mid_out=mid_out, mid_lse=mid_lse, max_splits=args.max_splits,
-                                                       num_splits=num_splits))
+                                                       num_splits=num_splits, head_tiles=head_tiles))
 
     seconds = timed_median(decode, args.repeats, args.warmup, flush)
     row = dict(T=num_tokens, H=num_heads, candidates=candidates, head_tiles=decode_plan["head_tiles"],
@@ -130,14 +133,14 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
                select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
                    num_tokens=num_tokens, num_heads=num_heads, topk=candidates,
                    num_sms=torch.cuda.get_device_properties(0).multi_processor_count))
-    if num_splits is not None:
+    if num_splits is not None or head_tiles is not None:
         row["forced"] = True
     if args.kernels:
         row["kernels_us"] = {short_kernel_name(name): us
                              for name, us in kernel_times(decode, min(args.repeats, 20), flush).items()}
     if args.graph:
         row["graph_us"] = timed_median(capture_graph(decode).replay, args.repeats, args.warmup, flush) * 1e6
-    if num_splits is None and torch_ops._C.prefill_serves(num_heads, candidates, 0):
+    if num_splits is None and head_tiles is None and torch_ops._C.prefill_serves(num_heads, candidates, 0):
         decode_out = output.clone()
         prefill_plan = {}
 
@@ -213,6 +216,8 @@ def main():
                         help="also each row's decode as a CUDA graph replay (as a serving loop runs it)")
     parser.add_argument("--splits", type=int, nargs="+", default=None, metavar="N",
                         help="also time the decode of each shape at these split counts (where accepted)")
+    parser.add_argument("--head-tiles", type=int, nargs="+", default=None, metavar="N",
+                        help="also time the decode of each shape at these head tiles (where H allows them)")
     args = parser.parse_args()
 
     flush, ceiling, device_name, _, cache = prepare_run()
@@ -235,6 +240,20 @@ def main():
                 forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced)
                 print_row(forced_row)
                 rows.append(forced_row)
+        allowed = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
+        for tiles in sorted(set(args.head_tiles or [])):
+            if tiles not in allowed or tiles == row["head_tiles"]:
+                continue
+            for forced in [None] + sorted(set(args.splits or [])):
+                if forced is not None and forced not in split_range(candidates, args.max_splits):
+                    continue
+                try:
+                    forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced, tiles)
+                except ValueError as error:  # a plan the op refuses for this shape: say so, go on
+                    print(f"| {num_tokens} | {num_heads} | {candidates} | ht={tiles} s={forced} refused: {error} |")
+                    continue
+                print_row(forced_row)
+                rows.append(forced_row)
     misses = selection_misses(rows)
     print(f"select_kernel: {len(misses)} of {len(both_ops_rows(rows))} shapes where both ops ran pick an op more than 10% slower "
           "than the faster" + "".join(f"; {r['T']}x{r['H']}x{r['candidates']} {r['select']} {ratio:.2f}x"
@@ -243,7 +262,8 @@ def main():
                 launch_floor_us=dict(one_kernel=floor_one, two_kernels=floor_two),
                 selection_misses=[dict(T=r["T"], H=r["H"], candidates=r["candidates"], ratio=ratio)
                                   for r, ratio in misses],
-                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits, graph=args.graph,
+                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits, head_tiles=args.head_tiles,
+                graph=args.graph,
                 kernel_override=torch_ops.get_prefill_kernel_override())
     if args.json:
         with open(args.json, "w") as f:

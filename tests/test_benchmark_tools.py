@@ -42,6 +42,22 @@ def test_decode_benchmark_command_line():
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_decode.py"), "--help"], check=True,
                             capture_output=True, text=True, cwd=ROOT / "benchmarks")
     assert "--grid" in result.stdout and "128x128x2048" in result.stdout and "64x8x4096" in result.stdout
+    assert "--head-tiles" in result.stdout
+
+
+@pytest.mark.parametrize("num_heads", [16, 32, 48, 64, 128])
+def test_decode_benchmark_head_tiles_are_what_the_decode_plans(num_heads):
+    """--head-tiles times the head tiles prefill_head_tiles(H) allows: the decode's planner takes
+    each of them as given (and refuses one H does not allow, naming head_tiles)."""
+    allowed = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
+    assert 1 in allowed
+    for tiles in (1, 2, 4):
+        kwargs = dict(num_tokens=1, num_heads=num_heads, topk=2048, num_sms=132, device="cpu", head_tiles=tiles)
+        if tiles in allowed:
+            assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(**kwargs)["head_tiles"] == tiles
+        else:
+            with pytest.raises(ValueError, match="head_tiles"):
+                torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(**kwargs)
 
 
 def test_decode_benchmark_kernel_names():
