@@ -22,7 +22,8 @@ the sum is below the event time, which also holds the launch gaps. --splits N ..
 of every shape once more at each of these split counts that the shape accepts (from ceil(chunks /
 32) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
 rule (docs/planner.md). --head-tiles N ... times every shape once more at each of these head tiles
-that its H allows (1; 2 where H % 32 == 0; 4 where H % 64 == 0) other than the planner's, at the
+that the decode allows at its H (decode_head_tiles: those of 1, 2, 4 that divide its 16-head
+tiles) other than the planner's, at the
 split count the op plans for them and at each --splits count (rows marked "forced"): which kernel
 and head unit suits the small rows. --graph adds, per row, the decode captured once in a CUDA graph and timed as
 replays (same flush, warm-up and median), as a serving loop that captures its decode step runs it:
@@ -240,7 +241,7 @@ def main():
                 forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced)
                 print_row(forced_row)
                 rows.append(forced_row)
-        allowed = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
+        allowed = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads)
         for tiles in sorted(set(args.head_tiles or [])):
             if tiles not in allowed or tiles == row["head_tiles"]:
                 continue

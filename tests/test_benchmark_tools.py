@@ -45,11 +45,11 @@ def test_decode_benchmark_command_line():
     assert "--head-tiles" in result.stdout
 
 
-@pytest.mark.parametrize("num_heads", [16, 32, 48, 64, 128])
+@pytest.mark.parametrize("num_heads", [8, 16, 24, 32, 48, 64, 96, 128])
 def test_decode_benchmark_head_tiles_are_what_the_decode_plans(num_heads):
-    """--head-tiles times the head tiles prefill_head_tiles(H) allows: the decode's planner takes
+    """--head-tiles times the head tiles decode_head_tiles(H) allows: the decode's planner takes
     each of them as given (and refuses one H does not allow, naming head_tiles)."""
-    allowed = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads)
+    allowed = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads)
     assert 1 in allowed
     for tiles in (1, 2, 4):
         kwargs = dict(num_tokens=1, num_heads=num_heads, topk=2048, num_sms=132, device="cpu", head_tiles=tiles)
