@@ -245,14 +245,19 @@ def main():
         for tiles in sorted(set(args.head_tiles or [])):
             if tiles not in allowed or tiles == row["head_tiles"]:
                 continue
+            planned_splits = None  # the op's split count at these head tiles, once timed
             for forced in [None] + sorted(set(args.splits or [])):
-                if forced is not None and forced not in split_range(candidates, args.max_splits):
+                if forced is not None and (forced not in split_range(candidates, args.max_splits)
+                                           or forced == planned_splits):
                     continue
                 try:
                     forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced, tiles)
                 except ValueError as error:  # a plan the op refuses for this shape: say so, go on
-                    print(f"| {num_tokens} | {num_heads} | {candidates} | ht={tiles} s={forced} refused: {error} |")
+                    splits = "planned" if forced is None else forced
+                    print(f"| {num_tokens} | {num_heads} | {candidates} | ht={tiles} s={splits} refused: {error} |")
                     continue
+                if forced is None:
+                    planned_splits = forced_row["num_splits"]
                 print_row(forced_row)
                 rows.append(forced_row)
     misses = selection_misses(rows)

@@ -54,8 +54,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_mbarrier_init();
   }
 #if defined(CAKE_HOPPER_NO_TILE_STORES)
-  // Development timing only: the K tiles' NoPE dims are never written; they start at zero, so no
-  // score is made of whatever shared memory held before.
+  // Development timing only: the dequant writes no NoPE dims into the K tiles; they start at zero
+  // so that no score is made of uninitialised shared memory (a whole-list item's O, which leaves
+  // through a K tile, stays in it for later blocks' scores: timing only either way).
   for (int i = threadIdx.x; i < kKTiles * kKTileBytes / 16; i += kThreads) {
     reinterpret_cast<uint4*>(smem.k)[i] = make_uint4(0, 0, 0, 0);
   }
