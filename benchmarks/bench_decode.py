@@ -23,11 +23,11 @@ of every shape once more at each of these split counts that the shape accepts (f
 32) to min(chunks, --max-splits); a row each, marked "forced"), the data for the planner's split
 rule (docs/planner.md). --head-tiles N ... times every shape once more at each of these head tiles
 that the decode allows at its H (decode_head_tiles: those of 1, 2, 4 that divide its 16-head
-tiles) other than the planner's, at the
-split count the op plans for them and at each --splits count (rows marked "forced"): which kernel
-and head unit suits the small rows. --graph adds, per row, the decode captured once in a CUDA graph and timed as
-replays (same flush, warm-up and median), as a serving loop that captures its decode step runs it:
-no Python or launch overhead between the kernels beyond what the graph keeps. The header line (and
+tiles) other than the planner's, at the split count the op plans for them and at each --splits
+count (rows marked "forced"): which kernel and head unit suits the small rows. --graph adds, per
+row, the decode captured once in a CUDA graph and timed as replays (same flush, warm-up and
+median), as a serving loop that captures its decode step runs it: no Python or launch overhead
+between the kernels beyond what the graph keeps. The header line (and
 meta.launch_floor_us) gives the same method's time for one and for two back-to-back kernels that
 do nothing: the floor under a decode step's two launches, for reading the small rows.
 """
@@ -236,17 +236,13 @@ def main():
         row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args)
         print_row(row)
         rows.append(row)
-        for forced in sorted(set(args.splits or [])):
-            if forced in split_range(candidates, args.max_splits) and forced != row["num_splits"]:
-                forced_row = time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, forced)
-                print_row(forced_row)
-                rows.append(forced_row)
+        # Then the forced plans: the planner's head tiles at each other split count, and each other
+        # head tile count the decode allows at the op's split count for it and at each other one.
         allowed = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads)
-        for tiles in sorted(set(args.head_tiles or [])):
-            if tiles not in allowed or tiles == row["head_tiles"]:
-                continue
-            planned_splits = None  # the op's split count at these head tiles, once timed
-            for forced in [None] + sorted(set(args.splits or [])):
+        other_tiles = [t for t in sorted(set(args.head_tiles or [])) if t in allowed and t != row["head_tiles"]]
+        for tiles in [None] + other_tiles:
+            planned_splits = row["num_splits"] if tiles is None else None  # known once timed
+            for forced in ([] if tiles is None else [None]) + sorted(set(args.splits or [])):
                 if forced is not None and (forced not in split_range(candidates, args.max_splits)
                                            or forced == planned_splits):
                     continue
