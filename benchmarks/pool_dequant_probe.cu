@@ -22,15 +22,14 @@
 
 namespace {
 
-using cake::nvfp4::kDataRowBytes;
+using cake::nvfp4::CacheGeometry;
 using cake::nvfp4::kHeadDim;
 using cake::nvfp4::kNopeBytes;
 using cake::nvfp4::kNumGroups;
-using cake::nvfp4::kScaleRowBytes;
 using cake::nvfp4::kTokenBytes;
 
 constexpr int kPageSize = 64;
-constexpr int kPageBytes = kPageSize * kTokenBytes;  // data rows, then scale rows
+constexpr int kPageBytes = kPageSize * kTokenBytes;  // an unpadded page: data rows, then scale rows
 
 #define CHECK_CUDA(call)                                                                       \
   do {                                                                                         \
@@ -43,17 +42,15 @@ constexpr int kPageBytes = kPageSize * kTokenBytes;  // data rows, then scale ro
 
 // Slot s -> out[s * 512 ..]: NoPE dims 16 g .. 16 g + 15 from lane g, RoPE dims 448 + 16 (l - 28)
 // .. from lane l >= 28.
-__global__ void pool_to_bf16(const uint8_t* __restrict__ cache, int num_slots, uint4* __restrict__ out) {
+__global__ void pool_to_bf16(const uint8_t* __restrict__ cache, CacheGeometry geometry, uint4* __restrict__ out) {
   const int lane = threadIdx.x % 32;
   const int warps = gridDim.x * blockDim.x / 32;
-  for (int slot = (blockIdx.x * blockDim.x + threadIdx.x) / 32; slot < num_slots; slot += warps) {
-    const uint8_t* page = cache + int64_t(slot / kPageSize) * kPageBytes;
-    const int row = slot % kPageSize;
-    const uint8_t* data = page + row * kDataRowBytes;
-    uint4* dst = out + int64_t(slot) * (kHeadDim * 2 / 16) + 2 * lane;
+  for (int64_t slot = (blockIdx.x * blockDim.x + threadIdx.x) / 32; slot < geometry.num_slots(); slot += warps) {
+    const uint8_t* data = cache + geometry.data_offset(slot);
+    uint4* dst = out + slot * (kHeadDim * 2 / 16) + 2 * lane;
     if (lane < kNumGroups) {
       const uint2 codes = *reinterpret_cast<const uint2*>(data + 8 * lane);
-      const uint8_t scale = page[kPageSize * kDataRowBytes + row * kScaleRowBytes + lane];
+      const uint8_t scale = cache[geometry.scale_offset(slot) + lane];
       uint32_t words[8];
       cake::cuda::dequantize_group(codes, scale, words);
       dst[0] = make_uint4(words[0], words[1], words[2], words[3]);
@@ -76,18 +73,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "slots must be a positive multiple of %d\n", kPageSize);
     return 2;
   }
-  const int num_pages = num_slots / kPageSize;
-  std::vector<uint8_t> cache(size_t(num_pages) * kPageBytes, 0);
+  const CacheGeometry geometry{kPageSize, kPageBytes, num_slots / kPageSize};
+  std::vector<uint8_t> cache(size_t(geometry.num_pages) * kPageBytes, 0);
   std::mt19937 rng(1234);
   for (int slot = 0; slot < num_slots; ++slot) {
-    uint8_t* page = cache.data() + size_t(slot / kPageSize) * kPageBytes;
-    uint8_t* data = page + (slot % kPageSize) * kDataRowBytes;
+    uint8_t* data = cache.data() + geometry.data_offset(slot);
     for (int b = 0; b < kNopeBytes; ++b) data[b] = uint8_t(rng());
     for (int d = 0; d < 64; ++d) {  // RoPE: normal bf16 values
       const uint16_t bits = float_to_bf16_bits(std::normal_distribution<float>(0.f, 1.f)(rng));
       std::memcpy(data + kNopeBytes + 2 * d, &bits, 2);
     }
-    uint8_t* scales = page + kPageSize * kDataRowBytes + (slot % kPageSize) * kScaleRowBytes;
+    uint8_t* scales = cache.data() + geometry.scale_offset(slot);
     for (int g = 0; g < kNumGroups; ++g) scales[g] = uint8_t(0x20 + rng() % 0x40);  // 2^-3 .. 2^4 + mantissa
   }
 
@@ -113,7 +109,7 @@ int main(int argc, char** argv) {
   for (int run = 0; run < 23; ++run) {
     CHECK_CUDA(cudaMemset(d_flush, run, flush_bytes));
     CHECK_CUDA(cudaEventRecord(start));
-    pool_to_bf16<<<blocks, threads>>>(d_cache, num_slots, d_out);
+    pool_to_bf16<<<blocks, threads>>>(d_cache, geometry, d_out);
     CHECK_CUDA(cudaEventRecord(stop));
     CHECK_CUDA(cudaEventSynchronize(stop));
     CHECK_CUDA(cudaGetLastError());
@@ -128,9 +124,8 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMemcpy(out.data(), d_out, out_bytes, cudaMemcpyDeviceToHost));
   size_t mismatches = 0;
   for (int slot = 0; slot < num_slots; ++slot) {
-    const uint8_t* page = cache.data() + size_t(slot / kPageSize) * kPageBytes;
-    const uint8_t* data = page + (slot % kPageSize) * kDataRowBytes;
-    const uint8_t* scales = page + kPageSize * kDataRowBytes + (slot % kPageSize) * kScaleRowBytes;
+    const uint8_t* data = cache.data() + geometry.data_offset(slot);
+    const uint8_t* scales = cache.data() + geometry.scale_offset(slot);
     for (int d = 0; d < kHeadDim; ++d) {
       uint16_t expected;
       if (d < cake::nvfp4::kNopeDim) {
