@@ -162,8 +162,8 @@ class ConsumerRole {
     form_weights(s_acc, reference_, weights, moved_by);
     rescale_o_if_moved(moved_by);
     // The own block's PV goes to the tensor cores before the proxy fence and the hand-over, so
-    // that they do not wait behind the follower's barrier (about 1% at T = 4096). The stmatrix
-    // comes first: nothing may read a wgmma's A registers between its issue and the wait for it.
+    // that it does not wait behind them. The stmatrix comes first: nothing may read a wgmma's A
+    // registers between its issue and the wait for it.
     write_weights(weights);
     accumulate_own(weights, first);
     sm90::fence_proxy_async();
