@@ -127,8 +127,8 @@ def item_parts(launch, blocks_per_item=2):
 PAIR_STEPS = (
     ("pair", LEADER, 0, 5),
     ("L_scores", LEADER, 0, 1),          # waits for the block's halves, then QK^T
-    ("L_softmax", LEADER, 1, 2),
-    ("L_own_pv", LEADER, 2, 3),
+    ("L_softmax", LEADER, 1, 2),         # and the issue of its own PV (before the hand-over)
+    ("L_own_pv", LEADER, 2, 3),          # the rest of that PV, to its retire
     ("L_wait_follower", LEADER, 3, 4),   # kWeightsReady + 1
     ("L_other_pv", LEADER, 4, 5),
     ("F_scores", FOLLOWER, 0, 1),        # kScoresIssued, the block's halves, QK^T
