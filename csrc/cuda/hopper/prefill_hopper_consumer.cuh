@@ -443,17 +443,17 @@ class ConsumerRole {
     }
   }
 
-  // This consumer's weights into p[consumer], for the other consumer (whose wgmma reads the tile:
-  // proxy fence before the hand-over).
-  // weights[i][r] is the fragment of the 8 x 8 matrix (rows 8 r.. of the warp's 16, columns 8 i..):
-  // four stmatrix, matrix m of the k-th holding (i, r) = (2 k + m / 2, m % 2); lane l gives the
-  // address of row l % 8 of matrix l / 8 (the same bytes as a 4-byte store a pair, a quarter of
-  // the instructions).
+  // This consumer's weights into p[consumer], for the other consumer, whose wgmma reads the tile
+  // (the async proxy): the proxy fence follows before the hand-over.
   __device__ __forceinline__ void store_weights(const BlockWeights& weights) {
     write_weights(weights);
     sm90::fence_proxy_async();
   }
-  // The weights into this consumer's P tile (stmatrix), without the proxy fence.
+  // The same without the fence (the leader issues its own PV in between).
+  // weights[i][r] is the fragment of the 8 x 8 matrix (rows 8 r.. of the warp's 16, columns 8 i..):
+  // four stmatrix, matrix m of the k-th holding (i, r) = (2 k + m / 2, m % 2); lane l gives the
+  // address of row l % 8 of matrix l / 8 (the same bytes as a 4-byte store a pair, a quarter of
+  // the instructions).
   __device__ __forceinline__ void write_weights(const BlockWeights& weights) {
     const uint32_t p_tile = smem_address(smem_.p[consumer_]);
     const int matrix = lane_ / 8;
