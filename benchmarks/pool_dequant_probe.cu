@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda/common/nvfp4_dequant.cuh"
+#include "probe_check.h"
 
 namespace {
 
@@ -30,15 +31,6 @@ using cake::nvfp4::kTokenBytes;
 
 constexpr int kPageSize = 64;
 constexpr int kPageBytes = kPageSize * kTokenBytes;  // an unpadded page: data rows, then scale rows
-
-#define CHECK_CUDA(call)                                                                       \
-  do {                                                                                         \
-    cudaError_t status_ = (call);                                                              \
-    if (status_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(status_));  \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 // Slot s -> out[s * 512 ..]: NoPE dims 16 g .. 16 g + 15 from lane g, RoPE dims 448 + 16 (l - 28)
 // .. from lane l >= 28.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../csrc/cuda/common/ptx_primitives.cuh"  // st_global_16, ld_global_nc_16_no_l1: the kernels' own
+#include "probe_check.h"
 
 namespace {
 
@@ -105,56 +106,47 @@ __global__ void __launch_bounds__(block_threads<kPattern>(), 1)
   if (read_sum == 0x12345678u) *sink = read_sum;  // keeps the loads
 }
 
-#define CHECK(call)                                                                 \
-  do {                                                                              \
-    const cudaError_t error = (call);                                               \
-    if (error != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(error));          \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
-
 template <int kPattern>
 void run(uint8_t* out, const uint8_t* in, long long* cycles_device, uint32_t* sink, int ctas, int tiles) {
   const int smem = kPattern == kBulk ? kTileBytes : 0;
-  CHECK(cudaFuncSetAttribute(store_tiles<kPattern>, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileBytes));
+  CHECK_CUDA(cudaFuncSetAttribute(store_tiles<kPattern>, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileBytes));
   store_tiles<kPattern><<<ctas, block_threads<kPattern>(), smem>>>(out, in, tiles, cycles_device, sink);  // warm-up
-  CHECK(cudaGetLastError());
+  CHECK_CUDA(cudaGetLastError());
   cudaEvent_t begin, end;
-  CHECK(cudaEventCreate(&begin));
-  CHECK(cudaEventCreate(&end));
-  CHECK(cudaEventRecord(begin));
+  CHECK_CUDA(cudaEventCreate(&begin));
+  CHECK_CUDA(cudaEventCreate(&end));
+  CHECK_CUDA(cudaEventRecord(begin));
   store_tiles<kPattern><<<ctas, block_threads<kPattern>(), smem>>>(out, in, tiles, cycles_device, sink);
-  CHECK(cudaEventRecord(end));
-  CHECK(cudaEventSynchronize(end));
+  CHECK_CUDA(cudaEventRecord(end));
+  CHECK_CUDA(cudaEventSynchronize(end));
   float ms = 0.0f;
-  CHECK(cudaEventElapsedTime(&ms, begin, end));
+  CHECK_CUDA(cudaEventElapsedTime(&ms, begin, end));
   std::vector<long long> cycles(ctas);
-  CHECK(cudaMemcpy(cycles.data(), cycles_device, ctas * sizeof(long long), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(cycles.data(), cycles_device, ctas * sizeof(long long), cudaMemcpyDeviceToHost));
   std::sort(cycles.begin(), cycles.end());
   const double per_tile = double(cycles[ctas / 2]) / tiles;
   const double bytes = double(kTileBytes) * tiles * ctas;
   std::printf("| %s | %d | %.0f | %.1f | %.0f | %.3f |\n", kPatternNames[kPattern], ctas, per_tile,
               kTileBytes / per_tile, bytes / (ms * 1e-3) / 1e9, ms);
-  CHECK(cudaEventDestroy(begin));
-  CHECK(cudaEventDestroy(end));
+  CHECK_CUDA(cudaEventDestroy(begin));
+  CHECK_CUDA(cudaEventDestroy(end));
 }
 
 }  // namespace
 
 int main() {
   int device = 0, sms = 0;
-  CHECK(cudaGetDevice(&device));
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CHECK_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   constexpr int kTiles = 32;
   uint8_t *out = nullptr, *in = nullptr;
   long long* cycles = nullptr;
   uint32_t* sink = nullptr;
-  CHECK(cudaMalloc(&out, size_t(kTileBytes) * kTiles * sms));
-  CHECK(cudaMalloc(&in, size_t(kReadBytes) * kTiles * sms));
-  CHECK(cudaMemset(in, 1, size_t(kReadBytes) * kTiles * sms));
-  CHECK(cudaMalloc(&cycles, sms * sizeof(long long)));
-  CHECK(cudaMalloc(&sink, sizeof(uint32_t)));
+  CHECK_CUDA(cudaMalloc(&out, size_t(kTileBytes) * kTiles * sms));
+  CHECK_CUDA(cudaMalloc(&in, size_t(kReadBytes) * kTiles * sms));
+  CHECK_CUDA(cudaMemset(in, 1, size_t(kReadBytes) * kTiles * sms));
+  CHECK_CUDA(cudaMalloc(&cycles, sms * sizeof(long long)));
+  CHECK_CUDA(cudaMalloc(&sink, sizeof(uint32_t)));
   std::printf("%d SMs; %d tiles of %d bytes a CTA, 256 threads; cycles a tile: median over CTAs\n", sms, kTiles,
               kTileBytes);
   std::printf("| pattern | CTAs | cycles a tile | bytes a cycle an SM | GB/s (launch) | ms |\n|---|---|---|---|---|---|\n");
@@ -166,9 +158,9 @@ int main() {
     run<kBulk>(out, in, cycles, sink, ctas, kTiles);
     run<kRows8x64WithReads>(out, in, cycles, sink, ctas, kTiles);
   }
-  CHECK(cudaFree(out));
-  CHECK(cudaFree(in));
-  CHECK(cudaFree(cycles));
-  CHECK(cudaFree(sink));
+  CHECK_CUDA(cudaFree(out));
+  CHECK_CUDA(cudaFree(in));
+  CHECK_CUDA(cudaFree(cycles));
+  CHECK_CUDA(cudaFree(sink));
   return 0;
 }
