@@ -233,8 +233,10 @@ class ConsumerRole {
     softmax(s_acc, flags, reference_, weights, moved_by);
     // Stored before the wait below, so that ptxas keeps the softmax above it (its arithmetic
     // otherwise moves past the barrier, into the PV's issue). p[1] is free: the leader's last PV
-    // from it retired before the leader arrived on kReferenceReady.
-    store_weights(weights);
+    // from it retired before the leader arrived on kReferenceReady. The proxy fence: the leader's
+    // wgmma (the async proxy) reads the tile after the hand-over.
+    write_weights(weights);
+    sm90::fence_proxy_async();
     consumer_barrier<kWeightsReady + 0>();
     accumulate_other(0, first);  // against the leader's reference: O is rescaled by moved_by after it
     publish_reference();
@@ -444,12 +446,7 @@ class ConsumerRole {
   }
 
   // This consumer's weights into p[consumer], for the other consumer, whose wgmma reads the tile
-  // (the async proxy): the proxy fence follows before the hand-over.
-  __device__ __forceinline__ void store_weights(const BlockWeights& weights) {
-    write_weights(weights);
-    sm90::fence_proxy_async();
-  }
-  // The same without the fence (the leader issues its own PV in between).
+  // (the async proxy: the caller fences before the hand-over; the leader issues its own PV first).
   // weights[i][r] is the fragment of the 8 x 8 matrix (rows 8 r.. of the warp's 16, columns 8 i..):
   // four stmatrix, matrix m of the k-th holding (i, r) = (2 k + m / 2, m % 2); lane l gives the
   // address of row l % 8 of matrix l / 8 (the same bytes as a 4-byte store a pair, a quarter of
@@ -632,7 +629,7 @@ class ConsumerRole {
 
   // This consumer's O (64 rows x its 256 dims, scaled by out_scale, in bf16) into its half of K
   // tile `parity` (column blocks 4 c .. 4 c + 3: the half its PV read), in the tile's swizzled
-  // layout, by stmatrix from the accumulator fragments as store_weights does (accumulator groups
+  // layout, by stmatrix from the accumulator fragments as write_weights does (accumulator groups
   // 2 k, 2 k + 1 per instruction). A padded last head block's rows are written too: the TMA store
   // does not write rows past num_heads.
   __device__ __forceinline__ void stage_output_half(int parity, const float (&out_scale)[2]) {
