@@ -5,16 +5,23 @@ prints (gzipped or plain; `device_suite.sh ncu-source` writes one). Rows before 
 dequant warpgroups give their registers back first thing.
 
     python3 benchmarks/ncu_roles.py ncu_source.csv.gz [--top 10]
+    python3 benchmarks/ncu_roles.py skeleton.csv.gz copies.csv.gz main.csv.gz   # side by side
 
 For each role: its SASS rows, warp-stall samples and warp instructions executed; the share of each
 stall reason (the `stall_*` columns, the not-issued ones apart); the rows with the most samples with
 their top reasons; and the instructions executed by opcode (millions).
+Given several files (builds of the same kernel profiled alike), it prints each role's totals, stall
+reasons and warp-stall samples by opcode side by side instead, one column a file: which waits grow
+from one build to the next. Rows are matched by opcode, not by address, since the builds' SASS
+differ; a stall sample is a warp seen waiting, so a column's samples grow with the launch's time
+and its warps.
 """
 import argparse
 import collections
 import csv
 import gzip
 import io
+import os
 import sys
 
 ROLE_SPLIT = "USETMAXREG.DEALLOC"
@@ -49,13 +56,25 @@ def opcode(source):
     return words[0].split(".")[0] if words else "?"
 
 
-def summarise(header, rows, top):
+def columns(header):
+    """Indices of the source text, the stall samples, the instructions executed and the stall
+    reasons (the not-issued columns left out: they are a subset of the others)."""
     column = {name.strip(): i for i, name in enumerate(header)}
-    source, samples, executed = column["Source"], column["Warp Stall Sampling (All Samples)"], column["Instructions Executed"]
     reasons = [i for i, name in enumerate(header) if name.startswith("stall_") and "(Not Issued)" not in name]
+    return column["Source"], column["Warp Stall Sampling (All Samples)"], column["Instructions Executed"], reasons
+
+
+def roles(rows, source):
+    """[(role, index of its first row, its rows)]: the consumers (and the kernel's entry) up to the
+    first register release, the dequant after."""
     split = next((k for k, row in enumerate(rows) if ROLE_SPLIT in row[source]), len(rows))
+    return [("consumers and entry", 0, rows[:split]), ("dequant", split, rows[split:])]
+
+
+def summarise(header, rows, top):
+    source, samples, executed, reasons = columns(header)
     lines = []
-    for role, first, part in (("consumers and entry", 0, rows[:split]), ("dequant", split, rows[split:])):
+    for role, first, part in roles(rows, source):
         role_samples = sum(number(row[samples]) for row in part)
         lines.append(f"## {role}: {len(part)} SASS rows, {role_samples:.0f} samples, "
                      f"{sum(number(row[executed]) for row in part) / 1e6:.1f} M warp instructions")
@@ -78,14 +97,56 @@ def summarise(header, rows, top):
     return lines
 
 
+def role_totals(header, rows):
+    """{role: (samples, warp instructions, {reason: samples}, {opcode: samples})}."""
+    source, samples, executed, reasons = columns(header)
+    totals = {}
+    for role, _, part in roles(rows, source):
+        by_opcode = collections.Counter()
+        for row in part:
+            by_opcode[opcode(row[source])] += number(row[samples])
+        totals[role] = (sum(number(row[samples]) for row in part), sum(number(row[executed]) for row in part),
+                        {header[i]: sum(number(row[i]) for row in part) for i in reasons}, by_opcode)
+    return totals
+
+
+def label_of(path):
+    """'out/ncu_lh1_source.csv.gz' -> 'lh1'."""
+    name = os.path.basename(path)
+    for suffix in (".gz", ".csv", "_source"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return name[len("ncu_"):] if name.startswith("ncu_") else name
+
+
+def compare(paths, top):
+    tables = [role_totals(*read_rows(path)) for path in paths]
+    labels = [label_of(path) for path in paths]
+    lines = []
+    for role in tables[0]:
+        cells = [table[role] for table in tables]
+        lines += [f"## {role}", "", "| | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+        lines.append("| samples | " + " | ".join(f"{c[0]:.0f}" for c in cells) + " |")
+        lines.append("| warp instructions (M) | " + " | ".join(f"{c[1] / 1e6:.1f}" for c in cells) + " |")
+        reasons = sorted({r for c in cells for r, v in c[2].items() if v}, key=lambda r: -max(c[2].get(r, 0) for c in cells))
+        lines += [f"| {r} | " + " | ".join(f"{c[2].get(r, 0):.0f}" for c in cells) + " |" for r in reasons[:top]]
+        opcodes = sorted({o for c in cells for o, v in c[3].items() if v}, key=lambda o: -max(c[3].get(o, 0) for c in cells))
+        lines += [f"| samples at {o} | " + " | ".join(f"{c[3].get(o, 0):.0f}" for c in cells) + " |" for o in opcodes[:top]]
+        lines.append("")
+    return lines
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path")
-    parser.add_argument("--top", type=int, default=10, help="rows with the most samples listed a role")
+    parser.add_argument("paths", nargs="+", metavar="path", help="one file: its summary; several: side by side")
+    parser.add_argument("--top", type=int, default=10,
+                        help="rows with the most samples listed a role (side by side: stall reasons and opcodes)")
     args = parser.parse_args(argv)
     try:
-        header, rows = read_rows(args.path)
-        print("\n".join(summarise(header, rows, args.top)))
+        if len(args.paths) > 1:
+            print("\n".join(compare(args.paths, args.top)))
+        else:
+            header, rows = read_rows(args.paths[0])
+            print("\n".join(summarise(header, rows, args.top)))
     except (ValueError, KeyError) as error:
         print(f"ncu_roles.py: {error}", file=sys.stderr)
         return 2

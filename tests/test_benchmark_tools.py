@@ -713,3 +713,33 @@ def test_ncu_roles_splits_at_the_dequant_register_release(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ncu_roles.py"), str(plain)],
                             capture_output=True, text=True)
     assert result.returncode == 2 and "no source table" in result.stderr
+
+
+def test_ncu_roles_sets_builds_side_by_side(tmp_path):
+    """Given several source-counter files, each role's totals, stall reasons and samples by opcode
+    are printed side by side, one column a file labelled by its name; an opcode or reason missing
+    from one build reads 0 there."""
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed",
+              "stall_short_sb", "stall_barrier", "stall_short_sb (Not Issued)"]
+    builds = {
+        "ncu_sk1_source.csv": [["0x0", "FMNMX R1, R2, R3, !PT", "30", "1000000", "30", "0", "30"],
+                               ["0x10", "USETMAXREG.DEALLOC.CTAPOOL 0x38", "0", "1000", "0", "0", "0"],
+                               ["0x20", "STS.128 [R4], R8", "5", "2000000", "5", "0", "5"]],
+        "ncu_lh1_source.csv": [["0x0", "FMNMX R1, R2, R3, !PT", "50", "1000000", "45", "5", "45"],
+                               ["0x10", "@P0 BAR.SYNC.DEFER_BLOCKING 0x1, 0x100", "20", "10000", "0", "20", "0"],
+                               ["0x20", "USETMAXREG.DEALLOC.CTAPOOL 0x38", "0", "1000", "0", "0", "0"]],
+    }
+    paths = []
+    for name, rows in builds.items():
+        path = tmp_path / name
+        path.write_text("\n".join(",".join(f'"{cell}"' for cell in row) for row in [header] + rows) + "\n")
+        paths.append(str(path))
+    lines = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ncu_roles.py"), *paths],
+                           check=True, capture_output=True, text=True).stdout.splitlines()
+    consumers = lines[lines.index("## consumers and entry"):lines.index("## dequant")]
+    assert "| | sk1 | lh1 |" in consumers
+    assert "| samples | 30 | 70 |" in consumers
+    assert "| stall_short_sb | 30 | 45 |" in consumers and "| stall_barrier | 0 | 25 |" in consumers
+    assert "| samples at FMNMX | 30 | 50 |" in consumers and "| samples at BAR | 0 | 20 |" in consumers
+    dequant = lines[lines.index("## dequant"):]
+    assert "| samples | 5 | 0 |" in dequant and "| samples at STS | 5 | 0 |" in dequant
