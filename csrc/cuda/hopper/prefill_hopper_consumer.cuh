@@ -219,13 +219,19 @@ class ConsumerRole {
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
     CandidateFlags flags;
-    compute_scores(s_acc, flags, second, pair.first_phase ^ first, false);
-    trace_event(1, 1, pair.gblock);
-    wait_half(first, kHighDims, pair.first_phase);
     // The leader's reference comes before its weights: this softmax runs while the leader forms
-    // its weights, and the leader's block's PV is issued as soon as they are in p[0].
+    // its weights, and the leader's block's PV is issued as soon as they are in p[0]. The wait for
+    // the hand-over and its loads run while this QK^T does (the leader passed the first block's
+    // phase before it issued its own QK^T and arrives on kReferenceReady without waiting for this
+    // consumer); the move to the reference once the QK^T has retired.
+    issue_scores(s_acc, flags, second, pair.first_phase ^ first, false);
+    wait_half(first, kHighDims, pair.first_phase);
     consumer_barrier<kReferenceReady>();
-    adopt_reference(0);
+    float leader_reference[2];
+    load_reference(0, leader_reference);
+    retire_scores(s_acc);
+    trace_event(1, 1, pair.gblock);
+    adopt_loaded_reference(leader_reference);
     trace_event(1, 2, pair.gblock);
     release_half(first, kLowDims);
     BlockWeights weights;
@@ -311,10 +317,27 @@ class ConsumerRole {
   // Moves this consumer's reference, sums and O to the reference consumer `owner` handed over in
   // reference_exchange (after the hand-over barrier).
   __device__ __forceinline__ void adopt_reference(int owner) {
+    adopt_handed_reference([&](int r) { return smem_.reference_exchange[owner][row0_ + 8 * r]; });
+  }
+  // adopt_reference in two steps, for the follower, which loads the hand-over while its QK^T runs
+  // and moves to it once the QK^T has retired. The loads are asm statements so that they stay in
+  // that place (as plain loads ptxas moves them and the follower spills a word at 200 registers).
+  __device__ __forceinline__ void load_reference(int owner, float (&handed)[2]) const {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      handed[r] = sm90::ld_shared_f32(smem_address(&smem_.reference_exchange[owner][row0_ + 8 * r]));
+    }
+  }
+  __device__ __forceinline__ void adopt_loaded_reference(const float (&handed)[2]) {
+    adopt_handed_reference([&](int r) { return handed[r]; });
+  }
+  // Row r's reference moves to handed(r), its sums and O with it.
+  template <class Handed>
+  __device__ __forceinline__ void adopt_handed_reference(Handed handed) {
     float rescale[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float moved = smem_.reference_exchange[owner][row0_ + 8 * r];
+      const float moved = handed(r);
       rescale[r] = moved != reference_[r] ? fast_exp2(reference_[r] - moved) : 1.0f;
       reference_[r] = moved;
       rescale_add(sums_[r].rounded, sums_[r].exact, rescale[r], WeightSums{0.0f, 0.0f});
@@ -347,6 +370,12 @@ class ConsumerRole {
   // pair with a second block tells the follower, which issues its own QK^T only then.
   __device__ __forceinline__ void compute_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
                                                  bool signal_issued) {
+    issue_scores(s_acc, flags, parity, phase, signal_issued);
+    retire_scores(s_acc);
+  }
+  // compute_scores up to the wait for its MMAs (the flags loaded meanwhile), and that wait.
+  __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
+                                               bool signal_issued) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
@@ -377,8 +406,10 @@ class ConsumerRole {
     // beside the dequant's tile stores) is not the softmax's.
     flags.low = *reinterpret_cast<const uint4*>(&smem_.valid[parity][0]);
     flags.high = *reinterpret_cast<const uint4*>(&smem_.valid[parity][4]);
-    wgmma_wait<0>();
-    pin_registers(s_acc);
+  }
+  __device__ __forceinline__ void retire_scores(float (&s_acc)[32]) {
+    sm90::wgmma_wait<0>();
+    sm90::pin_registers(s_acc);
   }
 
   // Masks and scales S, moves the reference (given in `reference`, updated) where the block's max

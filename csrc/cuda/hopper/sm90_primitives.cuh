@@ -78,6 +78,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_bt(float (&d)[64], const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
 }
 
+// A shared load that the compiler keeps in program order among the asm statements around it.
+__device__ __forceinline__ float ld_shared_f32(uint32_t address) {
+  float value;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(address) : "memory");
+  return value;
+}
 __device__ __forceinline__ void st_shared_4(uint32_t address, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
 }
