@@ -122,8 +122,10 @@ def item_parts(launch, blocks_per_item=2):
 
 # A pair's steps (name, role, event a, event b): clock[b] - clock[a] in the pair's row. Leader
 # events: 0 start, 1 QK^T done, 2 weights handed over, 3 its own PV retired, 4 the follower's
-# hand-over seen, 5 pair done; follower: 0 start, 1 QK^T done, 2 the leader's reference taken, 3
-# its weights stored, 4 its PV of the leader's block retired (hand-over done), 5 pair done.
+# hand-over seen, 5 pair done; follower: 0 start, 1 QK^T done (and, since it waits for the
+# leader's reference while its QK^T runs, that reference loaded), 2 the leader's reference taken
+# (the move to it done), 3 its weights stored, 4 its PV of the leader's block retired (hand-over
+# done), 5 pair done.
 PAIR_STEPS = (
     ("pair", LEADER, 0, 5),
     ("L_scores", LEADER, 0, 1),          # waits for the block's halves, then QK^T
@@ -131,8 +133,8 @@ PAIR_STEPS = (
     ("L_own_pv", LEADER, 2, 3),          # the rest of that PV, to its retire
     ("L_wait_follower", LEADER, 3, 4),   # kWeightsReady + 1
     ("L_other_pv", LEADER, 4, 5),
-    ("F_scores", FOLLOWER, 0, 1),        # kScoresIssued, the block's halves, QK^T
-    ("F_wait_reference", FOLLOWER, 1, 2),
+    ("F_scores", FOLLOWER, 0, 1),        # kScoresIssued, the block's halves, QK^T, kReferenceReady
+    ("F_wait_reference", FOLLOWER, 1, 2),  # the move to the leader's reference
     ("F_softmax", FOLLOWER, 2, 3),
     ("F_leader_pv", FOLLOWER, 3, 4),
     ("F_own_pv", FOLLOWER, 4, 5),
