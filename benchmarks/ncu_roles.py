@@ -71,17 +71,31 @@ def roles(rows, source):
     return [("consumers and entry", 0, rows[:split]), ("dequant", split, rows[split:])]
 
 
+RoleTotals = collections.namedtuple("RoleTotals", "samples executed reasons samples_by_opcode executed_by_opcode")
+
+
+def role_totals(header, part, source, samples, executed, reasons):
+    """A role's rows summed: its stall samples, warp instructions executed, samples per stall
+    reason ({column name: samples}), and samples and instructions per opcode (Counters)."""
+    samples_by_opcode, executed_by_opcode = collections.Counter(), collections.Counter()
+    for row in part:
+        samples_by_opcode[opcode(row[source])] += number(row[samples])
+        executed_by_opcode[opcode(row[source])] += number(row[executed])
+    return RoleTotals(sum(number(row[samples]) for row in part), sum(number(row[executed]) for row in part),
+                      {header[i]: sum(number(row[i]) for row in part) for i in reasons},
+                      samples_by_opcode, executed_by_opcode)
+
+
 def summarise(header, rows, top):
     source, samples, executed, reasons = columns(header)
     lines = []
     for role, first, part in roles(rows, source):
-        role_samples = sum(number(row[samples]) for row in part)
-        lines.append(f"## {role}: {len(part)} SASS rows, {role_samples:.0f} samples, "
-                     f"{sum(number(row[executed]) for row in part) / 1e6:.1f} M warp instructions")
-        totals = {header[i]: sum(number(row[i]) for row in part) for i in reasons}
-        all_reasons = sum(totals.values()) or 1.0
+        totals = role_totals(header, part, source, samples, executed, reasons)
+        lines.append(f"## {role}: {len(part)} SASS rows, {totals.samples:.0f} samples, "
+                     f"{totals.executed / 1e6:.1f} M warp instructions")
+        all_reasons = sum(totals.reasons.values()) or 1.0
         lines += [f"   {name}: {value:.0f} ({100 * value / all_reasons:.1f}%)"
-                  for name, value in sorted(totals.items(), key=lambda kv: -kv[1]) if value]
+                  for name, value in sorted(totals.reasons.items(), key=lambda kv: -kv[1]) if value]
         for k in sorted(range(len(part)), key=lambda k: -number(part[k][samples]))[:top]:
             row = part[k]
             if not number(row[samples]):
@@ -89,25 +103,9 @@ def summarise(header, rows, top):
             causes = sorted(((number(row[i]), header[i][len("stall_"):]) for i in reasons), reverse=True)[:3]
             lines.append(f"   row {first + k}: {number(row[samples]):.0f} samples  {row[source].strip()[:60]}  "
                          + ", ".join(f"{name} {value:.0f}" for value, name in causes if value))
-        by_opcode = collections.Counter()
-        for row in part:
-            by_opcode[opcode(row[source])] += number(row[executed])
         lines.append("   by opcode (M): " + ", ".join(f"{name} {value / 1e6:.1f}"
-                                                    for name, value in by_opcode.most_common(24) if value))
+                                                    for name, value in totals.executed_by_opcode.most_common(24) if value))
     return lines
-
-
-def role_totals(header, rows):
-    """{role: (samples, warp instructions, {reason: samples}, {opcode: samples})}."""
-    source, samples, executed, reasons = columns(header)
-    totals = {}
-    for role, _, part in roles(rows, source):
-        by_opcode = collections.Counter()
-        for row in part:
-            by_opcode[opcode(row[source])] += number(row[samples])
-        totals[role] = (sum(number(row[samples]) for row in part), sum(number(row[executed]) for row in part),
-                        {header[i]: sum(number(row[i]) for row in part) for i in reasons}, by_opcode)
-    return totals
 
 
 def label_of(path):
@@ -119,18 +117,23 @@ def label_of(path):
 
 
 def compare(paths, top):
-    tables = [role_totals(*read_rows(path)) for path in paths]
+    tables = []
+    for path in paths:
+        header, rows = read_rows(path)
+        source, samples, executed, reasons = columns(header)
+        tables.append({role: role_totals(header, part, source, samples, executed, reasons)
+                       for role, _, part in roles(rows, source)})
     labels = [label_of(path) for path in paths]
     lines = []
     for role in tables[0]:
         cells = [table[role] for table in tables]
         lines += [f"## {role}", "", "| | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
-        lines.append("| samples | " + " | ".join(f"{c[0]:.0f}" for c in cells) + " |")
-        lines.append("| warp instructions (M) | " + " | ".join(f"{c[1] / 1e6:.1f}" for c in cells) + " |")
-        reasons = sorted({r for c in cells for r, v in c[2].items() if v}, key=lambda r: -max(c[2].get(r, 0) for c in cells))
-        lines += [f"| {r} | " + " | ".join(f"{c[2].get(r, 0):.0f}" for c in cells) + " |" for r in reasons[:top]]
-        opcodes = sorted({o for c in cells for o, v in c[3].items() if v}, key=lambda o: -max(c[3].get(o, 0) for c in cells))
-        lines += [f"| samples at {o} | " + " | ".join(f"{c[3].get(o, 0):.0f}" for c in cells) + " |" for o in opcodes[:top]]
+        lines.append("| samples | " + " | ".join(f"{c.samples:.0f}" for c in cells) + " |")
+        lines.append("| warp instructions (M) | " + " | ".join(f"{c.executed / 1e6:.1f}" for c in cells) + " |")
+        for field, prefix in (("reasons", ""), ("samples_by_opcode", "samples at ")):
+            maps = [getattr(c, field) for c in cells]
+            keys = sorted({k for m in maps for k, v in m.items() if v}, key=lambda k: -max(m.get(k, 0) for m in maps))
+            lines += [f"| {prefix}{k} | " + " | ".join(f"{m.get(k, 0):.0f}" for m in maps) + " |" for k in keys[:top]]
         lines.append("")
     return lines
 
