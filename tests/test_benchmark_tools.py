@@ -1,6 +1,7 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
 decode benchmark's command line, its kernel names and its forced split counts, the item / block
 cost fit, the item trace summary; on a GPU, the decode benchmark's CUDA-graph replay."""
+import gzip
 import importlib
 import json
 import os
@@ -8,6 +9,7 @@ import pathlib
 import statistics
 import subprocess
 import sys
+import tarfile
 
 import pytest
 import torch
@@ -474,7 +476,6 @@ def test_device_suite_checks_its_steps_and_packs_its_logs(tmp_path):
     """device_suite.sh stops before running anything when a step is misspelt; its pack step leaves
     two files in $OUT (the device returns only a few): every log in one tarball, and a summary with
     the logs' pass / fail and sanitizer lines."""
-    import tarfile
     script = ROOT / "benchmarks" / "device_suite.sh"
     out = tmp_path / "out"
     (out / "nested").mkdir(parents=True)
@@ -630,6 +631,32 @@ def test_ab_trees_runs_tests_builds_only_and_keeps_its_deadline(tmp_path):
                             env=dict(env, AB_BUILD_ONLY="t"), timeout=60)
     assert result.returncode == 0 and "[t] built in" in result.stdout, result.stdout + result.stderr
     assert (tmp_path / "out" / "summary.md").read_text().startswith("no tree timed")
+
+
+def test_ab_trees_profiles_each_tree_from_its_own_tree(tmp_path):
+    """AB_NCU runs the profiler once a timed tree, in the tree with its package first on the path,
+    and keeps each tree's gzipped output in the archive (here a stand-in profiler that records
+    where torch_ops imports from and the arguments it was given)."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    fake_ncu = tmp_path / "ncu"
+    fake_ncu.write_text('#!/usr/bin/env bash\necho "args: $*"\n'
+                        f'{sys.executable} -c "import torch_ops; print(\'from\', torch_ops.__file__)"\n')
+    fake_ncu.chmod(0o755)
+    trees = [fake_tree(tmp_path / name) for name in ("one", "two")]
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(tmp_path / "work"), PYTHON=sys.executable,
+               AB_NCU="--tokens 4096 --heads 128 --topk 1024", NCU=str(fake_ncu))
+    result = subprocess.run(["bash", str(script), f"a={trees[0]}", f"b={trees[1]}@-DX=1"], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with tarfile.open(tmp_path / "out" / "ab.tar.gz") as tar:
+        for label in ("a", "b"):
+            text = gzip.decompress(tar.extractfile(f"ab/{label}/ncu_source.csv.gz").read()).decode()
+            assert f"from {tmp_path / 'work' / 'trees' / label / 'torch_ops'}" in text, text
+            assert "--section SourceCounters" in text and "benchmarks/profile_one.py --tokens 4096 --heads 128" in text
+    # A profiler that fails is reported, not fatal.
+    result = subprocess.run(["bash", str(script), f"a={trees[0]}"], capture_output=True, text=True,
+                            env=dict(env, NCU="false"), timeout=120)
+    assert result.returncode == 0 and "[a] ncu failed" in result.stdout, result.stdout + result.stderr
 
 
 def test_record_ab_writes_one_file_a_tree(tmp_path):
