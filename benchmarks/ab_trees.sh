@@ -30,8 +30,8 @@
 #             wrong by design, e.g. "-DCAKE_HOPPER_NO_WAITS"), so that one call can test some trees and
 #             time others
 # AB_NCU      profile_one.py arguments (e.g. "--tokens 4096 --heads 128 --topk 1024"): after the
-#             timing, one launch of each timed tree under Nsight Compute's source counters (NCU: the
-#             ncu to run, default ncu), gzipped CSV in <label>/ncu_source.csv.gz inside ab.tar.gz (a
+#             timing, one launch of each timed tree under Nsight Compute's source counters
+#             (benchmarks/ncu_source.sh; NCU: the ncu to run, default ncu), gzipped CSV in <label>/ncu_source.csv.gz inside ab.tar.gz (a
 #             device call brings back few files); benchmarks/ncu_roles.py reads several side by side.
 #             Each profile imports its own tree (PYTHONPATH, as every step here): a plain ncu run in
 #             each of several trees installed in editable mode would import the last one built.
@@ -154,11 +154,9 @@ done
 
 if [ -n "${AB_NCU:-}" ]; then
   for i in "${built[@]}"; do
-    csv="$out/${labels[$i]}/ncu_source.csv"
-    if in_tree "$i" "${NCU:-ncu}" --clock-control none -k regex:sparse_mla --launch-skip 1 --launch-count 1 \
-        --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
-        "$py" benchmarks/profile_one.py $AB_NCU > "$csv" 2> "$out/${labels[$i]}/ncu.log"; then
-      gzip -f "$csv"; echo "[${labels[$i]}] ncu: ${labels[$i]}/ncu_source.csv.gz"
+    if in_tree "$i" env PYTHON="$py" bash "$here/benchmarks/ncu_source.sh" "$out/${labels[$i]}/ncu_source.csv.gz" \
+        $AB_NCU 2> "$out/${labels[$i]}/ncu.log"; then
+      echo "[${labels[$i]}] ncu: ${labels[$i]}/ncu_source.csv.gz"
     else
       echo "[${labels[$i]}] ncu failed: $(tail -1 "$out/${labels[$i]}/ncu.log")"
     fi

@@ -100,9 +100,8 @@ for step in $steps; do
         ncu --clock-control none -k regex:sparse_mla --launch-skip 1 --launch-count 1 --set full --import-source yes \
           --page details --print-details all "$py" benchmarks/profile_one.py "${problem[@]}" \
           > "$out/ncu_h${heads}_details.txt" 2> "$out/ncu_h${heads}_details.err" || rc=1
-        ncu --clock-control none -k regex:sparse_mla --launch-skip 1 --launch-count 1 --section SourceCounters \
-          --section WarpStateStats --page source --print-source sass --csv "$py" benchmarks/profile_one.py "${problem[@]}" \
-          2> "$out/ncu_h${heads}_source.err" | gzip > "$out/ncu_h${heads}_source.csv.gz" || rc=1
+        PYTHON="$py" bash benchmarks/ncu_source.sh "$out/ncu_h${heads}_source.csv.gz" "${problem[@]}" \
+          2> "$out/ncu_h${heads}_source.err" || rc=1
       done
       ;;
     pack)
