@@ -147,7 +147,8 @@ class ConsumerRole {
     float s_acc[32];
     trace_event(0, 0, pair.gblock);
     CandidateFlags flags;
-    compute_scores(s_acc, flags, first, pair.first_phase, pair.has_second);
+    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second);
+    retire_scores(s_acc);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
     BlockWeights weights;
@@ -365,15 +366,11 @@ class ConsumerRole {
     sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]));
   }
 
-  // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`: the low dims' k-steps
-  // are issued as soon as they are written, the high dims' after. signal_issued: the leader of a
-  // pair with a second block tells the follower, which issues its own QK^T only then.
-  __device__ __forceinline__ void compute_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
-                                                 bool signal_issued) {
-    issue_scores(s_acc, flags, parity, phase, signal_issued);
-    retire_scores(s_acc);
-  }
-  // compute_scores up to the wait for its MMAs (the flags loaded meanwhile), and that wait.
+  // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`, in two steps:
+  // issue_scores issues the MMAs (the low dims' k-steps as soon as they are written, the high
+  // dims' after) and loads the block's candidate flags meanwhile; retire_scores waits for them.
+  // signal_issued: the leader of a pair with a second block tells the follower, which issues its
+  // own QK^T only then.
   __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
                                                bool signal_issued) {
     using namespace sm90;
