@@ -69,7 +69,11 @@ class DequantRole {
     cp_async_commit();
     BlockCursor<kSplitItems> next = cur;
     advance(params_, num_items_, next);
+#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
+    EarlyIndex early = {cursor_index(next), in_main_list(next.w, next.block)};
+#else
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
+#endif
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
@@ -81,6 +85,20 @@ class DequantRole {
       const PartScales scales = part_scales(parity);
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
+#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
+      // The next block's index and list were read from shared memory half a block ago (below):
+      // no shared load on this path, so the scale copy is issued at once.
+      const RowSource next_source = has_next ? (early.in_main ? list_row_source(params_.lists[0], early.index)
+                                                              : list_row_source(params_.lists[1], early.index))
+                                             : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
+      trace_event(2 + warpgroup_, 5, gblock);
+      BlockCursor<kSplitItems> after_next = next;
+      if (has_next) advance(params_, num_items_, after_next);
+      copy_row_index(after_next, parity);  // its own cp.async group, waited for after the low half
+      cp_async_commit();
+      copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
+      cp_async_commit();
+#else
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
       trace_event(2 + warpgroup_, 5, gblock);
@@ -89,6 +107,7 @@ class DequantRole {
       if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
+#endif
       trace_event(2 + warpgroup_, 6, gblock);
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
@@ -108,6 +127,14 @@ class DequantRole {
       convert_low(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       load_low_codes(next_source);  // their registers are free now: half a block to land
+#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
+      // Block j + 2's row index (copied at this block's top; all groups but the scales' landed)
+      // and list, for the next block's top: the load and the shuffle wait behind the low half's
+      // stores here, off the path, instead of at the top behind the high half's.
+      cp_async_wait<1>();
+      __syncwarp();
+      early = EarlyIndex{row_index_slot(parity), in_main_list(after_next.w, after_next.block)};
+#endif
       trace_event(2 + warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
@@ -135,6 +162,13 @@ class DequantRole {
     const uint8_t* data_row;  // the list's cache base when masked (a readable address; nothing is read)
     const uint8_t* scale_row;
     bool valid;
+  };
+
+  // CAKE_HOPPER_EARLY_ROW_INDEX (development): the next block's row index and list, read half a
+  // block before its top.
+  struct EarlyIndex {
+    int32_t index;
+    bool in_main;
   };
 
   const DecodeParams& params_;
