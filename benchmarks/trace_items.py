@@ -21,7 +21,9 @@ kernel), where the fixed cost of a short launch is most of the time: the summary
 takes the item's block count (2 where a log has none: logs from before the option). Besides the
 item table it then prints where a pair's time goes in steady state (the pairs of every item but
 the first, medians over them): each consumer's steps, and each dequant block's waits for its
-tile and its conversions, the measure of whether the dequant or the consumers hold the pair up;
+tile and its conversions, the measure of whether the dequant or the consumers hold the pair up
+(with the low half's wait after the block top's bookkeeping, `D_wait_after_book`, and its min /
+median / max: near its floor of ~80 cycles the tile was free before the bookkeeping ended);
 and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the
 dequant's time for a pair's two blocks, its waits in them, the leader's period and how soon after
 the dequant wrote a pair's first block the leader starts it.
@@ -151,6 +153,10 @@ BLOCK_STEPS = (
 )
 # The bookkeeping's two parts: from its start (the top, or the high half written) to point 5, and 5 to 6.
 BOOK_STEPS = ("D_book_source", "D_book_cursor")
+# Where the bookkeeping is at the block's top: the low half's wait after it (point 6 to 1). Its floor
+# is the wait's own cost on a barrier already passed, so a median near the floor says the tile was
+# free before the bookkeeping ended: the bookkeeping, not the consumers, held the conversion up.
+AFTER_BOOK_WAIT = "D_wait_after_book"
 
 
 def pair_parts(launch, blocks_per_item):
@@ -191,6 +197,7 @@ def block_parts(launch, blocks_per_item):
         book_start = clocks[0] if clocks[5] <= clocks[1] else clocks[2]
         parts["D_book_source"] = clocks[5] - book_start if clocks[5] else None
         parts["D_book_cursor"] = clocks[6] - clocks[5] if clocks[5] and clocks[6] else None
+        parts[AFTER_BOOK_WAIT] = clocks[1] - clocks[6] if clocks[6] and clocks[1] and clocks[6] <= clocks[1] else None
         following = dequant.get(row + 1, [])
         parts["to_next_top"] = following[0] - clocks[2] if any(following) else None
         # The block's waiting for the consumers to free a half: the high half's wait, and the low
@@ -343,9 +350,15 @@ def main():
         # The bookkeeping's points exist in logs from 2026-12-01 on; older logs leave them out.
         names = [name for name, *_ in BLOCK_STEPS]
         names += [name for name in BOOK_STEPS if any(block[name] is not None for block in blocks)]
+        after_book = [name for name in (AFTER_BOOK_WAIT,) if any(block[name] is not None for block in blocks)]
         for second, which in ((False, "first"), (True, "second")):
+            chosen = [block for block in blocks if block["second"] == second]
             print_medians(f"dequant blocks (warpgroup 2) of the items after the first, the {which} of a pair",
-                          [block for block in blocks if block["second"] == second], names + ["to_next_top"])
+                          chosen, names + after_book + ["to_next_top"])
+            waits = [block[AFTER_BOOK_WAIT] for block in chosen if block[AFTER_BOOK_WAIT] is not None]
+            if waits:
+                print(f"{AFTER_BOOK_WAIT} over those blocks: min {min(waits)}, median {statistics.median(waits):.0f}, "
+                      f"max {max(waits)}")
         load = dequant_load(launches[-1], blocks_per_item)
         if load:
             print(f"dequant load over {load['pairs']} pairs inside items after the first (medians): the dequant's "

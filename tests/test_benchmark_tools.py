@@ -375,9 +375,12 @@ def test_trace_items_dequant_block_top(tmp_path):
         "D_wait_low": 11, "D_book_source": 3, "D_book_cursor": 5, "D_convert_low": 22}
     assert [block["second"] for block in blocks[:4]] == [False, True, False, True]
     result = run_trace_summary(tmp_path / "trace_top.log", text)
-    assert "| D_wait_low | D_convert_low | D_wait_high | D_convert_high | D_book_source | D_book_cursor |" in result.stdout
+    assert ("| D_wait_low | D_convert_low | D_wait_high | D_convert_high | D_book_source | D_book_cursor "
+            "| D_wait_after_book | to_next_top |") in result.stdout
     assert "the first of a pair" in result.stdout and "the second of a pair" in result.stdout
-    assert result.stdout.count("| 11 | 22 | 33 | 44 | 3 | 5 |") == 2
+    # The low half's wait after the bookkeeping: low free at top + 11, bookkeeping done at top + 8.
+    assert result.stdout.count("| 11 | 22 | 33 | 44 | 3 | 5 | 3 |") == 2
+    assert result.stdout.count("D_wait_after_book over those blocks: min 3, median 3, max 3") == 2
     # The bookkeeping after the conversion (a pair's second block on some builds): timed from point 2.
     launch = trace_items.parse_launches(text)[-1]
     clocks = launch[2][9]
