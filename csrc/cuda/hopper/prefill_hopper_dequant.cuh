@@ -63,7 +63,9 @@ class DequantRole {
     // j - 1's RoPE, which only the consumers wait for (the copies arrive on half_full
     // themselves), so waiting for all but one group waits for block j's scales and block j + 1's
     // index only. Before the loop an empty group stands for block -1's RoPE, and block 1's index
-    // is stored directly. (Q is the consumers' to load.)
+    // is stored directly. (Q is the consumers' to load.) With CAKE_HOPPER_EARLY_ROW_INDEX the
+    // index copy is a group of its own, committed before the scales' and waited for after the
+    // low half, and block 1's index goes straight into `early`.
     copy_scales(source, 0);
     cp_async_commit();
     cp_async_commit();
