@@ -197,13 +197,15 @@ def block_parts(launch, blocks_per_item):
         book_start = clocks[0] if clocks[5] <= clocks[1] else clocks[2]
         parts["D_book_source"] = clocks[5] - book_start if clocks[5] else None
         parts["D_book_cursor"] = clocks[6] - clocks[5] if clocks[5] and clocks[6] else None
-        parts[AFTER_BOOK_WAIT] = clocks[1] - clocks[6] if clocks[6] and clocks[1] and clocks[6] <= clocks[1] else None
         following = dequant.get(row + 1, [])
         parts["to_next_top"] = following[0] - clocks[2] if any(following) else None
         # The block's waiting for the consumers to free a half: the high half's wait, and the low
-        # half's after the bookkeeping (from the top where the log has no bookkeeping points).
-        low_wait_from = clocks[6] if clocks[6] and clocks[6] <= clocks[1] else clocks[0]
-        parts["D_waiting"] = (clocks[1] - low_wait_from + parts["D_wait_high"]
+        # half's after the bookkeeping where it is at the top (else from the top: logs without the
+        # bookkeeping's points, or with it after the conversion).
+        bookkeeping_at_top = clocks[6] and clocks[1] and clocks[6] <= clocks[1]
+        parts[AFTER_BOOK_WAIT] = clocks[1] - clocks[6] if bookkeeping_at_top else None
+        low_wait = parts[AFTER_BOOK_WAIT] if bookkeeping_at_top else clocks[1] - clocks[0]
+        parts["D_waiting"] = (low_wait + parts["D_wait_high"]
                               if clocks[1] and parts["D_wait_high"] is not None else None)
         blocks.append(parts)
     return blocks

@@ -90,24 +90,21 @@ class DequantRole {
 #if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
       // The next block's index and list were read from shared memory half a block ago (below):
       // no shared load on this path, so the scale copy is issued at once.
-      const RowSource next_source = has_next ? (early.in_main ? list_row_source(params_.lists[0], early.index)
-                                                              : list_row_source(params_.lists[1], early.index))
-                                             : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
-      trace_event(2 + warpgroup_, 5, gblock);
-      BlockCursor<kSplitItems> after_next = next;
-      if (has_next) advance(params_, num_items_, after_next);
-      copy_row_index(after_next, parity);  // its own cp.async group, waited for after the low half
-      cp_async_commit();
-      copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
-      cp_async_commit();
+      const RowSource next_source = has_next ? row_source_in(early.in_main, early.index) : no_row_source();
 #else
-      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
-                                             : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
+      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1)) : no_row_source();
+#endif
       trace_event(2 + warpgroup_, 5, gblock);
+#if !defined(CAKE_HOPPER_EARLY_ROW_INDEX)
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
+#endif
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
+      cp_async_commit();
+#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
+      // The index copy above is a group of its own, waited for after the low half.
+      copy_scales(next_source, parity ^ 1);
       cp_async_commit();
 #endif
       trace_event(2 + warpgroup_, 6, gblock);
@@ -230,7 +227,14 @@ class DequantRole {
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
-    return in_main_list(w, block) ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
+    return row_source_in(in_main_list(w, block), index);
+  }
+  __device__ __forceinline__ RowSource row_source_in(bool in_main, int32_t index) const {
+    return in_main ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
+  }
+  // Past the CTA's last block: a masked row (nothing is read from it).
+  __device__ __forceinline__ RowSource no_row_source() const {
+    return RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
   }
   static __device__ __forceinline__ RowSource list_row_source(const CandidateListParams& list, int32_t index) {
     const CandidateRows rows = candidate_rows_of_index(list, index);
