@@ -63,19 +63,13 @@ class DequantRole {
     // j - 1's RoPE, which only the consumers wait for (the copies arrive on half_full
     // themselves), so waiting for all but one group waits for block j's scales and block j + 1's
     // index only. Before the loop an empty group stands for block -1's RoPE, and block 1's index
-    // is stored directly. (Q is the consumers' to load.) With CAKE_HOPPER_EARLY_ROW_INDEX the
-    // index copy is a group of its own, committed before the scales' and waited for after the
-    // low half, and block 1's index goes straight into `early`.
+    // is stored directly. (Q is the consumers' to load.)
     copy_scales(source, 0);
     cp_async_commit();
     cp_async_commit();
     BlockCursor<kSplitItems> next = cur;
     advance(params_, num_items_, next);
-#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
-    EarlyIndex early = {cursor_index(next), in_main_list(next.w, next.block)};
-#else
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
-#endif
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
@@ -87,26 +81,13 @@ class DequantRole {
       const PartScales scales = part_scales(parity);
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
-#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
-      // The next block's index and list were read from shared memory half a block ago (below):
-      // no shared load on this path, so the scale copy is issued at once.
-      const RowSource next_source = has_next ? row_source_in(early.in_main, early.index) : no_row_source();
-#else
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1)) : no_row_source();
-#endif
       trace_event(2 + warpgroup_, 5, gblock);
-#if !defined(CAKE_HOPPER_EARLY_ROW_INDEX)
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
-#endif
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
-#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
-      // The index copy above is a group of its own, waited for after the low half.
-      copy_scales(next_source, parity ^ 1);
-      cp_async_commit();
-#endif
       trace_event(2 + warpgroup_, 6, gblock);
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
@@ -126,14 +107,6 @@ class DequantRole {
       convert_low(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       load_low_codes(next_source);  // their registers are free now: half a block to land
-#if defined(CAKE_HOPPER_EARLY_ROW_INDEX)
-      // Block j + 2's row index (copied at this block's top; all groups but the scales' landed)
-      // and list, for the next block's top: the load and the shuffle wait behind the low half's
-      // stores here, off the path, instead of at the top behind the high half's.
-      cp_async_wait<1>();
-      __syncwarp();
-      early = EarlyIndex{row_index_slot(parity), in_main_list(after_next.w, after_next.block)};
-#endif
       trace_event(2 + warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
@@ -161,13 +134,6 @@ class DequantRole {
     const uint8_t* data_row;  // the list's cache base when masked (a readable address; nothing is read)
     const uint8_t* scale_row;
     bool valid;
-  };
-
-  // CAKE_HOPPER_EARLY_ROW_INDEX (development): the next block's row index and list, read half a
-  // block before its top.
-  struct EarlyIndex {
-    int32_t index;
-    bool in_main;
   };
 
   const DecodeParams& params_;
@@ -227,10 +193,7 @@ class DequantRole {
   }
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
-    return row_source_in(in_main_list(w, block), index);
-  }
-  __device__ __forceinline__ RowSource row_source_in(bool in_main, int32_t index) const {
-    return in_main ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
+    return in_main_list(w, block) ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
   }
   // Past the CTA's last block: a masked row (nothing is read from it).
   __device__ __forceinline__ RowSource no_row_source() const {
