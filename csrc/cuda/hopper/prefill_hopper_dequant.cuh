@@ -81,6 +81,18 @@ class DequantRole {
       const PartScales scales = part_scales(parity);
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
+#if defined(CAKE_HOPPER_TOP_ORDER)
+      // Development: the cursor's advance and the index copy after it (arithmetic that needs no
+      // loaded value) first, while the previous block's tile stores drain, and only then the
+      // next block's row source, whose shared load waits behind those stores.
+      BlockCursor<kSplitItems> after_next = next;
+      if (has_next) advance(params_, num_items_, after_next);
+      copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
+      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1)) : no_row_source();
+      trace_event(2 + warpgroup_, 5, gblock);
+      copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
+      cp_async_commit();
+#else
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1)) : no_row_source();
       trace_event(2 + warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
@@ -88,6 +100,7 @@ class DequantRole {
       if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
+#endif
       trace_event(2 + warpgroup_, 6, gblock);
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
