@@ -15,6 +15,9 @@
 #include "../common/split_epilogue.cuh"
 #include "../common/ptx_primitives.cuh"
 #include "nvfp4_bit_decode.cuh"
+#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
+#include "prefill_hopper_follower_high.cuh"
+#endif
 #include "prefill_hopper_layout.h"
 #include "prefill_hopper_params.h"
 #include "prefill_hopper_trace.cuh"
@@ -55,6 +58,7 @@ struct PairBlocks {
   // The last pair of a whole-list item that has a next one: that item, whose Q the follower loads
   // once both QK^Ts of the pair have retired (the epilogue does not use the Q tile). Else -1.
   int next_q_item;
+  int block;  // the leader's block within the item (the follower's is block + 1)
 };
 
 template <bool kSplitItems>
@@ -77,7 +81,8 @@ class ConsumerRole {
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
-      const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_chunks, 0);
+      const WorkItem<kSplitItems> work = work_item<kSplitItems>(params_, item);
+      const int num_blocks = __shfl_sync(0xffffffffu, work.num_chunks, 0);
       trace_event(consumer_, 6, gblock + 1);
       reset();
       if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
@@ -100,12 +105,13 @@ class ConsumerRole {
       consumer_barrier<kQRopeScaled>();
       for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
         const bool last = block + 2 >= num_blocks;
-        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks, block == 0,
-                                 last,       gblock,            last && q_loaded_early ? next_item : -1};
+        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks,
+                                 block == 0, last,              gblock,
+                                 last && q_loaded_early ? next_item : -1, block};
         if (consumer_ == 0) {
           leader_pair(pair);
         } else {
-          follower_pair(pair);
+          follower_pair(pair, work);
         }
       }
       gblock -= num_blocks & 1;  // an odd item used one block of its last pair
@@ -196,7 +202,7 @@ class ConsumerRole {
   // once the leader handed over its reference, then O += the leader's weights V (P tile) and
   // O += its own weights V (registers). It reads the second block's low dims only in QK^T and
   // the first block's never.
-  __device__ __forceinline__ void follower_pair(const PairBlocks& pair) {
+  __device__ __forceinline__ void follower_pair(const PairBlocks& pair, const WorkItem<kSplitItems>& work) {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
     const int o_tile = pending_output_tile(pair);
@@ -215,6 +221,9 @@ class ConsumerRole {
       if (!keeps_tile_for_output(pair)) release_half(first, kHighDims);
       return;
     }
+#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
+    write_own_high_half(pair, work);
+#endif
     float s_acc[32];
     // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
@@ -267,6 +276,28 @@ class ConsumerRole {
     if (!keeps_tile_for_output(pair)) release_half(second, kHighDims);
     trace_event(1, 5, pair.gblock);
   }
+
+#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
+  // The NoPE dims 256..447 of the pair's second block, which the dequant leaves to the follower
+  // (prefill_hopper_follower_high.cuh): its rows loaded while the tile half may still be in use,
+  // then written once the half is free (the dequant waits for the same phase before its RoPE
+  // copies into it), fenced for the async proxy (this consumer's wgmmas read them) and seen by
+  // all 128 threads before any of them issues the block's QK^T.
+  __device__ void write_own_high_half(const PairBlocks& pair, const WorkItem<kSplitItems>& work) {
+    const int second = pair.first_parity ^ 1;
+    const int gblock = pair.gblock + 1;  // the block's place in the CTA's walk, as the dequant counts
+    FollowerHighHalf<kSplitItems> rows(int(threadIdx.x % kWarpgroupThreads));
+    rows.load(params_, work, pair.block + 1);
+#if !defined(CAKE_HOPPER_NO_WAITS)
+    if (gblock >= 2) {
+      sm90::mbarrier_wait(smem_address(&smem_.half_empty[second][kHighDims]), ((gblock >> 1) - 1) & 1);
+    }
+#endif
+    rows.store(smem_address(smem_.k[second]));
+    sm90::fence_proxy_async();
+    named_barrier<kFollowerHighWritten, kWarpgroupThreads>();
+  }
+#endif
 
   // Whole lists with a 16-byte aligned output: O leaves through the item's last K tile (each
   // consumer's half of O into the tile's half its PV read, stage_output_half), by TMA stores the

@@ -11,21 +11,12 @@
 #include "../common/ptx_primitives.cuh"
 #include "nvfp4_bit_decode.cuh"
 #include "prefill_hopper_layout.h"
+#include "prefill_hopper_tile_words.cuh"
 #include "prefill_hopper_trace.cuh"
 #include "prefill_hopper_work.cuh"
 #include "sm90_primitives.cuh"
 
 namespace cake::cuda::hopper {
-
-// What part p of a row converts: full code units p, p + 4, p + 8 (units 0..11, 32 dims each) and
-// half h = p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
-// 112 dims each.
-constexpr int kFullUnitsPerPart = 3;
-constexpr int kLowUnitsPerPart = 2;  // units part and part + 4: dims 0..255
-constexpr int kHalfUnitFirstByte = 16 * kFullUnitsPerPart * kPartsPerRow;  // 192
-constexpr int kHalfUnitFirstChunk = kHalfUnitFirstByte / 4;                // tile chunk 48
-constexpr int kHalfUnitFirstScale = kHalfUnitFirstByte / 8;                // scale byte 24
-static_assert(kFullUnitsPerPart * kPartsPerRow + kPartsPerRow / 2 == kCodeUnits, "the parts cover the row");
 
 template <bool kSplitItems>
 class DequantRole {
@@ -128,11 +119,21 @@ class DequantRole {
       copy_rope(half_tile, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
+#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
+      // A follower's block: its NoPE high half is the follower's (prefill_hopper_follower_high.cuh);
+      // the arrival stands for the RoPE copies' issue, so the barrier's count is unchanged.
+      if (!follower_block(cur)) convert_high(half_tile, scales);
+#else
       convert_high(half_tile, scales);
+#endif
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
+#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
+      if (!follower_block(next)) load_high_codes(next_source);
+#else
       load_high_codes(next_source);
+#endif
       if (!has_next) break;
       cur = next;
       next = after_next;
@@ -156,17 +157,19 @@ class DequantRole {
   const int part_;       // which quarter of the row's dims this thread converts
   const int num_items_;
   // Where this thread's 16-byte chunks go in its warpgroup's half of a K tile (offsets from its
-  // start). The swizzle XORs a row's chunk index with row % 8; the XOR's two low bits only flip
-  // bits 4..5 of an offset, which nothing else sets, so chunk w of a unit is one XOR away from
-  // chunk 0 and the units and column blocks are immediate offsets on top.
-  //   unit_offset_: chunk 0 of full unit `part` (unit part + 4 i: + 2 i column blocks; chunk w:
-  //     ^ 16 w).
-  //   tail_offset_: this part's first chunk of units 12, 13 (its second: ^ 16); its RoPE chunks
-  //     are the same two one column block further.
+  // start: unit_store_offset, tail_store_offset in prefill_hopper_tile_words.cuh).
   const uint32_t unit_offset_;
   const uint32_t tail_offset_;
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
+
+#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
+  // Whether the cursor's block is the second of its pair (odd in its item: the consumers pair an
+  // item's blocks 2 k, 2 k + 1), whose NoPE high half the follower converts.
+  static __device__ __forceinline__ bool follower_block(const BlockCursor<kSplitItems>& cursor) {
+    return (cursor.block & 1) != 0;
+  }
+#endif
 
   // Where the raw index of this thread's row in the cursor's block is (nullptr past the list's
   // length or the CTA's blocks). Range-checked later, in row_source.
@@ -247,13 +250,6 @@ class DequantRole {
     }
   }
 
-  static __device__ __forceinline__ uint32_t unit_store_offset(int row, int part) {
-    return swizzled_chunk_offset<kKColumnBlockBytes>(row, 4 * part);
-  }
-  static __device__ __forceinline__ uint32_t tail_store_offset(int row, int part) {
-    return swizzled_chunk_offset<kKColumnBlockBytes>(row, kHalfUnitFirstChunk + 2 * part);
-  }
-
   // The row's RoPE dims (bf16 already) straight into the tile: chunks 2 part, 2 part + 1 of 8
   // (tile chunks 56 + 2 part + k: the tail chunks' places one column block further).
   __device__ __forceinline__ void copy_rope(uint32_t half_tile, const RowSource& source) {
@@ -266,23 +262,6 @@ class DequantRole {
       cp_async_16((tail ^ (16u * k)) + kKColumnBlockBytes,
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
-  }
-
-  // Eight codes (one word) times a scale (times 2^-9: nvfp4_bit_decode.cuh) into the 16-byte
-  // chunk at `address`.
-  __device__ __forceinline__ void convert_word(uint32_t address, uint32_t word, uint32_t decode_scale) {
-    uint32_t out[4];
-#if defined(CAKE_HOPPER_NO_CONVERSION)  // development timing only: wrong results
-    // The loaded codes still reach a store, as tiny values (no softmax reference moves on them).
-    out[0] = out[1] = out[2] = out[3] = (word ^ decode_scale) & 0x00010001u;
-#else
-    e2m1x8_to_bf16x8(word, decode_scale, out);
-#endif
-#if defined(CAKE_HOPPER_NO_TILE_STORES)  // development timing only: wrong results
-    sm90::keep_registers(out);  // converted, not stored
-#else
-    sm90::st_shared_16(address, out[0], out[1], out[2], out[3]);
-#endif
   }
 
   // This part's scale bytes of a block: those of its full units i (dims 32 (part + 4 i) ..: bytes
@@ -305,15 +284,7 @@ class DequantRole {
   // Full unit i of this part (dims 32 (part + 4 i) ..) into its tile row, with its scale bytes
   // (part_scales): chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
   __device__ __forceinline__ void convert_unit(uint32_t half_tile, int i, uint16_t scale_pair) {
-    static_assert(kPartsPerRow * 4 == 2 * 8, "a unit's four chunks stay in one column block, unit + 4 is two blocks on");
-    const uint32_t scale_low = e4m3_to_decode_scale(uint8_t(scale_pair & 0xFFu));
-    const uint32_t scale_high = e4m3_to_decode_scale(uint8_t(scale_pair >> 8));
-    const uint32_t chunk0 = half_tile + unit_offset_;
-    const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
-    convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
-    convert_word((chunk0 ^ 16u) + unit_step, codes_[i].y, scale_low);
-    convert_word((chunk0 ^ 32u) + unit_step, codes_[i].z, scale_high);
-    convert_word((chunk0 ^ 48u) + unit_step, codes_[i].w, scale_high);
+    store_unit_words(half_tile + unit_offset_, unit_step(i), codes_[i], scale_pair);
   }
 
   // This part's codes of dims 0..255 (units part and part + 4).
@@ -326,10 +297,7 @@ class DequantRole {
   __device__ __forceinline__ void convert_high(uint32_t half_tile, const PartScales& scales) {
     static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
     convert_unit(half_tile, kLowUnitsPerPart, scales.unit[kLowUnitsPerPart]);
-    const uint32_t scale_half = e4m3_to_decode_scale(scales.half);
-    const uint32_t tail = half_tile + tail_offset_;
-    convert_word(tail, half_codes_.x, scale_half);
-    convert_word(tail ^ 16u, half_codes_.y, scale_half);
+    store_tail_words(half_tile + tail_offset_, half_codes_, scales.half);
   }
 };
 

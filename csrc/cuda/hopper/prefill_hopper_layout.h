@@ -116,6 +116,9 @@ enum ConsumerBarrier : int {
   kScoresIssued = 7,  // the leader has issued the QK^T of the pair's first block (pairs with a second block)
   kQRopeScaled = 8,   // item start: Q's RoPE dims are scaled by 2^-9 (scale_q_rope), for both QK^Ts
   kOutputTiled = 9,   // whole lists: the leader's half of O is in the item's last K tile (one-sided)
+  // CAKE_HOPPER_FOLLOWER_HIGH (development): the follower's 128 threads wrote the NoPE high half of
+  // the pair's second block.
+  kFollowerHighWritten = 10,
 };
 
 }  // namespace cake::cuda::hopper
