@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", (switch,))
     for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA",
-                   "-DCAKE_HOPPER_FOLLOWER_HIGH", "-DCAKE_HOPPER_TOP_ORDER")]
+                   "-DCAKE_HOPPER_FOLLOWER_HIGH", "-DCAKE_HOPPER_FOLLOWER_HIGH=2", "-DCAKE_HOPPER_TOP_ORDER")]
 
 
 def _nvcc():

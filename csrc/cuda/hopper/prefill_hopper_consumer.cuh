@@ -134,6 +134,10 @@ class ConsumerRole {
   const float score_scale_;
 
   float o_acc_[128];    // O[64 heads x 256 dims of this consumer] (see o_dim)
+#if defined(CAKE_HOPPER_FOLLOWER_HIGH) && CAKE_HOPPER_FOLLOWER_HIGH == 2
+  // The follower: its next pair's rows' cache slots, loaded a pair ahead (write_own_high_half).
+  typename FollowerHighHalf<kSplitItems>::RowIndices next_indices_;
+#endif
   float reference_[2];  // the softmax reference of each row (the same in both consumers after a pair)
   WeightSums sums_[2];  // of the weights of this consumer's blocks, against reference_
 
@@ -287,7 +291,14 @@ class ConsumerRole {
     const int second = pair.first_parity ^ 1;
     const int gblock = pair.gblock + 1;  // the block's place in the CTA's walk, as the dequant counts
     FollowerHighHalf<kSplitItems> rows(int(threadIdx.x % kWarpgroupThreads));
-    rows.load(params_, work, pair.block + 1);
+#if CAKE_HOPPER_FOLLOWER_HIGH == 2
+    // An item's first pair loads its indices here; the others had them loaded a pair ahead.
+    if (pair.first) next_indices_ = rows.load_indices(params_, work, pair.block + 1);
+    rows.load_rows(params_, work, pair.block + 1, next_indices_);
+    if (pair.block + 3 < work.num_chunks) next_indices_ = rows.load_indices(params_, work, pair.block + 3);
+#else
+    rows.load_rows(params_, work, pair.block + 1, rows.load_indices(params_, work, pair.block + 1));
+#endif
 #if !defined(CAKE_HOPPER_NO_WAITS)
     if (gblock >= 2) {
       sm90::mbarrier_wait(smem_address(&smem_.half_empty[second][kHighDims]), ((gblock >> 1) - 1) & 1);

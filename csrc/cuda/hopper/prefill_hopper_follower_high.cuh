@@ -9,6 +9,8 @@
 // the same words into the same tile chunks as a dequant thread's high half (prefill_hopper_tile_words.cuh).
 // Its rows come straight from the lists and the cache (index, then codes and scale bytes): the
 // dequant's staged copies of them may be rewritten for a later block before the follower is done.
+// With CAKE_HOPPER_FOLLOWER_HIGH=2 the follower loads the next pair's indices at the end of each
+// pair of an item (ConsumerRole), so a pair's top waits for one global load, not two in a row.
 #pragma once
 
 #include <cstdint>
@@ -29,22 +31,34 @@ class FollowerHighHalf {
  public:
   explicit __device__ FollowerHighHalf(int thread) : row_(thread / kPartsPerRow), part_(thread % kPartsPerRow) {}
 
-  // The codes and scale bytes of this thread's two row-parts of block `block` of item w (zeros for
-  // a masked row, whose tile chunks then hold zeros as the dequant's do).
-  __device__ __forceinline__ void load(const DecodeParams& params, const WorkItem<kSplitItems>& w, int block) {
+  // The cache slots of this thread's two rows of block `block` of item w (-1: masked, or past the
+  // list's length), from the list.
+  struct RowIndices {
+    int32_t slot[kFollowerRowsPerThread];
+  };
+  __device__ __forceinline__ RowIndices load_indices(const DecodeParams& params, const WorkItem<kSplitItems>& w,
+                                                     int block) const {
     const CandidateListParams& list = params.lists[w.in_main(block) ? 0 : 1];
     const int first_position = w.chunk(block) * kBlockRows + row_;
     const int length = w.length(block);
     const int32_t* token_indices = list.indices + int64_t(w.token) * list.width;
-    int32_t index[kFollowerRowsPerThread];
+    RowIndices indices;
 #pragma unroll
     for (int k = 0; k < kFollowerRowsPerThread; ++k) {
       const int position = first_position + k * kHalfRows;
-      index[k] = position < length ? __ldg(token_indices + position) : -1;
+      indices.slot[k] = position < length ? __ldg(token_indices + position) : -1;
     }
+    return indices;
+  }
+
+  // The codes and scale bytes of those rows' two row-parts (zeros for a masked row, whose tile
+  // chunks then hold zeros as the dequant's do).
+  __device__ __forceinline__ void load_rows(const DecodeParams& params, const WorkItem<kSplitItems>& w, int block,
+                                            const RowIndices& indices) {
+    const CandidateListParams& list = params.lists[w.in_main(block) ? 0 : 1];
 #pragma unroll
     for (int k = 0; k < kFollowerRowsPerThread; ++k) {
-      const CandidateRows rows = candidate_rows_of_index(list, index[k]);
+      const CandidateRows rows = candidate_rows_of_index(list, indices.slot[k]);
       const int unit = part_ + kPartsPerRow * kLowUnitsPerPart;
       unit_codes_[k] = rows.valid ? ld_global_nc_16_no_l1(rows.data + 16 * unit) : make_uint4(0, 0, 0, 0);
       half_codes_[k] = rows.valid ? ld_global_nc_8_no_l1(rows.data + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
