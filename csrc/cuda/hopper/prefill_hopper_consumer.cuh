@@ -58,7 +58,7 @@ struct PairBlocks {
   // The last pair of a whole-list item that has a next one: that item, whose Q the follower loads
   // once both QK^Ts of the pair have retired (the epilogue does not use the Q tile). Else -1.
   int next_q_item;
-  int block;  // the leader's block within the item (the follower's is block + 1)
+  int item_block;  // the leader's block within the item (the follower's is item_block + 1)
 };
 
 template <bool kSplitItems>
@@ -290,21 +290,22 @@ class ConsumerRole {
   __device__ void write_own_high_half(const PairBlocks& pair, const WorkItem<kSplitItems>& work) {
     const int second = pair.first_parity ^ 1;
     const int gblock = pair.gblock + 1;  // the block's place in the CTA's walk, as the dequant counts
-    FollowerHighHalf<kSplitItems> rows(int(threadIdx.x % kWarpgroupThreads));
+    FollowerHighHalf<kSplitItems> high_half(int(threadIdx.x % kWarpgroupThreads));
+    const int own_block = pair.item_block + 1;
 #if CAKE_HOPPER_FOLLOWER_HIGH == 2
     // An item's first pair loads its indices here; the others had them loaded a pair ahead.
-    if (pair.first) next_indices_ = rows.load_indices(params_, work, pair.block + 1);
-    rows.load_rows(params_, work, pair.block + 1, next_indices_);
-    if (pair.block + 3 < work.num_chunks) next_indices_ = rows.load_indices(params_, work, pair.block + 3);
+    if (pair.first) next_indices_ = high_half.load_indices(params_, work, own_block);
+    high_half.load_rows(params_, work, own_block, next_indices_);
+    if (own_block + 2 < work.num_chunks) next_indices_ = high_half.load_indices(params_, work, own_block + 2);
 #else
-    rows.load_rows(params_, work, pair.block + 1, rows.load_indices(params_, work, pair.block + 1));
+    high_half.load_rows(params_, work, own_block, high_half.load_indices(params_, work, own_block));
 #endif
 #if !defined(CAKE_HOPPER_NO_WAITS)
     if (gblock >= 2) {
       sm90::mbarrier_wait(smem_address(&smem_.half_empty[second][kHighDims]), ((gblock >> 1) - 1) & 1);
     }
 #endif
-    rows.store(smem_address(smem_.k[second]));
+    high_half.store(smem_address(smem_.k[second]));
     sm90::fence_proxy_async();
     named_barrier<kFollowerHighWritten, kWarpgroupThreads>();
   }

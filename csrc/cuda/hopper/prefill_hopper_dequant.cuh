@@ -7,9 +7,7 @@
 #pragma once
 
 #include "../common/candidate_gather.cuh"
-#include "../common/nvfp4_dequant.cuh"
 #include "../common/ptx_primitives.cuh"
-#include "nvfp4_bit_decode.cuh"
 #include "prefill_hopper_layout.h"
 #include "prefill_hopper_tile_words.cuh"
 #include "prefill_hopper_trace.cuh"
@@ -63,8 +61,8 @@ class DequantRole {
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
-      // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
-      // of the row) have landed.
+      // This block's scales (copied a block ago by parts 0 and 1 of the row) and the next block's
+      // row index (by part 0) have landed.
       cp_async_wait<1>();
       __syncwarp();
       // Read now, a whole tile wait before their first use (a shared load cannot move past the
@@ -73,9 +71,9 @@ class DequantRole {
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
 #if defined(CAKE_HOPPER_TOP_ORDER)
-      // Development: the cursor's advance and the index copy after it (arithmetic that needs no
-      // loaded value) first, while the previous block's tile stores drain, and only then the
-      // next block's row source, whose shared load waits behind those stores.
+      // Development: the cursor's advance and the index copy after it (no shared-memory load)
+      // first, while the previous block's tile stores drain, and only then the next block's row
+      // source, whose shared load waits behind those stores.
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read

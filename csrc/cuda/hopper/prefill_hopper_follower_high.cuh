@@ -9,8 +9,9 @@
 // the same words into the same tile chunks as a dequant thread's high half (prefill_hopper_tile_words.cuh).
 // Its rows come straight from the lists and the cache (index, then codes and scale bytes): the
 // dequant's staged copies of them may be rewritten for a later block before the follower is done.
-// With CAKE_HOPPER_FOLLOWER_HIGH=2 the follower loads the next pair's indices at the end of each
-// pair of an item (ConsumerRole), so a pair's top waits for one global load, not two in a row.
+// With CAKE_HOPPER_FOLLOWER_HIGH=2 the follower loads the next pair's indices right after this
+// pair's rows, at the top of each pair of an item (ConsumerRole::write_own_high_half), so a pair's
+// top after the item's first waits for one global load, not two in a row.
 #pragma once
 
 #include <cstdint>
@@ -58,13 +59,13 @@ class FollowerHighHalf {
     const CandidateListParams& list = params.lists[w.in_main(block) ? 0 : 1];
 #pragma unroll
     for (int k = 0; k < kFollowerRowsPerThread; ++k) {
-      const CandidateRows rows = candidate_rows_of_index(list, indices.slot[k]);
+      const CandidateRows row = candidate_rows_of_index(list, indices.slot[k]);
       const int unit = part_ + kPartsPerRow * kLowUnitsPerPart;
-      unit_codes_[k] = rows.valid ? ld_global_nc_16_no_l1(rows.data + 16 * unit) : make_uint4(0, 0, 0, 0);
-      half_codes_[k] = rows.valid ? ld_global_nc_8_no_l1(rows.data + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
-      const uint32_t pair = rows.valid ? __ldg(reinterpret_cast<const uint16_t*>(rows.scale + 2 * unit)) : 0u;
-      const uint32_t half = rows.valid ? __ldg(rows.scale + kHalfUnitFirstScale + part_) : 0u;
-      scales_[k] = pair | (half << 16);
+      unit_codes_[k] = row.valid ? ld_global_nc_16_no_l1(row.data + 16 * unit) : make_uint4(0, 0, 0, 0);
+      half_codes_[k] = row.valid ? ld_global_nc_8_no_l1(row.data + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
+      const uint32_t scale_pair = row.valid ? __ldg(reinterpret_cast<const uint16_t*>(row.scale + 2 * unit)) : 0u;
+      const uint32_t half_scale = row.valid ? __ldg(row.scale + kHalfUnitFirstScale + part_) : 0u;
+      scales_[k] = scale_pair | (half_scale << 16);
     }
   }
 

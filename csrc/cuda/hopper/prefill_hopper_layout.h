@@ -106,7 +106,8 @@ enum DimHalf : int { kLowDims = 0, kHighDims = 1 };
 constexpr int kQkStepsPerHalf = kQkSteps / 2;
 
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
-// consumer c arrives, the other waits (one-sided). kOutputStaged + c: consumer c's threads only.
+// consumer c arrives, the other waits (one-sided). kOutputStaged + c and kFollowerHighWritten:
+// one consumer's 128 threads only.
 enum ConsumerBarrier : int {
   kWeightsReady = 1,    // + c: consumer c's weights are in p[c] (and the follower's reference in reference_exchange[1])
   kSumsExchanged = 3,   // item epilogue: both consumers' row sums are in sum/exact_exchange
