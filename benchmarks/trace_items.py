@@ -23,7 +23,9 @@ item table it then prints where a pair's time goes in steady state (the pairs of
 the first, medians over them): each consumer's steps, and each dequant block's waits for its
 tile and its conversions, the measure of whether the dequant or the consumers hold the pair up
 (with the low half's wait after the block top's bookkeeping, `D_wait_after_book`, and its min /
-median / max: near its floor of ~80 cycles the tile was free before the bookkeeping ended);
+median / max: near its floor of ~80 cycles the tile was free before the bookkeeping ended; and,
+in a trace of a `-DCAKE_HOPPER_FOLLOWER_HIGH` build, `F_own_high`: from the follower's start to its
+own block's high half written, a part of `F_scores`);
 and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the
 dequant's time for a pair's two blocks, its waits in them, the leader's period and how soon after
 the dequant wrote a pair's first block the leader starts it.
@@ -141,6 +143,8 @@ PAIR_STEPS = (
     ("F_leader_pv", FOLLOWER, 3, 4),
     ("F_own_pv", FOLLOWER, 4, 5),
 )
+# With CAKE_HOPPER_FOLLOWER_HIGH: from the follower's start to its own block's high half written.
+FOLLOWER_OWN_HIGH = "F_own_high"
 # A dequant block's steps (role 2, the first half of the rows; events 0 top, 1 low half free, 3
 # low half written, 4 high half free, 2 high half written; 5 the next block's row source known and
 # 6 the bookkeeping for the next blocks done, which a block does at its top (before 1) or after
@@ -173,6 +177,10 @@ def pair_parts(launch, blocks_per_item):
             parts = {"row": row}
             for name, role, a, b in PAIR_STEPS:
                 parts[name] = clocks[role][b] - clocks[role][a]
+            # A CAKE_HOPPER_FOLLOWER_HIGH trace's follower point 8: its own block's high half
+            # written, part of F_scores (older logs have no point 8, other builds a zero there).
+            own_high = follower[row][8] if len(follower[row]) > 8 else 0
+            parts[FOLLOWER_OWN_HIGH] = own_high - follower[row][0] if own_high else None
             following = leader.get(row + 2, [])
             parts["to_next"] = (following[0] - leader[row][5]
                                 if row + 2 < first + blocks_per_item and any(following) else None)
@@ -343,6 +351,8 @@ def main():
     if blocks_per_item > 2:  # items of several pairs: where a pair's time goes in steady state
         pairs = pair_parts(launches[-1], blocks_per_item)
         names = [name for name, *_ in PAIR_STEPS] + ["to_next"]
+        if any(p[FOLLOWER_OWN_HIGH] is not None for p in pairs):
+            names.append(FOLLOWER_OWN_HIGH)
         print_medians("pairs of the items after the first", pairs, names)
         # An item's first pair starts beside the previous item's end (its O leaving, the dequant's
         # refill of the tiles), the others in the item's stride: the two apart.

@@ -388,6 +388,32 @@ def test_trace_items_dequant_block_top(tmp_path):
     after = {block["row"]: block for block in trace_items.block_parts(launch, 8)}[9]
     assert after["D_book_source"] == 7 and after["D_book_cursor"] == 4
 
+def test_trace_items_follower_own_high_half(tmp_path):
+    """A CAKE_HOPPER_FOLLOWER_HIGH trace: the follower's point 8 (its own block's high half
+    written) gives F_own_high, from the follower's start; logs without the point (8 values a row,
+    or a zero there) leave the column out."""
+    trace_items = import_benchmark("trace_items")
+    text = multi_pair_trace()
+    launch = trace_items.parse_launches(text)[-1]
+    assert all(p["F_own_high"] is None for p in trace_items.pair_parts(launch, 8))
+    assert "F_own_high" not in run_trace_summary(tmp_path / "plain.log", text).stdout
+    lines = []
+    for line in text.splitlines():
+        words = line.split()
+        if words[:2] == ["TRACE", "1"]:
+            clocks = [int(w) for w in words[3:]]
+            line += f" {clocks[0] + 60}"  # point 8: 60 cycles after the follower's start
+        elif words[:1] == ["TRACE"]:
+            line += " 0"
+        lines.append(line)
+    own = "\n".join(lines) + "\n"
+    pairs = trace_items.pair_parts(trace_items.parse_launches(own)[-1], 8)
+    assert {p["F_own_high"] for p in pairs} == {60}
+    result = run_trace_summary(tmp_path / "own.log", own)
+    assert "| to_next | F_own_high |" in result.stdout
+    assert "| 1500 | 100 | 200 | 300 | 400 | 500 | 150 | 250 | 350 | 450 | 550 | 70 | 60 |" in result.stdout
+
+
 def test_trace_items_dequant_load(tmp_path):
     """The dequant's load over the steady pairs (an item's third pair on, not its last, items after
     the first): its two blocks top to top, its waits for the consumers in them (each low half's

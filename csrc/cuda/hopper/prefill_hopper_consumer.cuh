@@ -308,6 +308,7 @@ class ConsumerRole {
     high_half.store(smem_address(smem_.k[second]));
     sm90::fence_proxy_async();
     named_barrier<kFollowerHighWritten, kWarpgroupThreads>();
+    trace_event_past_barrier(1, 8, pair.gblock);
   }
 #endif
 
