@@ -301,8 +301,8 @@ class ConsumerRole {
     high_half.load_rows(params_, work, own_block, high_half.load_indices(params_, work, own_block));
 #endif
 #if !defined(CAKE_HOPPER_NO_WAITS)
-    if (gblock >= 2) {
-      sm90::mbarrier_wait(smem_address(&smem_.half_empty[second][kHighDims]), ((gblock >> 1) - 1) & 1);
+    if (tile_was_used(gblock)) {
+      sm90::mbarrier_wait(smem_address(&smem_.half_empty[second][kHighDims]), tile_release_phase(gblock));
     }
 #endif
     high_half.store(smem_address(smem_.k[second]));

@@ -95,9 +95,9 @@ class DequantRole {
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
       // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
       // consumers fence after they observe half_full, before their wgmma (the async proxy) reads.
-      const int empty_phase = ((gblock >> 1) - 1) & 1;
+      const int empty_phase = tile_release_phase(gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
+      if (tile_was_used(gblock)) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
@@ -111,7 +111,7 @@ class DequantRole {
       load_low_codes(next_source);  // their registers are free now: half a block to land
       trace_event(2 + warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
+      if (tile_was_used(gblock)) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 4, gblock);
       copy_rope(half_tile, source);
@@ -173,11 +173,7 @@ class DequantRole {
   // length or the CTA's blocks). Range-checked later, in row_source.
   __device__ __forceinline__ const int32_t* cursor_index_address(const BlockCursor<kSplitItems>& cursor) const {
     if (cursor.item >= num_items_) return nullptr;
-    const WorkItem<kSplitItems>& w = cursor.w;
-    const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
-    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kHalfRows + row_;
-    if (position >= w.length(cursor.block)) return nullptr;
-    return list.indices + int64_t(w.token) * list.width + position;
+    return block_row_index_address(params_, cursor.w, cursor.block, warpgroup_ * kHalfRows, row_);
   }
   // Whether the cursor's block is in the main list, warp-uniform to ptxas (lane 0's value: every
   // lane's is the same): row_source then reads the list's fields with constant offsets (uniform

@@ -39,15 +39,11 @@ class FollowerHighHalf {
   };
   __device__ __forceinline__ RowIndices load_indices(const DecodeParams& params, const WorkItem<kSplitItems>& w,
                                                      int block) const {
-    const CandidateListParams& list = params.lists[w.in_main(block) ? 0 : 1];
-    const int first_position = w.chunk(block) * kBlockRows + row_;
-    const int length = w.length(block);
-    const int32_t* token_indices = list.indices + int64_t(w.token) * list.width;
     RowIndices indices;
 #pragma unroll
     for (int k = 0; k < kFollowerRowsPerThread; ++k) {
-      const int position = first_position + k * kHalfRows;
-      indices.slot[k] = position < length ? __ldg(token_indices + position) : -1;
+      const int32_t* address = block_row_index_address(params, w, block, k * kHalfRows, row_);
+      indices.slot[k] = address != nullptr ? __ldg(address) : -1;
     }
     return indices;
   }
