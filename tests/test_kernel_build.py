@@ -23,12 +23,11 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (source, extra nvcc flags): the two kernels, and the 64-head kernel under each development switch
-# that leaves part of its work out or prepares another schedule for timing (docs/hopper_kernel.md,
-# "Development builds"), which must keep compiling for the ablation and A/B runs.
+# that leaves part of its work out for timing (docs/hopper_kernel.md, "Development builds"), which
+# must keep compiling for the ablation runs.
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", (switch,))
-    for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA",
-                   "-DCAKE_HOPPER_FOLLOWER_HIGH", "-DCAKE_HOPPER_FOLLOWER_HIGH=2", "-DCAKE_HOPPER_TOP_ORDER")]
+    for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA")]
 
 
 def _nvcc():

@@ -15,9 +15,6 @@
 #include "../common/split_epilogue.cuh"
 #include "../common/ptx_primitives.cuh"
 #include "nvfp4_bit_decode.cuh"
-#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
-#include "prefill_hopper_follower_high.cuh"
-#endif
 #include "prefill_hopper_layout.h"
 #include "prefill_hopper_params.h"
 #include "prefill_hopper_trace.cuh"
@@ -58,7 +55,6 @@ struct PairBlocks {
   // The last pair of a whole-list item that has a next one: that item, whose Q the follower loads
   // once both QK^Ts of the pair have retired (the epilogue does not use the Q tile). Else -1.
   int next_q_item;
-  int item_block;  // the leader's block within the item (the follower's is item_block + 1)
 };
 
 template <bool kSplitItems>
@@ -81,8 +77,7 @@ class ConsumerRole {
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
-      const WorkItem<kSplitItems> work = work_item<kSplitItems>(params_, item);
-      const int num_blocks = __shfl_sync(0xffffffffu, work.num_chunks, 0);
+      const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_chunks, 0);
       trace_event(consumer_, 6, gblock + 1);
       reset();
       if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
@@ -105,13 +100,12 @@ class ConsumerRole {
       consumer_barrier<kQRopeScaled>();
       for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
         const bool last = block + 2 >= num_blocks;
-        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks,
-                                 block == 0, last,              gblock,
-                                 last && q_loaded_early ? next_item : -1, block};
+        const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks, block == 0,
+                                 last,       gblock,            last && q_loaded_early ? next_item : -1};
         if (consumer_ == 0) {
           leader_pair(pair);
         } else {
-          follower_pair(pair, work);
+          follower_pair(pair);
         }
       }
       gblock -= num_blocks & 1;  // an odd item used one block of its last pair
@@ -134,10 +128,6 @@ class ConsumerRole {
   const float score_scale_;
 
   float o_acc_[128];    // O[64 heads x 256 dims of this consumer] (see o_dim)
-#if defined(CAKE_HOPPER_FOLLOWER_HIGH) && CAKE_HOPPER_FOLLOWER_HIGH == 2
-  // The follower: its next pair's rows' cache slots, loaded a pair ahead (write_own_high_half).
-  typename FollowerHighHalf<kSplitItems>::RowIndices next_indices_;
-#endif
   float reference_[2];  // the softmax reference of each row (the same in both consumers after a pair)
   WeightSums sums_[2];  // of the weights of this consumer's blocks, against reference_
 
@@ -206,7 +196,7 @@ class ConsumerRole {
   // once the leader handed over its reference, then O += the leader's weights V (P tile) and
   // O += its own weights V (registers). It reads the second block's low dims only in QK^T and
   // the first block's never.
-  __device__ __forceinline__ void follower_pair(const PairBlocks& pair, const WorkItem<kSplitItems>& work) {
+  __device__ __forceinline__ void follower_pair(const PairBlocks& pair) {
     using namespace sm90;
     const int first = pair.first_parity, second = first ^ 1;
     const int o_tile = pending_output_tile(pair);
@@ -225,9 +215,6 @@ class ConsumerRole {
       if (!keeps_tile_for_output(pair)) release_half(first, kHighDims);
       return;
     }
-#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
-    write_own_high_half(pair, work);
-#endif
     float s_acc[32];
     // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
@@ -280,37 +267,6 @@ class ConsumerRole {
     if (!keeps_tile_for_output(pair)) release_half(second, kHighDims);
     trace_event(1, 5, pair.gblock);
   }
-
-#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
-  // The NoPE dims 256..447 of the pair's second block, which the dequant leaves to the follower
-  // (prefill_hopper_follower_high.cuh): its rows loaded while the tile half may still be in use,
-  // then written once the half is free (the dequant waits for the same phase before its RoPE
-  // copies into it), fenced for the async proxy (this consumer's wgmmas read them) and seen by
-  // all 128 threads before any of them issues the block's QK^T.
-  __device__ void write_own_high_half(const PairBlocks& pair, const WorkItem<kSplitItems>& work) {
-    const int second = pair.first_parity ^ 1;
-    const int gblock = pair.gblock + 1;  // the block's place in the CTA's walk, as the dequant counts
-    FollowerHighHalf<kSplitItems> high_half(int(threadIdx.x % kWarpgroupThreads));
-    const int own_block = pair.item_block + 1;
-#if CAKE_HOPPER_FOLLOWER_HIGH == 2
-    // An item's first pair loads its indices here; the others had them loaded a pair ahead.
-    if (pair.first) next_indices_ = high_half.load_indices(params_, work, own_block);
-    high_half.load_rows(params_, work, own_block, next_indices_);
-    if (own_block + 2 < work.num_chunks) next_indices_ = high_half.load_indices(params_, work, own_block + 2);
-#else
-    high_half.load_rows(params_, work, own_block, high_half.load_indices(params_, work, own_block));
-#endif
-#if !defined(CAKE_HOPPER_NO_WAITS)
-    if (tile_was_used(gblock)) {
-      sm90::mbarrier_wait(smem_address(&smem_.half_empty[second][kHighDims]), tile_release_phase(gblock));
-    }
-#endif
-    high_half.store(smem_address(smem_.k[second]));
-    sm90::fence_proxy_async();
-    named_barrier<kFollowerHighWritten, kWarpgroupThreads>();
-    trace_event_past_barrier(1, 8, pair.gblock);
-  }
-#endif
 
   // Whole lists with a 16-byte aligned output: O leaves through the item's last K tile (each
   // consumer's half of O into the tile's half its PV read, stage_output_half), by TMA stores the

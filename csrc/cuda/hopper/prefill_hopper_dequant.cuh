@@ -70,18 +70,6 @@ class DequantRole {
       const PartScales scales = part_scales(parity);
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
-#if defined(CAKE_HOPPER_TOP_ORDER)
-      // Development: the cursor's advance and the index copy after it (no shared-memory load)
-      // first, while the previous block's tile stores drain, and only then the next block's row
-      // source, whose shared load waits behind those stores.
-      BlockCursor<kSplitItems> after_next = next;
-      if (has_next) advance(params_, num_items_, after_next);
-      copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
-      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1)) : no_row_source();
-      trace_event(2 + warpgroup_, 5, gblock);
-      copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
-      cp_async_commit();
-#else
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1)) : no_row_source();
       trace_event(2 + warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
@@ -89,7 +77,6 @@ class DequantRole {
       if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
-#endif
       trace_event(2 + warpgroup_, 6, gblock);
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
@@ -117,21 +104,11 @@ class DequantRole {
       copy_rope(half_tile, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
-#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
-      // A follower's block: its NoPE high half is the follower's (prefill_hopper_follower_high.cuh);
-      // the arrival stands for the RoPE copies' issue, so the barrier's count is unchanged.
-      if (!follower_block(cur)) convert_high(half_tile, scales);
-#else
       convert_high(half_tile, scales);
-#endif
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       trace_event(2 + warpgroup_, 2, gblock);
 
-#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
-      if (!follower_block(next)) load_high_codes(next_source);
-#else
       load_high_codes(next_source);
-#endif
       if (!has_next) break;
       cur = next;
       next = after_next;
@@ -160,14 +137,6 @@ class DequantRole {
   const uint32_t tail_offset_;
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
-
-#if defined(CAKE_HOPPER_FOLLOWER_HIGH)
-  // Whether the cursor's block is the second of its pair (odd in its item: the consumers pair an
-  // item's blocks 2 k, 2 k + 1), whose NoPE high half the follower converts.
-  static __device__ __forceinline__ bool follower_block(const BlockCursor<kSplitItems>& cursor) {
-    return (cursor.block & 1) != 0;
-  }
-#endif
 
   // Where the raw index of this thread's row in the cursor's block is (nullptr past the list's
   // length or the CTA's blocks). Range-checked later, in row_source.

@@ -106,8 +106,7 @@ enum DimHalf : int { kLowDims = 0, kHighDims = 1 };
 constexpr int kQkStepsPerHalf = kQkSteps / 2;
 
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
-// consumer c arrives, the other waits (one-sided). kOutputStaged + c and kFollowerHighWritten:
-// one consumer's 128 threads only.
+// consumer c arrives, the other waits (one-sided). kOutputStaged + c: consumer c's threads only.
 enum ConsumerBarrier : int {
   kWeightsReady = 1,    // + c: consumer c's weights are in p[c] (and the follower's reference in reference_exchange[1])
   kSumsExchanged = 3,   // item epilogue: both consumers' row sums are in sum/exact_exchange
@@ -118,9 +117,6 @@ enum ConsumerBarrier : int {
   kScoresIssued = 7,  // the leader has issued the QK^T of the pair's first block (pairs with a second block)
   kQRopeScaled = 8,   // item start: Q's RoPE dims are scaled by 2^-9 (scale_q_rope), for both QK^Ts
   kOutputTiled = 9,   // whole lists: the leader's half of O is in the item's last K tile (one-sided)
-  // CAKE_HOPPER_FOLLOWER_HIGH (development): the follower's 128 threads wrote the NoPE high half of
-  // the pair's second block.
-  kFollowerHighWritten = 10,
 };
 
 }  // namespace cake::cuda::hopper

@@ -1,7 +1,6 @@
-// One thread's NVFP4 -> bf16 conversion into a K tile row, written once for every role of the
-// 64-head kernel that converts (the dequant warpgroups; with CAKE_HOPPER_FOLLOWER_HIGH also the
-// follower): how a row's dims are split into four parts, and the conversion of a code unit (32
-// dims, one 16-byte chunk of codes) and of a half unit (16 dims) into swizzled 16-byte tile chunks.
+// One dequant thread's NVFP4 -> bf16 conversion into a K tile row of the 64-head kernel: how a
+// row's dims are split into four parts, and the conversion of a code unit (32 dims, one 16-byte
+// chunk of codes) and of a half unit (16 dims) into swizzled 16-byte tile chunks.
 #pragma once
 
 #include <cstdint>

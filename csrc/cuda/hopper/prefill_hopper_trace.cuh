@@ -7,8 +7,7 @@
 // - roles 0 and 1, the leader and the follower, row = the first block of a pair: 0 start, 1 QK^T
 //   done, 2 leader: weights handed over / follower: the leader's reference taken, 3 leader: its
 //   own PV retired / follower: its weights stored, 4 leader: the follower's hand-over seen /
-//   follower: hand-over done, 5 pair done; with CAKE_HOPPER_FOLLOWER_HIGH the follower's 8: its
-//   own block's NoPE high half written (past kFollowerHighWritten);
+//   follower: hand-over done, 5 pair done;
 // - the same roles, row = the item's last block (odd for an item of an even block count, so no
 //   pair's row): the item epilogue, 0 entry, 1 row sums exchanged, 2 this item's Q confirmed
 //   landed, 3 O written (into the Q tile, or from registers to global memory), 4 the copy
@@ -31,7 +30,7 @@ enum TraceLife : int { kLifeEntry = 0, kLifeSetUp = 1, kLifeFirstEpilogue = 2, k
 
 #ifdef CAKE_HOPPER_TRACE
 constexpr int kTraceBlocks = 48;
-constexpr int kTraceEvents = 9;
+constexpr int kTraceEvents = 8;
 __device__ unsigned long long g_hopper_trace[4][kTraceEvents][kTraceBlocks];
 __device__ unsigned long long g_hopper_life[4][kLifePoints];
 __device__ __forceinline__ void trace_event(int role, int event, int block) {

@@ -45,8 +45,8 @@ __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& p
 
 // Where the raw index of row half_start + row of block k of item w is (half_start: 0 or 32, the
 // first row of a 32-row half), in the block's list; nullptr past the list's length (the slot itself
-// is range-checked where it is used). Shared by the dequant and, under CAKE_HOPPER_FOLLOWER_HIGH,
-// the follower; the two offsets are added in this order so that the dequant's code is as before.
+// is range-checked where it is used). The two offsets are added in this order on purpose: ptxas
+// schedules the dequant's block top differently (untimed) when they are reassociated.
 template <bool kSplitItems>
 __device__ __forceinline__ const int32_t* block_row_index_address(const DecodeParams& params,
                                                                   const WorkItem<kSplitItems>& w, int k,
