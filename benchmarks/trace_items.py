@@ -24,7 +24,8 @@ the first, medians over them): each consumer's steps, and each dequant block's w
 tile and its conversions, the measure of whether the dequant or the consumers hold the pair up
 (with the low half's wait after the block top's bookkeeping, `D_wait_after_book`, and its min /
 median / max: near its floor of ~80 cycles the tile was free before the bookkeeping ended; and,
-in a trace of a `-DCAKE_HOPPER_FOLLOWER_HIGH` build, `F_own_high`: from the follower's start to its
+in a log of the removed development build `-DCAKE_HOPPER_FOLLOWER_HIGH`, recorded in
+`docs/data/hopper_trace_h200_*follower_high*.log`, `F_own_high`: from the follower's start to its
 own block's high half written, a part of `F_scores`);
 and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the
 dequant's time for a pair's two blocks, its waits in them, the leader's period and how soon after
@@ -143,7 +144,8 @@ PAIR_STEPS = (
     ("F_leader_pv", FOLLOWER, 3, 4),
     ("F_own_pv", FOLLOWER, 4, 5),
 )
-# With CAKE_HOPPER_FOLLOWER_HIGH: from the follower's start to its own block's high half written.
+# In logs of the removed CAKE_HOPPER_FOLLOWER_HIGH builds (docs/data): from the follower's start to
+# its own block's high half written (the follower's point 8; kernels without it trace 8 points).
 FOLLOWER_OWN_HIGH = "F_own_high"
 # A dequant block's steps (role 2, the first half of the rows; events 0 top, 1 low half free, 3
 # low half written, 4 high half free, 2 high half written; 5 the next block's row source known and
@@ -177,8 +179,8 @@ def pair_parts(launch, blocks_per_item):
             parts = {"row": row}
             for name, role, a, b in PAIR_STEPS:
                 parts[name] = clocks[role][b] - clocks[role][a]
-            # A CAKE_HOPPER_FOLLOWER_HIGH trace's follower point 8: its own block's high half
-            # written, part of F_scores (older logs have no point 8, other builds a zero there).
+            # A CAKE_HOPPER_FOLLOWER_HIGH log's follower point 8: its own block's high half
+            # written, part of F_scores (other logs have no point 8, or a zero there).
             own_high = follower[row][8] if len(follower[row]) > 8 else 0
             parts[FOLLOWER_OWN_HIGH] = own_high - follower[row][0] if own_high else None
             following = leader.get(row + 2, [])

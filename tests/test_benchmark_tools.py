@@ -389,9 +389,9 @@ def test_trace_items_dequant_block_top(tmp_path):
     assert after["D_book_source"] == 7 and after["D_book_cursor"] == 4
 
 def test_trace_items_follower_own_high_half(tmp_path):
-    """A CAKE_HOPPER_FOLLOWER_HIGH trace: the follower's point 8 (its own block's high half
-    written) gives F_own_high, from the follower's start; logs without the point (8 values a row,
-    or a zero there) leave the column out."""
+    """A log of the removed CAKE_HOPPER_FOLLOWER_HIGH build (docs/data): the follower's point 8
+    (its own block's high half written) gives F_own_high, from the follower's start; logs without
+    the point (8 values a row, or a zero there) leave the column out."""
     trace_items = import_benchmark("trace_items")
     text = multi_pair_trace()
     launch = trace_items.parse_launches(text)[-1]
