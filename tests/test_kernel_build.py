@@ -1,8 +1,7 @@
 """Build hygiene of the sm_90a kernels, checked without a GPU: each translation unit that issues
 wgmma is compiled for sm_90a with ptxas' report on, and the report must not say that the wgmmas
 are serialised. The 64-head kernel is also compiled under each development switch that leaves part
-of its work out or prepares another schedule for timing, so that the ablation and A/B builds keep
-building.
+of its work out, so that the ablation builds keep building.
 
 ptxas serialises wgmma (each one waits for the previous to retire; ptxas info C7520) when it
 cannot prove that the code around them is warp-uniform, or when it lacks the registers to keep
@@ -23,8 +22,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (source, extra nvcc flags): the two kernels, and the 64-head kernel under each development switch
-# that leaves part of its work out for timing (docs/hopper_kernel.md, "Development builds"), which
-# must keep compiling for the ablation runs.
+# that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
+# compiling for the ablation runs.
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", (switch,))
     for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA")]

@@ -7,14 +7,25 @@
 #pragma once
 
 #include "../common/candidate_gather.cuh"
+#include "../common/nvfp4_dequant.cuh"
 #include "../common/ptx_primitives.cuh"
+#include "nvfp4_bit_decode.cuh"
 #include "prefill_hopper_layout.h"
-#include "prefill_hopper_tile_words.cuh"
 #include "prefill_hopper_trace.cuh"
 #include "prefill_hopper_work.cuh"
 #include "sm90_primitives.cuh"
 
 namespace cake::cuda::hopper {
+
+// What part p of a row converts: full code units p, p + 4, p + 8 (units 0..11, 32 dims each) and
+// half h = p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
+// 112 dims each.
+constexpr int kFullUnitsPerPart = 3;
+constexpr int kLowUnitsPerPart = 2;  // units part and part + 4: dims 0..255
+constexpr int kHalfUnitFirstByte = 16 * kFullUnitsPerPart * kPartsPerRow;  // 192
+constexpr int kHalfUnitFirstChunk = kHalfUnitFirstByte / 4;                // tile chunk 48
+constexpr int kHalfUnitFirstScale = kHalfUnitFirstByte / 8;                // scale byte 24
+static_assert(kFullUnitsPerPart * kPartsPerRow + kPartsPerRow / 2 == kCodeUnits, "the parts cover the row");
 
 template <bool kSplitItems>
 class DequantRole {
@@ -61,8 +72,8 @@ class DequantRole {
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
-      // This block's scales (copied a block ago by parts 0 and 1 of the row) and the next block's
-      // row index (by part 0) have landed.
+      // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
+      // of the row) have landed.
       cp_async_wait<1>();
       __syncwarp();
       // Read now, a whole tile wait before their first use (a shared load cannot move past the
@@ -70,7 +81,8 @@ class DequantRole {
       const PartScales scales = part_scales(parity);
       trace_event(2 + warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
-      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1)) : no_row_source();
+      const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
+                                             : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
       trace_event(2 + warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       BlockCursor<kSplitItems> after_next = next;
@@ -82,9 +94,9 @@ class DequantRole {
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
       // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
       // consumers fence after they observe half_full, before their wgmma (the async proxy) reads.
-      const int empty_phase = tile_release_phase(gblock);
+      const int empty_phase = ((gblock >> 1) - 1) & 1;
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      if (tile_was_used(gblock)) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
+      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
@@ -98,7 +110,7 @@ class DequantRole {
       load_low_codes(next_source);  // their registers are free now: half a block to land
       trace_event(2 + warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      if (tile_was_used(gblock)) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
+      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
 #endif
       trace_event(2 + warpgroup_, 4, gblock);
       copy_rope(half_tile, source);
@@ -132,7 +144,13 @@ class DequantRole {
   const int part_;       // which quarter of the row's dims this thread converts
   const int num_items_;
   // Where this thread's 16-byte chunks go in its warpgroup's half of a K tile (offsets from its
-  // start: unit_store_offset, tail_store_offset in prefill_hopper_tile_words.cuh).
+  // start). The swizzle XORs a row's chunk index with row % 8; the XOR's two low bits only flip
+  // bits 4..5 of an offset, which nothing else sets, so chunk w of a unit is one XOR away from
+  // chunk 0 and the units and column blocks are immediate offsets on top.
+  //   unit_offset_: chunk 0 of full unit `part` (unit part + 4 i: + 2 i column blocks; chunk w:
+  //     ^ 16 w).
+  //   tail_offset_: this part's first chunk of units 12, 13 (its second: ^ 16); its RoPE chunks
+  //     are the same two one column block further.
   const uint32_t unit_offset_;
   const uint32_t tail_offset_;
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
@@ -142,7 +160,11 @@ class DequantRole {
   // length or the CTA's blocks). Range-checked later, in row_source.
   __device__ __forceinline__ const int32_t* cursor_index_address(const BlockCursor<kSplitItems>& cursor) const {
     if (cursor.item >= num_items_) return nullptr;
-    return block_row_index_address(params_, cursor.w, cursor.block, warpgroup_ * kHalfRows, row_);
+    const WorkItem<kSplitItems>& w = cursor.w;
+    const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
+    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kHalfRows + row_;
+    if (position >= w.length(cursor.block)) return nullptr;
+    return list.indices + int64_t(w.token) * list.width + position;
   }
   // Whether the cursor's block is in the main list, warp-uniform to ptxas (lane 0's value: every
   // lane's is the same): row_source then reads the list's fields with constant offsets (uniform
@@ -173,10 +195,6 @@ class DequantRole {
 
   __device__ __forceinline__ RowSource row_source(const WorkItem<kSplitItems>& w, int block, int32_t index) const {
     return in_main_list(w, block) ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
-  }
-  // Past the CTA's last block: a masked row (nothing is read from it).
-  __device__ __forceinline__ RowSource no_row_source() const {
-    return RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
   }
   static __device__ __forceinline__ RowSource list_row_source(const CandidateListParams& list, int32_t index) {
     const CandidateRows rows = candidate_rows_of_index(list, index);
@@ -213,6 +231,13 @@ class DequantRole {
     }
   }
 
+  static __device__ __forceinline__ uint32_t unit_store_offset(int row, int part) {
+    return swizzled_chunk_offset<kKColumnBlockBytes>(row, 4 * part);
+  }
+  static __device__ __forceinline__ uint32_t tail_store_offset(int row, int part) {
+    return swizzled_chunk_offset<kKColumnBlockBytes>(row, kHalfUnitFirstChunk + 2 * part);
+  }
+
   // The row's RoPE dims (bf16 already) straight into the tile: chunks 2 part, 2 part + 1 of 8
   // (tile chunks 56 + 2 part + k: the tail chunks' places one column block further).
   __device__ __forceinline__ void copy_rope(uint32_t half_tile, const RowSource& source) {
@@ -225,6 +250,23 @@ class DequantRole {
       cp_async_16((tail ^ (16u * k)) + kKColumnBlockBytes,
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
+  }
+
+  // Eight codes (one word) times a scale (times 2^-9: nvfp4_bit_decode.cuh) into the 16-byte
+  // chunk at `address`.
+  __device__ __forceinline__ void convert_word(uint32_t address, uint32_t word, uint32_t decode_scale) {
+    uint32_t out[4];
+#if defined(CAKE_HOPPER_NO_CONVERSION)  // development timing only: wrong results
+    // The loaded codes still reach a store, as tiny values (no softmax reference moves on them).
+    out[0] = out[1] = out[2] = out[3] = (word ^ decode_scale) & 0x00010001u;
+#else
+    e2m1x8_to_bf16x8(word, decode_scale, out);
+#endif
+#if defined(CAKE_HOPPER_NO_TILE_STORES)  // development timing only: wrong results
+    sm90::keep_registers(out);  // converted, not stored
+#else
+    sm90::st_shared_16(address, out[0], out[1], out[2], out[3]);
+#endif
   }
 
   // This part's scale bytes of a block: those of its full units i (dims 32 (part + 4 i) ..: bytes
@@ -247,7 +289,15 @@ class DequantRole {
   // Full unit i of this part (dims 32 (part + 4 i) ..) into its tile row, with its scale bytes
   // (part_scales): chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
   __device__ __forceinline__ void convert_unit(uint32_t half_tile, int i, uint16_t scale_pair) {
-    store_unit_words(half_tile + unit_offset_, unit_step(i), codes_[i], scale_pair);
+    static_assert(kPartsPerRow * 4 == 2 * 8, "a unit's four chunks stay in one column block, unit + 4 is two blocks on");
+    const uint32_t scale_low = e4m3_to_decode_scale(uint8_t(scale_pair & 0xFFu));
+    const uint32_t scale_high = e4m3_to_decode_scale(uint8_t(scale_pair >> 8));
+    const uint32_t chunk0 = half_tile + unit_offset_;
+    const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
+    convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
+    convert_word((chunk0 ^ 16u) + unit_step, codes_[i].y, scale_low);
+    convert_word((chunk0 ^ 32u) + unit_step, codes_[i].z, scale_high);
+    convert_word((chunk0 ^ 48u) + unit_step, codes_[i].w, scale_high);
   }
 
   // This part's codes of dims 0..255 (units part and part + 4).
@@ -260,7 +310,10 @@ class DequantRole {
   __device__ __forceinline__ void convert_high(uint32_t half_tile, const PartScales& scales) {
     static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
     convert_unit(half_tile, kLowUnitsPerPart, scales.unit[kLowUnitsPerPart]);
-    store_tail_words(half_tile + tail_offset_, half_codes_, scales.half);
+    const uint32_t scale_half = e4m3_to_decode_scale(scales.half);
+    const uint32_t tail = half_tile + tail_offset_;
+    convert_word(tail, half_codes_.x, scale_half);
+    convert_word(tail ^ 16u, half_codes_.y, scale_half);
   }
 };
 

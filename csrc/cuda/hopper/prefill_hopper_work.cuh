@@ -43,26 +43,6 @@ __device__ __forceinline__ WorkItem<kSplitItems> work_item(const DecodeParams& p
   return w;
 }
 
-// Where the raw index of row half_start + row of block k of item w is (half_start: 0 or 32, the
-// first row of a 32-row half), in the block's list; nullptr past the list's length (the slot itself
-// is range-checked where it is used). The two offsets are added in this order on purpose: ptxas
-// schedules the dequant's block top differently (untimed) when they are reassociated.
-template <bool kSplitItems>
-__device__ __forceinline__ const int32_t* block_row_index_address(const DecodeParams& params,
-                                                                  const WorkItem<kSplitItems>& w, int k,
-                                                                  int half_start, int row) {
-  const CandidateListParams& list = params.lists[w.in_main(k) ? 0 : 1];
-  const int position = w.chunk(k) * kBlockRows + half_start + row;
-  if (position >= w.length(k)) return nullptr;
-  return list.indices + int64_t(w.token) * list.width + position;
-}
-
-// Block g of the CTA's walk goes into K tile g % 2 after block g - 2 (no earlier block for g < 2):
-// a half of it may be rewritten once half_empty[g % 2][half] completes this phase, the release of
-// that half by block g - 2's readers.
-__device__ __forceinline__ bool tile_was_used(int gblock) { return gblock >= 2; }
-__device__ __forceinline__ int tile_release_phase(int gblock) { return ((gblock >> 1) - 1) & 1; }
-
 // A place in the CTA's blocks, in order over its items with candidates (the dequant's walk, any role
 // that walks the blocks).
 template <bool kSplitItems>
