@@ -214,7 +214,7 @@ def block_parts(launch, blocks_per_item):
         # bookkeeping's points, or with it after the conversion).
         bookkeeping_at_top = clocks[6] and clocks[1] and clocks[6] <= clocks[1]
         parts[AFTER_BOOK_WAIT] = clocks[1] - clocks[6] if bookkeeping_at_top else None
-        low_wait = parts[AFTER_BOOK_WAIT] if bookkeeping_at_top else clocks[1] - clocks[0]
+        low_wait = clocks[1] - (clocks[6] if bookkeeping_at_top else clocks[0])
         parts["D_waiting"] = (low_wait + parts["D_wait_high"]
                               if clocks[1] and parts["D_wait_high"] is not None else None)
         blocks.append(parts)
@@ -364,7 +364,7 @@ def main():
         # The bookkeeping's points exist in logs from 2026-12-01 on; older logs leave them out.
         names = [name for name, *_ in BLOCK_STEPS]
         names += [name for name in BOOK_STEPS if any(block[name] is not None for block in blocks)]
-        after_book = [name for name in (AFTER_BOOK_WAIT,) if any(block[name] is not None for block in blocks)]
+        after_book = [AFTER_BOOK_WAIT] if any(block[AFTER_BOOK_WAIT] is not None for block in blocks) else []
         for second, which in ((False, "first"), (True, "second")):
             chosen = [block for block in blocks if block["second"] == second]
             print_medians(f"dequant blocks (warpgroup 2) of the items after the first, the {which} of a pair",

@@ -388,6 +388,7 @@ def test_trace_items_dequant_block_top(tmp_path):
     after = {block["row"]: block for block in trace_items.block_parts(launch, 8)}[9]
     assert after["D_book_source"] == 7 and after["D_book_cursor"] == 4
 
+
 def test_trace_items_follower_own_high_half(tmp_path):
     """A log of the removed CAKE_HOPPER_FOLLOWER_HIGH build (docs/data): the follower's point 8
     (its own block's high half written) gives F_own_high, from the follower's start; logs without
