@@ -1,10 +1,14 @@
-"""Summarises Nsight Compute source counters of the 64-head Hopper kernel by role: the CSV that
+"""Summarises Nsight Compute source counters of the Hopper kernels by role: the CSV that
 `ncu --section SourceCounters --section WarpStateStats --page source --print-source sass --csv`
-prints (gzipped or plain; `device_suite.sh ncu-source` writes one). Rows before the first
-`USETMAXREG.DEALLOC` are the consumers' (and the kernel's entry), the rest the dequant's: the
-dequant warpgroups give their registers back first thing.
+prints (gzipped or plain; `device_suite.sh ncu-source` writes one). The 64-head kernel (the
+default, `--kernel hopper`): rows before the first `USETMAXREG.DEALLOC` are the consumers' (and the
+kernel's entry), the rest the dequant's: the dequant warpgroups give their registers back first
+thing. The small-heads kernel (`--kernel small`): rows before the first `USETMAXREG` are the
+entry's, then each `USETMAXREG.TRY_ALLOC` starts the converters' rows (they claim registers) and
+each `USETMAXREG.DEALLOC` the attend warpgroup's (it gives registers back), up to the next
+`USETMAXREG`; code the roles share after their branches counts as the role laid out before it.
 
-    python3 benchmarks/ncu_roles.py ncu_source.csv.gz [--top 10]
+    python3 benchmarks/ncu_roles.py ncu_source.csv.gz [--top 10] [--kernel small]
     python3 benchmarks/ncu_roles.py skeleton.csv.gz copies.csv.gz main.csv.gz   # side by side
 
 For each role: its SASS rows, warp-stall samples and warp instructions executed; the share of each
@@ -25,6 +29,7 @@ import os
 import sys
 
 ROLE_SPLIT = "USETMAXREG.DEALLOC"
+SMALL_ROLES = (("USETMAXREG.TRY_ALLOC", "converters"), ("USETMAXREG.DEALLOC", "attend"))
 
 
 def number(text):
@@ -64,11 +69,23 @@ def columns(header):
     return column["Source"], column["Warp Stall Sampling (All Samples)"], column["Instructions Executed"], reasons
 
 
-def roles(rows, source):
-    """[(role, index of its first row, its rows)]: the consumers (and the kernel's entry) up to the
-    first register release, the dequant after."""
-    split = next((k for k, row in enumerate(rows) if ROLE_SPLIT in row[source]), len(rows))
-    return [("consumers and entry", 0, rows[:split]), ("dequant", split, rows[split:])]
+def roles(rows, source, kernel="hopper"):
+    """[(role, index of its first row, its rows)]. The 64-head kernel: the consumers (and the
+    kernel's entry) up to the first register release, the dequant after. The small-heads kernel:
+    the entry, the converters and the attend warpgroup, each role's rows merged over its regions
+    (the module's docstring)."""
+    if kernel == "hopper":
+        split = next((k for k, row in enumerate(rows) if ROLE_SPLIT in row[source]), len(rows))
+        return [("consumers and entry", 0, rows[:split]), ("dequant", split, rows[split:])]
+    owner, current = [], "entry"
+    for row in rows:
+        current = next((name for marker, name in SMALL_ROLES if marker in row[source]), current)
+        owner.append(current)
+    found = set(owner)
+    if not all(name in found for _, name in SMALL_ROLES):
+        raise ValueError("no USETMAXREG.TRY_ALLOC and USETMAXREG.DEALLOC rows: not the small-heads kernel's source")
+    return [(name, owner.index(name), [row for row, who in zip(rows, owner) if who == name])
+            for name in ["entry"] + [name for _, name in SMALL_ROLES] if name in found]
 
 
 RoleTotals = collections.namedtuple("RoleTotals", "samples executed reasons samples_by_opcode executed_by_opcode")
@@ -86,10 +103,10 @@ def role_totals(header, part, source, samples, executed, reasons):
                       samples_by_opcode, executed_by_opcode)
 
 
-def summarise(header, rows, top):
+def summarise(header, rows, top, kernel="hopper"):
     source, samples, executed, reasons = columns(header)
     lines = []
-    for role, first, part in roles(rows, source):
+    for role, first, part in roles(rows, source, kernel):
         totals = role_totals(header, part, source, samples, executed, reasons)
         lines.append(f"## {role}: {len(part)} SASS rows, {totals.samples:.0f} samples, "
                      f"{totals.executed / 1e6:.1f} M warp instructions")
@@ -116,13 +133,13 @@ def label_of(path):
     return name[len("ncu_"):] if name.startswith("ncu_") else name
 
 
-def compare(paths, top):
+def compare(paths, top, kernel="hopper"):
     tables = []
     for path in paths:
         header, rows = read_rows(path)
         source, samples, executed, reasons = columns(header)
         tables.append({role: role_totals(header, part, source, samples, executed, reasons)
-                       for role, _, part in roles(rows, source)})
+                       for role, _, part in roles(rows, source, kernel)})
     labels = [label_of(path) for path in paths]
     lines = []
     for role in tables[0]:
@@ -143,13 +160,15 @@ def main(argv):
     parser.add_argument("paths", nargs="+", metavar="path", help="one file: its summary; several: side by side")
     parser.add_argument("--top", type=int, default=10,
                         help="rows with the most samples listed a role (side by side: stall reasons and opcodes)")
+    parser.add_argument("--kernel", choices=("hopper", "small"), default="hopper",
+                        help="whose roles: the 64-head kernel's (default) or the small-heads kernel's")
     args = parser.parse_args(argv)
     try:
         if len(args.paths) > 1:
-            print("\n".join(compare(args.paths, args.top)))
+            print("\n".join(compare(args.paths, args.top, args.kernel)))
         else:
             header, rows = read_rows(args.paths[0])
-            print("\n".join(summarise(header, rows, args.top)))
+            print("\n".join(summarise(header, rows, args.top, args.kernel)))
     except (ValueError, KeyError) as error:
         print(f"ncu_roles.py: {error}", file=sys.stderr)
         return 2

@@ -772,6 +772,41 @@ def test_ncu_roles_splits_at_the_dequant_register_release(tmp_path):
     assert result.returncode == 2 and "no source table" in result.stderr
 
 
+def test_ncu_roles_splits_the_small_kernel_at_its_register_instructions(tmp_path):
+    """With --kernel small the rows before the first USETMAXREG are the entry's, each TRY_ALLOC
+    starts the converters' rows and each DEALLOC the attend warpgroup's, a role's regions merged
+    (its first row's index kept); a file without both instructions is an error naming them."""
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed",
+              "stall_long_sb", "stall_barrier"]
+    rows = [["0x0", "S2R R0, SR_TID.X", "1", "100", "1", "0"],
+            ["0x10", "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc0", "0", "100", "0", "0"],
+            ["0x20", "LDG.E.NA.64.CONSTANT R2, desc[UR4][R4.64]", "20", "2000000", "20", "0"],
+            ["0x30", "USETMAXREG.DEALLOC.CTAPOOL 0x70", "0", "100", "0", "0"],
+            ["0x40", "BAR.RED.OR.DEFER_BLOCKING 0x2, 0x80", "12", "500000", "0", "12"],
+            ["0x50", "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc0", "0", "100", "0", "0"],
+            ["0x60", "HGMMA.64x16x16.F32.BF16 R24, R32, gdesc[UR12], RZ", "6", "1000000", "6", "0"]]
+    path = tmp_path / "ncu_small_source.csv"
+    path.write_text("\n".join(",".join(f'"{cell}"' for cell in row) for row in [header] + rows) + "\n")
+    tool = [sys.executable, str(ROOT / "benchmarks" / "ncu_roles.py")]
+    lines = subprocess.run(tool + [str(path), "--kernel", "small", "--top", "1"],
+                           check=True, capture_output=True, text=True).stdout.splitlines()
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings == ["## entry: 1 SASS rows, 1 samples, 0.0 M warp instructions",
+                        "## converters: 4 SASS rows, 26 samples, 3.0 M warp instructions",
+                        "## attend: 2 SASS rows, 12 samples, 0.5 M warp instructions"]
+    converters = lines[lines.index(headings[1]):lines.index(headings[2])]
+    assert "   stall_long_sb: 26 (100.0%)" in converters
+    assert any(line.startswith("   row 2: 20 samples  LDG") for line in converters)
+    attend = lines[lines.index(headings[2]):]
+    assert any(line.startswith("   row 4: 12 samples  BAR.RED.OR") for line in attend)
+    # The default split (the 64-head kernel's) reads the same file as two parts at the DEALLOC.
+    default = subprocess.run(tool + [str(path)], check=True, capture_output=True, text=True).stdout
+    assert "## consumers and entry: 3 SASS rows" in default and "## dequant: 4 SASS rows" in default
+    path.write_text("\n".join(",".join(f'"{cell}"' for cell in row) for row in [header] + rows[3:5]) + "\n")
+    result = subprocess.run(tool + [str(path), "--kernel", "small"], capture_output=True, text=True)
+    assert result.returncode == 2 and "USETMAXREG.TRY_ALLOC" in result.stderr
+
+
 def test_ncu_roles_sets_builds_side_by_side(tmp_path):
     """Given several source-counter files, each role's totals, stall reasons and samples by opcode
     are printed side by side, one column a file labelled by its name; an opcode or reason missing
