@@ -170,6 +170,52 @@ def synthetic_trace(parts_per_item, start=1000):
     return "\n".join(lines) + "\n"
 
 
+def test_trace_small_recovers_the_steps(tmp_path):
+    """Chunk steps written into a synthetic small-heads timeline come back from the last launch,
+    CTA 0's first unit left out; periods, hand-overs and the unit-boundary split follow from the
+    points; the command line prints both tables, and a log without STRACE lines is an error."""
+    trace_small = import_benchmark("trace_small")
+    attend_steps, converter_steps = [100, 200, 30, 40, 500, 60], [10, 20, 1000, 5, 7]
+    lines = ["PROBLEM 4096 16 128", "LAUNCH 0", "STRACE 0 0 1 2 3 4 5 6 7 0", "LAUNCH 1"]
+    chunk_length = 2000
+    for chunk in range(6):  # three units of two chunks
+        start = 10000 + chunk * chunk_length + 300 * (chunk // 2)  # a unit's end adds 300 cycles
+        attend = [start]
+        for step in attend_steps:
+            attend.append(attend[-1] + step)
+        lines.append(f"STRACE 0 {chunk} " + " ".join(str(c) for c in attend + [0]))
+        for role in (1, 2):
+            top = start - 1500 + 3 * role
+            clocks = [top]
+            for step in converter_steps:
+                clocks.append(clocks[-1] + step)
+            lines.append(f"STRACE {role} {chunk} " + " ".join(str(c) for c in clocks + [0, 0]))
+    lines.append("other output")
+    text = "\n".join(lines) + "\n"
+    launches = trace_small.parse_launches(text)
+    assert len(launches) == 2 and trace_small.problem_of(text) == (4096, 16, 128)
+    rows = trace_small.chunk_parts(launches[-1], 2)
+    assert [row["chunk"] for row in rows] == [2, 3, 4, 5]
+    for row in rows:
+        assert [row[name] for name, *_ in trace_small.ATTEND_STEPS] == attend_steps
+        assert [row[f"C1_{name}"] for name, *_ in trace_small.CONVERTER_STEPS] == converter_steps
+        # The later converter (role 2) arrives on k_full at top + 1042; the attend passes at start + 100.
+        assert row["k_full_seen"] == 100 - (-1500 + 6 + sum(converter_steps))
+    assert rows[0]["A_period"] == chunk_length and not rows[0]["boundary"] and rows[1]["boundary"]
+    assert rows[1]["A_period"] == chunk_length + 300
+    medians = trace_small.summary(rows)
+    assert medians["steady"]["A_pv"] == 500 and medians["steady"]["A_period"] == chunk_length
+    assert medians["boundary"]["A_period"] == chunk_length + 300
+    log = tmp_path / "small.log"
+    log.write_text(text)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_small.py"), str(log)], check=True,
+                            capture_output=True, text=True)
+    assert "steady chunks" in result.stdout and "boundary chunks" in result.stdout
+    log.write_text("no trace here\n")
+    assert subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_small.py"), str(log)],
+                          capture_output=True, text=True).returncode == 2
+
+
 def test_trace_items_recovers_the_parts(tmp_path):
     """Item parts written into a synthetic timeline come back per item, from the last launch; the
     median leaves the first item out; the command line prints a row per item."""

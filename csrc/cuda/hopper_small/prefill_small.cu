@@ -22,6 +22,7 @@ void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream)
   const unsigned num_ctas = unsigned(units < max_ctas ? units : max_ctas);
   kernel<<<num_ctas, hopper_small::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  hopper_small::print_small_trace();  // a CAKE_SMALL_TRACE build only
 }
 
 }  // namespace

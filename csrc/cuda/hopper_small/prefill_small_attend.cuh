@@ -24,6 +24,7 @@
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_layout.h"
+#include "prefill_small_trace.cuh"
 #include "prefill_small_work.cuh"
 #include "sm90_small_primitives.cuh"
 
@@ -48,25 +49,32 @@ class AttendRole {
       reset();
       for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
         const int parity = gchunk & 1;
+        trace_event(0, 0, gchunk);
         mbarrier_wait(smem_address(&smem_.k_full[parity]), (gchunk >> 1) & 1);
+        trace_event(0, 1, gchunk);
         // The converters wrote the K tile with generic-proxy stores (stmatrix); this thread saw
         // them complete through the mbarrier, and its wgmma reads the tile through the async proxy.
         fence_proxy_async();
         bool moved = softmax(parity);
         mbarrier_arrive(smem_address(&smem_.s_empty));
+        trace_event(0, 2, gchunk);
         fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
+        trace_event_after(0, 3, gchunk, moved);
         if (moved) rescale_output(parity);  // rare: a branch, not predication
         wgmma_fence();
         accumulate(parity);
         wgmma_commit();
+        trace_event(0, 4, gchunk);
         wgmma_wait<0>();
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) pin_registers(o_acc_[t]);
         mbarrier_arrive(smem_address(&smem_.k_empty[parity]));
+        trace_event(0, 5, gchunk);
         // The converters have read this chunk's row entries (a chunk before converting it): its
         // slot takes the chunk four ahead.
         if constexpr (G::kRowTable) write_table_chunk(num_units, gchunk + kTableSlots);
+        trace_event(0, 6, gchunk);
       }
       finish_unit(u);
     }

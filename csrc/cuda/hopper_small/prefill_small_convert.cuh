@@ -19,6 +19,7 @@
 #include "../hopper/sm90_primitives.cuh"
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "prefill_small_layout.h"
+#include "prefill_small_trace.cuh"
 #include "prefill_small_work.cuh"
 #include "sm90_small_primitives.cuh"
 
@@ -75,6 +76,7 @@ class ConvertRole {
     int2 next_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(next);
     for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
       const int parity = gchunk & 1;
+      trace_event(1 + kHalf, 0, gchunk);
       if (current.chunk == 0) load_q(current);
       const bool has_next = next.unit < num_units_;
       RowSource next_rows[2];
@@ -83,19 +85,24 @@ class ConvertRole {
       Cursor after = next;
       if (has_next) advance<kGroupHeads>(params_, num_units_, after);
       const int2 after_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(after);
+      trace_event(1 + kHalf, 1, gchunk);
 
       if (gchunk >= 2) mbarrier_wait(smem_address(&smem_.k_empty[parity]), ((gchunk >> 1) - 1) & 1);
+      trace_event(1 + kHalf, 2, gchunk);
       float s_acc[G::kSAccumulators];
       convert(parity, s_acc, next_rows);
+      trace_event(1 + kHalf, 3, gchunk);
       if (kHalf == 0 && quad_ == 0) {
         smem_.valid[parity][row0_] = valid_[0];
         smem_.valid[parity][row0_ + 8] = valid_[1];
       }
       if (gchunk >= 1) mbarrier_wait(smem_address(&smem_.s_empty), (gchunk - 1) & 1);
+      trace_event(1 + kHalf, 4, gchunk);
       store_s_half(s_acc);
       // No proxy fence here: the attend warpgroup fences after it observes k_full, before its
       // wgmma (the async proxy) reads the K tile.
       mbarrier_arrive(smem_address(&smem_.k_full[parity]));
+      trace_event(1 + kHalf, 5, gchunk);
       if (!has_next) break;
       current = next;
       next = after;

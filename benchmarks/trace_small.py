@@ -1,0 +1,168 @@
+"""Where the small-heads Hopper kernel's time goes chunk by chunk, from its development trace.
+
+With a trace build (`CAKE_NVCC_EXTRA="-DCAKE_SMALL_TRACE" bash benchmarks/device_suite.sh build`)
+every launch of the small-heads kernel prints CTA 0's clock64() timeline (`STRACE role chunk
+clocks...`; the points are listed in csrc/cuda/hopper_small/prefill_small_trace.cuh).
+
+    python3 benchmarks/trace_small.py --run --heads 16 --topk 512 > trace.log   # GPU, trace build
+    python3 benchmarks/trace_small.py trace.log                                 # anywhere: the summary
+
+--run launches the prefill of T = 4096 (`--tokens`), H = 16 (`--heads`; 16 or 32, or any head count
+the small-heads kernel runs) and topk 512 (`--topk`) twice, each after a `LAUNCH k` line, and
+prints a `PROBLEM T H topk` line first. The summary reads the last launch and leaves out the
+chunks of CTA 0's first unit (the kernel's start): the medians of each warpgroup's steps a chunk
+(the attend warpgroup's `A_*`, each converter's `C0_*` / `C1_*`), of each role's period (from one
+chunk's first point to the next chunk's, within a unit, and across a unit boundary apart), and of
+the hand-overs between them: `k_full_seen` (the attend past k_full after the later converter's
+arrival), `k_empty_seen` (a converter past its wait for the tile, after the attend's PV of the
+chunk two before retired) and `s_empty_seen` (a converter past its wait for the S buffer, after the
+attend's softmax of the chunk before).
+"""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ATTEND, CONVERTER0, CONVERTER1 = 0, 1, 2
+ATTEND_STEPS = (("A_wait_k_full", 0, 1), ("A_softmax", 1, 2), ("A_barrier", 2, 3), ("A_pv_issue", 3, 4),
+                ("A_pv", 4, 5), ("A_table", 5, 6))
+CONVERTER_STEPS = (("rows", 0, 1), ("wait_k_empty", 1, 2), ("convert", 2, 3), ("wait_s_empty", 3, 4),
+                   ("store_s", 4, 5))
+HANDOVERS = ("k_full_seen", "k_empty_seen", "s_empty_seen")
+
+
+def parse_launches(text):
+    """[{role: {chunk: [clocks]}}] per launch; lines before the first `LAUNCH` count as one launch."""
+    launches, current = [], None
+    for line in text.splitlines():
+        if line.startswith("LAUNCH") or current is None:
+            current = {}
+            launches.append(current)
+            if line.startswith("LAUNCH"):
+                continue
+        if line.startswith("STRACE"):
+            _, role, chunk, *clocks = line.split()
+            current.setdefault(int(role), {})[int(chunk)] = [int(c) for c in clocks]
+    return [launch for launch in launches if launch]
+
+
+def problem_of(text):
+    """(T, H, topk) from a `PROBLEM` line, or None."""
+    for line in text.splitlines():
+        if line.startswith("PROBLEM"):
+            _, tokens, heads, topk = line.split()
+            return int(tokens), int(heads), int(topk)
+    return None
+
+
+def chunk_parts(launch, chunks_per_unit):
+    """Per chunk of CTA 0 after its first unit (every role recorded): the steps, each role's
+    `*_period` (to its next chunk's first point; `boundary` says whether that next chunk starts
+    a new unit) and the hand-overs, in cycles. A step with a point not recorded (0) is left out."""
+    attend = launch.get(ATTEND, {})
+    converters = [launch.get(CONVERTER0, {}), launch.get(CONVERTER1, {})]
+    rows = []
+    for chunk in sorted(attend):
+        if chunk < chunks_per_unit or not all(chunk in c for c in converters):
+            continue
+        clocks = {"A": attend[chunk], "C0": converters[0][chunk], "C1": converters[1][chunk]}
+        if not all(clocks["A"][:7]) or not all(all(c[:6]) for c in (clocks["C0"], clocks["C1"])):
+            continue
+        part = {"chunk": chunk, "boundary": (chunk + 1) % chunks_per_unit == 0}
+        for name, a, b in ATTEND_STEPS:
+            part[name] = clocks["A"][b] - clocks["A"][a]
+        for role in ("C0", "C1"):
+            for name, a, b in CONVERTER_STEPS:
+                part[f"{role}_{name}"] = clocks[role][b] - clocks[role][a]
+        for role, table in (("A", attend), ("C0", converters[0]), ("C1", converters[1])):
+            later = table.get(chunk + 1)
+            if later and later[0]:
+                part[f"{role}_period"] = later[0] - clocks[role][0]
+        part["k_full_seen"] = clocks["A"][1] - max(clocks["C0"][5], clocks["C1"][5])
+        before = attend.get(chunk - 2)
+        if before and before[5]:
+            part["k_empty_seen"] = min(clocks["C0"][2], clocks["C1"][2]) - before[5]
+        previous = attend.get(chunk - 1)
+        if previous and previous[2]:
+            part["s_empty_seen"] = min(clocks["C0"][4], clocks["C1"][4]) - previous[2]
+        rows.append(part)
+    return rows
+
+
+def step_names():
+    names = [name for name, *_ in ATTEND_STEPS] + ["A_period"]
+    for role in ("C0", "C1"):
+        names += [f"{role}_{name}" for name, *_ in CONVERTER_STEPS] + [f"{role}_period"]
+    return names + list(HANDOVERS)
+
+
+def medians(rows, names):
+    out = {}
+    for name in names:
+        values = [row[name] for row in rows if row.get(name) is not None]
+        out[name] = statistics.median(values) if values else None
+    return out
+
+
+def summary(rows):
+    """Medians over the chunks within a unit (`steady`) and over those that end a unit
+    (`boundary`: their periods take the unit's epilogue)."""
+    names = step_names()
+    return {"steady": medians([r for r in rows if not r["boundary"]], names),
+            "boundary": medians([r for r in rows if r["boundary"]], names)}
+
+
+def format_table(title, values):
+    names = [name for name in values if values[name] is not None]
+    return [title, "| " + " | ".join(names) + " |", "|" + "---|" * len(names),
+            "| " + " | ".join(f"{values[name]:.0f}" for name in names) + " |"]
+
+
+def run_trace(num_tokens, num_heads, topk):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import torch
+    from helpers import CacheSpec, make_problem
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(1024, 64),
+                           device="cuda", seed=3, invalid_fraction=0.0)
+    print(f"PROBLEM {num_tokens} {num_heads} {topk}", flush=True)
+    for k in range(2):
+        print(f"LAUNCH {k}", flush=True)
+        plan = problem.run()[2]
+        torch.cuda.synchronize()
+        print(f"PLAN {plan}", flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log", nargs="?", help="a trace build's output")
+    parser.add_argument("--run", action="store_true", help="launch the traced problem (GPU, trace build)")
+    parser.add_argument("--tokens", type=int, default=4096, help="--run: T (default 4096)")
+    parser.add_argument("--heads", type=int, default=16, help="--run: H (default 16)")
+    parser.add_argument("--topk", type=int, default=512, help="--run: candidates, a multiple of 64 (default 512)")
+    args = parser.parse_args(argv)
+    if args.run:
+        run_trace(args.tokens, args.heads, args.topk)
+        return 0
+    if not args.log:
+        parser.error("a log to summarise, or --run")
+    text = Path(args.log).read_text()
+    launches = parse_launches(text)
+    if not launches:
+        print(f"trace_small.py: no STRACE lines in {args.log}", file=sys.stderr)
+        return 2
+    problem = problem_of(text)
+    chunks_per_unit = problem[2] // 64 if problem else 8
+    rows = chunk_parts(launches[-1], chunks_per_unit)
+    if not rows:
+        print(f"trace_small.py: no chunk after CTA 0's first unit with every point in {args.log}", file=sys.stderr)
+        return 2
+    medians_by_kind = summary(rows)
+    print(f"{len(rows)} chunks of CTA 0 after its first unit ({chunks_per_unit} chunks a unit), medians in cycles")
+    for kind, values in medians_by_kind.items():
+        if any(value is not None for value in values.values()):
+            print("\n".join(format_table(f"{kind} chunks", values)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+// A development aid: with -DCAKE_SMALL_TRACE (e.g. CAKE_NVCC_EXTRA="-DCAKE_SMALL_TRACE" at build
+// time) the first thread of each warpgroup of CTA 0 records clock64() at named points of the CTA's
+// first kTraceChunks chunks, and each launch prints them after the kernel ("STRACE role chunk
+// clocks..."): the timeline that shows which warpgroup waits for which. Compiled out otherwise.
+//
+// The points (benchmarks/trace_small.py reads them), row = the chunk over the CTA's walk:
+// - role 0, the attend warpgroup: 0 the chunk's start, 1 k_full passed, 2 the softmax done (S
+//   halves read, P^T written), 3 the kPReady barrier passed, 4 PV issued, 5 PV retired (k_empty
+//   arrived), 6 the chunk's end (the row table's entry written, where the table is used);
+// - roles 1 and 2, converters 0 and 1: 0 the chunk's top, 1 the next chunk's row sources known,
+//   2 k_empty passed (the K tile free), 3 converted (QK^T retired), 4 s_empty passed, 5 the S half
+//   stored and k_full arrived.
+#pragma once
+
+#include <cstdio>
+
+namespace cake::cuda::hopper_small {
+
+constexpr int kTraceRoles = 3;
+constexpr int kTraceEvents = 8;
+
+#ifdef CAKE_SMALL_TRACE
+constexpr int kTraceChunks = 64;
+__device__ unsigned long long g_small_trace[kTraceRoles][kTraceEvents][kTraceChunks];
+__device__ __forceinline__ void trace_event(int role, int event, int chunk) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) g_small_trace[role][event][chunk] = clock64();
+}
+// The clock once the warp has passed a named barrier whose result it holds: a warp may issue an
+// instruction that needs nothing from the barrier before it has passed it (BAR.*.DEFER_BLOCKING),
+// so the clock read is made to depend on the result (1 stands for the clock in the impossible
+// case that the predicate is neither).
+__device__ __forceinline__ void trace_event_after(int role, int event, int chunk, bool barrier_result) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) {
+    unsigned long long clock;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 2;\n\t@p mov.u64 %0, %%clock64;\n\t@!p mov.u64 %0, 1;\n\t}\n"
+        : "=l"(clock)
+        : "r"(static_cast<uint32_t>(barrier_result))
+        : "memory");
+    g_small_trace[role][event][chunk] = clock;
+  }
+}
+// Host side, after a launch: waits for it and prints the timeline (no printf in the kernel:
+// ptxas would serialise the wgmmas around the call).
+inline void print_small_trace() {
+  static unsigned long long host[kTraceRoles][kTraceEvents][kTraceChunks];
+  cudaDeviceSynchronize();
+  cudaMemcpyFromSymbol(host, g_small_trace, sizeof(host));
+  for (int role = 0; role < kTraceRoles; ++role) {
+    for (int chunk = 0; chunk < kTraceChunks; ++chunk) {
+      printf("STRACE %d %d", role, chunk);
+      for (int event = 0; event < kTraceEvents; ++event) printf(" %llu", host[role][event][chunk]);
+      printf("\n");
+    }
+  }
+  fflush(stdout);  // before the caller's own output (benchmarks/trace_small.py marks launches)
+}
+#else
+__device__ __forceinline__ void trace_event(int, int, int) {}
+__device__ __forceinline__ void trace_event_after(int, int, int, bool) {}
+inline void print_small_trace() {}
+#endif
+
+}  // namespace cake::cuda::hopper_small
