@@ -9,14 +9,18 @@ clocks...`; the points are listed in csrc/cuda/hopper_small/prefill_small_trace.
 
 --run launches the prefill of T = 4096 (`--tokens`), H = 16 (`--heads`; 16 or 32, or any head count
 the small-heads kernel runs) and topk 512 (`--topk`) twice, each after a `LAUNCH k` line, and
-prints a `PROBLEM T H topk` line first. The summary reads the last launch and leaves out the
-chunks of CTA 0's first unit (the kernel's start): the medians of each warpgroup's steps a chunk
-(the attend warpgroup's `A_*`, each converter's `C0_*` / `C1_*`), of each role's period (from one
-chunk's first point to the next chunk's, within a unit, and across a unit boundary apart), and of
-the hand-overs between them: `k_full_seen` (the attend past k_full after the later converter's
-arrival), `k_empty_seen` (a converter past its wait for the tile, after the attend's PV of the
-chunk two before retired) and `s_empty_seen` (a converter past its wait for the S buffer, after the
-attend's softmax of the chunk before).
+prints a `PROBLEM T H topk` line first; run it in the trace build's tree (`cd <tree> &&
+PYTHONPATH=. python3 benchmarks/trace_small.py --run ...`). The summary reads the last launch and
+leaves out the chunks of CTA 0's first unit (the kernel's start): the medians of each warpgroup's
+steps a chunk (the attend warpgroup's `A_*`, each converter's `C0_*` / `C1_*`), of each role's
+period (from one chunk's first point to the next chunk's), and of the hand-overs between them:
+`k_full_seen` (the attend past k_full after the later converter's arrival), `k_empty_seen` (a
+converter past its wait for the tile, after the attend's PV of the chunk two before retired) and
+`s_empty_seen` (a converter past its wait for the S buffer, after the attend's softmax of the chunk
+before). Each role's chunks that a unit boundary touches are summarised apart (`boundary`): the
+attend's last chunk of a unit (its period holds the unit's epilogue), the converters' first two
+(the first loads the unit's Q, the second waits for the attend's first softmax after the
+epilogue); the converters' hand-overs count as theirs.
 """
 import argparse
 import statistics
@@ -29,6 +33,7 @@ ATTEND_STEPS = (("A_wait_k_full", 0, 1), ("A_softmax", 1, 2), ("A_barrier", 2, 3
 CONVERTER_STEPS = (("rows", 0, 1), ("wait_k_empty", 1, 2), ("convert", 2, 3), ("wait_s_empty", 3, 4),
                    ("store_s", 4, 5))
 HANDOVERS = ("k_full_seen", "k_empty_seen", "s_empty_seen")
+TRACE_EVENTS = 8  # points a role and chunk (kTraceEvents)
 
 
 def parse_launches(text):
@@ -40,9 +45,9 @@ def parse_launches(text):
             launches.append(current)
             if line.startswith("LAUNCH"):
                 continue
-        if line.startswith("STRACE"):
-            _, role, chunk, *clocks = line.split()
-            current.setdefault(int(role), {})[int(chunk)] = [int(c) for c in clocks]
+        words = line.split()
+        if words and words[0] == "STRACE" and len(words) >= 3 + TRACE_EVENTS:  # a cut line is left out
+            current.setdefault(int(words[1]), {})[int(words[2])] = [int(c) for c in words[3:]]
     return [launch for launch in launches if launch]
 
 
@@ -57,8 +62,9 @@ def problem_of(text):
 
 def chunk_parts(launch, chunks_per_unit):
     """Per chunk of CTA 0 after its first unit (every role recorded): the steps, each role's
-    `*_period` (to its next chunk's first point; `boundary` says whether that next chunk starts
-    a new unit) and the hand-overs, in cycles. A step with a point not recorded (0) is left out."""
+    `*_period` (to its next chunk's first point) and the hand-overs, in cycles, and whether a unit
+    boundary touches the chunk for the attend (`A_boundary`: a unit's last chunk) and for the
+    converters (`C_boundary`: a unit's first two)."""
     attend = launch.get(ATTEND, {})
     converters = [launch.get(CONVERTER0, {}), launch.get(CONVERTER1, {})]
     rows = []
@@ -68,7 +74,8 @@ def chunk_parts(launch, chunks_per_unit):
         clocks = {"A": attend[chunk], "C0": converters[0][chunk], "C1": converters[1][chunk]}
         if not all(clocks["A"][:7]) or not all(all(c[:6]) for c in (clocks["C0"], clocks["C1"])):
             continue
-        part = {"chunk": chunk, "boundary": (chunk + 1) % chunks_per_unit == 0}
+        part = {"chunk": chunk, "A_boundary": chunk % chunks_per_unit == chunks_per_unit - 1,
+                "C_boundary": chunk % chunks_per_unit in (0, 1)}
         for name, a, b in ATTEND_STEPS:
             part[name] = clocks["A"][b] - clocks["A"][a]
         for role in ("C0", "C1"):
@@ -105,11 +112,14 @@ def medians(rows, names):
 
 
 def summary(rows):
-    """Medians over the chunks within a unit (`steady`) and over those that end a unit
-    (`boundary`: their periods take the unit's epilogue)."""
-    names = step_names()
-    return {"steady": medians([r for r in rows if not r["boundary"]], names),
-            "boundary": medians([r for r in rows if r["boundary"]], names)}
+    """Medians over each role's chunks away from a unit boundary (`steady`) and over those a
+    boundary touches (`boundary`; chunk_parts)."""
+    out = {"steady": {}, "boundary": {}}
+    for name in step_names():
+        flag = "A_boundary" if name.startswith("A_") else "C_boundary"
+        for kind, wanted in (("steady", False), ("boundary", True)):
+            out[kind].update(medians([r for r in rows if r[flag] == wanted], [name]))
+    return out
 
 
 def format_table(title, values):
@@ -151,7 +161,7 @@ def main(argv=None):
         print(f"trace_small.py: no STRACE lines in {args.log}", file=sys.stderr)
         return 2
     problem = problem_of(text)
-    chunks_per_unit = problem[2] // 64 if problem else 8
+    chunks_per_unit = max(1, -(-problem[2] // 64)) if problem else 8  # a list's chunks: rounded up
     rows = chunk_parts(launches[-1], chunks_per_unit)
     if not rows:
         print(f"trace_small.py: no chunk after CTA 0's first unit with every point in {args.log}", file=sys.stderr)

@@ -171,46 +171,58 @@ def synthetic_trace(parts_per_item, start=1000):
 
 
 def test_trace_small_recovers_the_steps(tmp_path):
-    """Chunk steps written into a synthetic small-heads timeline come back from the last launch,
-    CTA 0's first unit left out; periods, hand-overs and the unit-boundary split follow from the
-    points; the command line prints both tables, and a log without STRACE lines is an error."""
+    """Chunk steps written into a synthetic small-heads timeline (units of three chunks) come back
+    from the last launch, CTA 0's first unit left out; periods and the three hand-overs follow from
+    the points, with their chunk offsets; each role's chunks that a unit boundary touches (the
+    attend's last of a unit, the converters' first two) are summarised apart; a cut line is left
+    out; the command line prints both tables, and a log without STRACE lines is an error."""
     trace_small = import_benchmark("trace_small")
     attend_steps, converter_steps = [100, 200, 30, 40, 500, 60], [10, 20, 1000, 5, 7]
-    lines = ["PROBLEM 4096 16 128", "LAUNCH 0", "STRACE 0 0 1 2 3 4 5 6 7 0", "LAUNCH 1"]
-    chunk_length = 2000
-    for chunk in range(6):  # three units of two chunks
-        start = 10000 + chunk * chunk_length + 300 * (chunk // 2)  # a unit's end adds 300 cycles
-        attend = [start]
+
+    def start(chunk):  # the attend's chunk start: a unit's end adds 300 cycles to its period
+        return 10000 + 2000 * chunk + 300 * (chunk // 3)
+
+    def top(chunk, role):  # a converter's chunk top: a unit's first chunk adds 400 (its Q)
+        return 8500 + 2000 * chunk + 400 * ((chunk + 2) // 3) + 3 * role
+
+    lines = ["PROBLEM 4096 16 192", "LAUNCH 0", "STRACE 0 0 1 2 3 4 5 6 7 0", "LAUNCH 1"]
+    for chunk in range(9):
+        attend = [start(chunk)]
         for step in attend_steps:
             attend.append(attend[-1] + step)
         lines.append(f"STRACE 0 {chunk} " + " ".join(str(c) for c in attend + [0]))
         for role in (1, 2):
-            top = start - 1500 + 3 * role
-            clocks = [top]
+            clocks = [top(chunk, role)]
             for step in converter_steps:
                 clocks.append(clocks[-1] + step)
             lines.append(f"STRACE {role} {chunk} " + " ".join(str(c) for c in clocks + [0, 0]))
-    lines.append("other output")
+    lines += ["STRACE 0 9 1 2", "other output"]
     text = "\n".join(lines) + "\n"
     launches = trace_small.parse_launches(text)
-    assert len(launches) == 2 and trace_small.problem_of(text) == (4096, 16, 128)
-    rows = trace_small.chunk_parts(launches[-1], 2)
-    assert [row["chunk"] for row in rows] == [2, 3, 4, 5]
+    assert len(launches) == 2 and trace_small.problem_of(text) == (4096, 16, 192)
+    assert 9 not in launches[-1][0]
+    rows = trace_small.chunk_parts(launches[-1], 3)
+    assert [row["chunk"] for row in rows] == [3, 4, 5, 6, 7, 8]
     for row in rows:
+        c = row["chunk"]
         assert [row[name] for name, *_ in trace_small.ATTEND_STEPS] == attend_steps
         assert [row[f"C1_{name}"] for name, *_ in trace_small.CONVERTER_STEPS] == converter_steps
-        # The later converter (role 2) arrives on k_full at top + 1042; the attend passes at start + 100.
-        assert row["k_full_seen"] == 100 - (-1500 + 6 + sum(converter_steps))
-    assert rows[0]["A_period"] == chunk_length and not rows[0]["boundary"] and rows[1]["boundary"]
-    assert rows[1]["A_period"] == chunk_length + 300
+        assert row["k_full_seen"] == start(c) + 100 - (top(c, 2) + sum(converter_steps))
+        assert row["k_empty_seen"] == top(c, 1) + 30 - (start(c - 2) + sum(attend_steps[:5]))
+        assert row["s_empty_seen"] == top(c, 1) + 1035 - (start(c - 1) + 300)
+        assert row["A_boundary"] == (c % 3 == 2) and row["C_boundary"] == (c % 3 in (0, 1))
+        if c < 8:
+            assert row["A_period"] == start(c + 1) - start(c) and row["C0_period"] == top(c + 1, 1) - top(c, 1)
     medians = trace_small.summary(rows)
-    assert medians["steady"]["A_pv"] == 500 and medians["steady"]["A_period"] == chunk_length
-    assert medians["boundary"]["A_period"] == chunk_length + 300
+    assert medians["steady"]["A_pv"] == 500 and medians["steady"]["A_period"] == 2000
+    assert medians["boundary"]["A_period"] == 2300
+    assert medians["steady"]["C0_period"] == 2000 and medians["boundary"]["C0_period"] == 2200
     log = tmp_path / "small.log"
     log.write_text(text)
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_small.py"), str(log)], check=True,
                             capture_output=True, text=True)
     assert "steady chunks" in result.stdout and "boundary chunks" in result.stdout
+    assert "(3 chunks a unit)" in result.stdout
     log.write_text("no trace here\n")
     assert subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_small.py"), str(log)],
                           capture_output=True, text=True).returncode == 2

@@ -60,7 +60,7 @@ class AttendRole {
         trace_event(0, 2, gchunk);
         fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
-        trace_event_after(0, 3, gchunk, moved);
+        trace_event_after_barrier(0, 3, gchunk);
         if (moved) rescale_output(parity);  // rare: a branch, not predication
         wgmma_fence();
         accumulate(parity);

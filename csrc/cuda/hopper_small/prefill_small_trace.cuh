@@ -12,6 +12,7 @@
 //   stored and k_full arrived.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 
 namespace cake::cuda::hopper_small {
@@ -25,17 +26,24 @@ __device__ unsigned long long g_small_trace[kTraceRoles][kTraceEvents][kTraceChu
 __device__ __forceinline__ void trace_event(int role, int event, int chunk) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) g_small_trace[role][event][chunk] = clock64();
 }
-// The clock once the warp has passed a named barrier whose result it holds: a warp may issue an
-// instruction that needs nothing from the barrier before it has passed it (BAR.*.DEFER_BLOCKING),
-// so the clock read is made to depend on the result (1 stands for the clock in the impossible
-// case that the predicate is neither).
-__device__ __forceinline__ void trace_event_after(int role, int event, int chunk, bool barrier_result) {
+// The clock once the warp has passed a named barrier: a warp may issue an instruction that touches
+// no memory past a barrier it is still waiting on (BAR.*.DEFER_BLOCKING), and ptxas sees through a
+// dependence on the barrier's result. A shared-memory load cannot pass the barrier, and the clock
+// read is predicated on the loaded word, so it waits for the load (1 stands for the clock if the
+// word happens to be 0x7fffffff).
+__device__ __forceinline__ void trace_event_after_barrier(int role, int event, int chunk) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) {
+    extern __shared__ __align__(1024) uint8_t smem_bytes[];
+    uint32_t word;
+    asm volatile("ld.volatile.shared.u32 %0, [%1];\n"
+                 : "=r"(word)
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_bytes)))
+                 : "memory");
     unsigned long long clock;
     asm volatile(
-        "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 2;\n\t@p mov.u64 %0, %%clock64;\n\t@!p mov.u64 %0, 1;\n\t}\n"
+        "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0x7fffffff;\n\t@p mov.u64 %0, %%clock64;\n\t@!p mov.u64 %0, 1;\n\t}\n"
         : "=l"(clock)
-        : "r"(static_cast<uint32_t>(barrier_result))
+        : "r"(word)
         : "memory");
     g_small_trace[role][event][chunk] = clock;
   }
@@ -54,10 +62,13 @@ inline void print_small_trace() {
     }
   }
   fflush(stdout);  // before the caller's own output (benchmarks/trace_small.py marks launches)
+  // Zeros for the next launch, so that a point it does not reach reads "not recorded".
+  static const unsigned long long zeros[kTraceRoles][kTraceEvents][kTraceChunks] = {};
+  cudaMemcpyToSymbol(g_small_trace, zeros, sizeof(zeros));
 }
 #else
 __device__ __forceinline__ void trace_event(int, int, int) {}
-__device__ __forceinline__ void trace_event_after(int, int, int, bool) {}
+__device__ __forceinline__ void trace_event_after_barrier(int, int, int) {}
 inline void print_small_trace() {}
 #endif
 
