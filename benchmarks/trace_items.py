@@ -70,8 +70,10 @@ LEADER_PARTS = (
 # the follower's scores step of the next item's first pair.
 
 
-def parse_launches(text):
-    """[{role: {row: [clocks]}}] per launch; lines before the first `LAUNCH` count as one launch."""
+def parse_launches(text, prefix="TRACE", min_clocks=0):
+    """[{role: {row: [clocks]}}] per launch; lines before the first `LAUNCH` count as one launch.
+    The timeline's lines start with `prefix` (benchmarks/trace_small.py reads `STRACE` lines); one
+    with fewer than `min_clocks` clocks (cut short) is left out."""
     launches, current = [], None
     for line in text.splitlines():
         if line.startswith("LAUNCH") or current is None:
@@ -79,9 +81,9 @@ def parse_launches(text):
             launches.append(current)
             if line.startswith("LAUNCH"):
                 continue
-        if line.startswith("TRACE"):
-            _, role, row, *clocks = line.split()
-            current.setdefault(int(role), {})[int(row)] = [int(c) for c in clocks]
+        words = line.split()
+        if words and words[0] == prefix and len(words) >= 3 + min_clocks:
+            current.setdefault(int(words[1]), {})[int(words[2])] = [int(c) for c in words[3:]]
         elif line.startswith("LIFE"):
             _, role, *clocks = line.split()
             current.setdefault("life", {})[int(role)] = [int(c) for c in clocks]

@@ -23,9 +23,11 @@ attend's last chunk of a unit (its period holds the unit's epilogue), the conver
 epilogue); the converters' hand-overs count as theirs.
 """
 import argparse
-import statistics
 import sys
 from pathlib import Path
+
+import trace_items
+from trace_items import medians, problem_of
 
 ATTEND, CONVERTER0, CONVERTER1 = 0, 1, 2
 ATTEND_STEPS = (("A_wait_k_full", 0, 1), ("A_softmax", 1, 2), ("A_barrier", 2, 3), ("A_pv_issue", 3, 4),
@@ -37,27 +39,8 @@ TRACE_EVENTS = 8  # points a role and chunk (kTraceEvents)
 
 
 def parse_launches(text):
-    """[{role: {chunk: [clocks]}}] per launch; lines before the first `LAUNCH` count as one launch."""
-    launches, current = [], None
-    for line in text.splitlines():
-        if line.startswith("LAUNCH") or current is None:
-            current = {}
-            launches.append(current)
-            if line.startswith("LAUNCH"):
-                continue
-        words = line.split()
-        if words and words[0] == "STRACE" and len(words) >= 3 + TRACE_EVENTS:  # a cut line is left out
-            current.setdefault(int(words[1]), {})[int(words[2])] = [int(c) for c in words[3:]]
-    return [launch for launch in launches if launch]
-
-
-def problem_of(text):
-    """(T, H, topk) from a `PROBLEM` line, or None."""
-    for line in text.splitlines():
-        if line.startswith("PROBLEM"):
-            _, tokens, heads, topk = line.split()
-            return int(tokens), int(heads), int(topk)
-    return None
+    """[{role: {chunk: [clocks]}}] per launch (trace_items.parse_launches of the `STRACE` lines)."""
+    return trace_items.parse_launches(text, prefix="STRACE", min_clocks=TRACE_EVENTS)
 
 
 def chunk_parts(launch, chunks_per_unit):
@@ -101,14 +84,6 @@ def step_names():
     for role in ("C0", "C1"):
         names += [f"{role}_{name}" for name, *_ in CONVERTER_STEPS] + [f"{role}_period"]
     return names + list(HANDOVERS)
-
-
-def medians(rows, names):
-    out = {}
-    for name in names:
-        values = [row[name] for row in rows if row.get(name) is not None]
-        out[name] = statistics.median(values) if values else None
-    return out
 
 
 def summary(rows):

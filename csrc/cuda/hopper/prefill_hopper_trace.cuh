@@ -21,6 +21,8 @@
 
 #include <cstdio>
 
+#include "../common/trace_clock.cuh"
+
 namespace cake::cuda::hopper {
 
 // Besides the per-block points, each role records the CTA's life (trace_life): its entry, the
@@ -36,28 +38,8 @@ __device__ unsigned long long g_hopper_life[4][kLifePoints];
 __device__ __forceinline__ void trace_event(int role, int event, int block) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) g_hopper_trace[role][event][block] = clock64();
 }
-// The clock once the warp has passed a named barrier. A warp may issue instructions that touch no
-// memory past a bar.sync it is still waiting on (the SASS is BAR.SYNC.DEFER_BLOCKING), so a bare
-// clock read right after one can give the time the barrier was reached, not passed: a trace of
-// cf7b196 had the leader past kWeightsReady + 1 about 1,200 cycles before the follower arrived.
-// A shared-memory load cannot pass the barrier, and this clock read is predicated on the loaded
-// value, so it waits for the load (1 stands for the clock if the word happens to be 0x7fffffff).
-// Only at the points right after a barrier: the branch costs registers (spills) elsewhere.
-__device__ __forceinline__ unsigned long long clock_past_barrier() {
-  extern __shared__ __align__(1024) uint8_t smem_bytes[];
-  uint32_t word;
-  asm volatile("ld.volatile.shared.u32 %0, [%1];\n"
-               : "=r"(word)
-               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_bytes)))
-               : "memory");
-  unsigned long long clock;
-  asm volatile(
-      "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0x7fffffff;\n\t@p mov.u64 %0, %%clock64;\n\t@!p mov.u64 %0, 1;\n\t}\n"
-      : "=l"(clock)
-      : "r"(word)
-      : "memory");
-  return clock;
-}
+// The points right after a named barrier read the clock past it (../common/trace_clock.cuh); only
+// there: the branch costs registers (spills) elsewhere.
 __device__ __forceinline__ void trace_event_past_barrier(int role, int event, int block) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
     g_hopper_trace[role][event][block] = clock_past_barrier();

@@ -12,8 +12,9 @@
 //   stored and k_full arrived.
 #pragma once
 
-#include <cstdint>
 #include <cstdio>
+
+#include "../common/trace_clock.cuh"
 
 namespace cake::cuda::hopper_small {
 
@@ -26,26 +27,10 @@ __device__ unsigned long long g_small_trace[kTraceRoles][kTraceEvents][kTraceChu
 __device__ __forceinline__ void trace_event(int role, int event, int chunk) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) g_small_trace[role][event][chunk] = clock64();
 }
-// The clock once the warp has passed a named barrier: a warp may issue an instruction that touches
-// no memory past a barrier it is still waiting on (BAR.*.DEFER_BLOCKING), and ptxas sees through a
-// dependence on the barrier's result. A shared-memory load cannot pass the barrier, and the clock
-// read is predicated on the loaded word, so it waits for the load (1 stands for the clock if the
-// word happens to be 0x7fffffff).
+// The clock past a named barrier (../common/trace_clock.cuh), for the point right after one.
 __device__ __forceinline__ void trace_event_after_barrier(int role, int event, int chunk) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) {
-    extern __shared__ __align__(1024) uint8_t smem_bytes[];
-    uint32_t word;
-    asm volatile("ld.volatile.shared.u32 %0, [%1];\n"
-                 : "=r"(word)
-                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_bytes)))
-                 : "memory");
-    unsigned long long clock;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0x7fffffff;\n\t@p mov.u64 %0, %%clock64;\n\t@!p mov.u64 %0, 1;\n\t}\n"
-        : "=l"(clock)
-        : "r"(word)
-        : "memory");
-    g_small_trace[role][event][chunk] = clock;
+    g_small_trace[role][event][chunk] = clock_past_barrier();
   }
 }
 // Host side, after a launch: waits for it and prints the timeline (no printf in the kernel:
