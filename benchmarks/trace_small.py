@@ -36,6 +36,9 @@ CONVERTER_STEPS = (("rows", 0, 1), ("wait_k_empty", 1, 2), ("convert", 2, 3), ("
                    ("store_s", 4, 5))
 HANDOVERS = ("k_full_seen", "k_empty_seen", "s_empty_seen")
 TRACE_EVENTS = 8  # points a role and chunk (kTraceEvents)
+# The points each role records (the last of its steps' points, plus one).
+ATTEND_POINTS = 1 + max(b for _, _, b in ATTEND_STEPS)
+CONVERTER_POINTS = 1 + max(b for _, _, b in CONVERTER_STEPS)
 
 
 def parse_launches(text):
@@ -55,7 +58,7 @@ def chunk_parts(launch, chunks_per_unit):
         if chunk < chunks_per_unit or not all(chunk in c for c in converters):
             continue
         clocks = {"A": attend[chunk], "C0": converters[0][chunk], "C1": converters[1][chunk]}
-        if not all(clocks["A"][:7]) or not all(all(c[:6]) for c in (clocks["C0"], clocks["C1"])):
+        if not all(clocks["A"][:ATTEND_POINTS]) or not all(all(clocks[r][:CONVERTER_POINTS]) for r in ("C0", "C1")):
             continue
         part = {"chunk": chunk, "A_boundary": chunk % chunks_per_unit == chunks_per_unit - 1,
                 "C_boundary": chunk % chunks_per_unit in (0, 1)}
@@ -104,17 +107,8 @@ def format_table(title, values):
 
 
 def run_trace(num_tokens, num_heads, topk):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    import torch
-    from helpers import CacheSpec, make_problem
-    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(1024, 64),
-                           device="cuda", seed=3, invalid_fraction=0.0)
     print(f"PROBLEM {num_tokens} {num_heads} {topk}", flush=True)
-    for k in range(2):
-        print(f"LAUNCH {k}", flush=True)
-        plan = problem.run()[2]
-        torch.cuda.synchronize()
-        print(f"PLAN {plan}", flush=True)
+    trace_items.run_traced(num_tokens, num_heads, topk, lambda problem: f"PLAN {problem.run()[2]}")
 
 
 def main(argv=None):
