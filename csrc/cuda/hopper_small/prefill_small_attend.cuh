@@ -61,6 +61,10 @@ class AttendRole {
         fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
         trace_event_after_barrier(0, 3, gchunk);
+        // The row index of the table's next chunk, loaded here so that its latency passes under
+        // this chunk's PV (the entry is written at the chunk's end).
+        int32_t table_index = -1;
+        if constexpr (G::kRowTable) table_index = load_table_index(num_units, gchunk + kTableSlots);
         if (moved) rescale_output(parity);  // rare: a branch, not predication
         wgmma_fence();
         accumulate(parity);
@@ -73,7 +77,7 @@ class AttendRole {
         trace_event(0, 5, gchunk);
         // The converters have read this chunk's row entries (a chunk before converting it): its
         // slot takes the chunk four ahead.
-        if constexpr (G::kRowTable) write_table_chunk(num_units, gchunk + kTableSlots);
+        if constexpr (G::kRowTable) write_table_chunk(num_units, gchunk + kTableSlots, table_index);
         trace_event(0, 6, gchunk);
       }
       finish_unit(u);
@@ -89,16 +93,23 @@ class AttendRole {
     if (warp_ == 0 && lane_ == 0) seek_unit<kGroupHeads>(params_, num_units, smem_.table.cursor[0], blockIdx.x);
     named_barrier<kTableCursorMoved, kWarpgroupThreads>();
     for (int c = 0; c < kTableSlots; ++c) {
-      write_table_chunk(num_units, c);
+      write_table_chunk(num_units, c, load_table_index(num_units, c));
       named_barrier<kTableCursorMoved, kWarpgroupThreads>();
     }
   }
-  // Chunk c's entries (the cursor copy c % 2 is at chunk c), then the cursor moved to chunk c + 1.
-  __device__ __forceinline__ void write_table_chunk(int num_units, int c) {
+  // The raw index of this thread's row of chunk c (threads 0..63; the cursor copy c % 2 is at
+  // chunk c: thread 0 moved it there at the end of chunk c - 1's entries, before the kPReady
+  // barrier, or the start's kTableCursorMoved, that every caller has passed since).
+  __device__ __forceinline__ int32_t load_table_index(int num_units, int c) const {
+    const int t = warp_ * 32 + lane_;
+    return t < kChunkRows ? chunk_row_index(params_, num_units, smem_.table.cursor[c & 1], t) : -1;
+  }
+  // Chunk c's entries from their indices (load_table_index), then the cursor moved to chunk c + 1.
+  __device__ __forceinline__ void write_table_chunk(int num_units, int c, int32_t index) {
     const int t = warp_ * 32 + lane_;
     const ChunkCursor<kSplitItems> cursor = smem_.table.cursor[c & 1];
     if (t < kChunkRows) {
-      smem_.table.rows[c % kTableSlots][t] = table_row_entry(params_, num_units, cursor, t);
+      smem_.table.rows[c % kTableSlots][t] = table_row_entry(params_, num_units, cursor, index);
       sm90::mbarrier_arrive(smem_address(&smem_.table_full[c % kTableSlots]));
     }
     if (t == 0) {

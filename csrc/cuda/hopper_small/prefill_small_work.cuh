@@ -192,12 +192,11 @@ __device__ __forceinline__ int32_t chunk_row_index(const DecodeParams& params, i
   const int length = in_main_list(c.u, c.chunk) ? c.u.length0 : c.u.length1;
   return position < length ? __ldg(list.indices + int64_t(c.u.token) * list.width + position) : -1;
 }
-// Row `row` of the cursor's chunk as a row-table entry (its index loaded here; masked past the end).
+// A row of the cursor's chunk as a row-table entry, from its index (chunk_row_index; -1: masked).
 template <bool kSplitItems>
 __device__ __forceinline__ RowEntry table_row_entry(const DecodeParams& params, int num_units,
-                                                    const ChunkCursor<kSplitItems>& c, int row) {
-  const CandidateRows rows =
-      candidate_rows_of_index(chunk_list(params, num_units, c), chunk_row_index(params, num_units, c, row));
+                                                    const ChunkCursor<kSplitItems>& c, int32_t index) {
+  const CandidateRows rows = candidate_rows_of_index(chunk_list(params, num_units, c), index);
   return {reinterpret_cast<uint64_t>(rows.data) | uint64_t(rows.valid), reinterpret_cast<uint64_t>(rows.scale)};
 }
 
