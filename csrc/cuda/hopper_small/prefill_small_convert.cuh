@@ -96,9 +96,10 @@ class ConvertRole {
         smem_.valid[parity][row0_] = valid_[0];
         smem_.valid[parity][row0_ + 8] = valid_[1];
       }
-      if (gchunk >= 1) mbarrier_wait(smem_address(&smem_.s_empty), (gchunk - 1) & 1);
+      const int s_buffer = gchunk % kSBuffers;
+      if (gchunk >= kSBuffers) mbarrier_wait(smem_address(&smem_.s_empty[s_buffer]), (gchunk / kSBuffers - 1) & 1);
       trace_event(1 + kHalf, 4, gchunk);
-      store_s_half(s_acc);
+      store_s_half(s_acc, s_buffer);
       // No proxy fence here: the attend warpgroup fences after it observes k_full, before its
       // wgmma (the async proxy) reads the K tile.
       mbarrier_arrive(smem_address(&smem_.k_full[parity]));
@@ -399,14 +400,14 @@ class ConvertRole {
   }
 
   // This converter's S^T half: s_acc[4 n + 2 h + e] is candidate row0 + 8 h, head 8 n + 2 q + e.
-  __device__ __forceinline__ void store_s_half(const float (&s_acc)[G::kSAccumulators]) {
+  __device__ __forceinline__ void store_s_half(const float (&s_acc)[G::kSAccumulators], int buffer) {
 #pragma unroll
     for (int n = 0; n < G::kHeadBlocks; ++n) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          smem_.s_partial[kHalf][8 * n + 2 * quad_ + e][row0_ + 8 * h] = s_acc[4 * n + 2 * h + e];
+          smem_.s_partial[buffer][kHalf][8 * n + 2 * quad_ + e][row0_ + 8 * h] = s_acc[4 * n + 2 * h + e];
         }
       }
     }

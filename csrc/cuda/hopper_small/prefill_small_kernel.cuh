@@ -11,7 +11,7 @@
 //   - attend (prefill_small_attend.cuh): softmax over the chunk, P^T, and O^T += V^T P^T (wgmma,
 //     V^T = the K tile read MN-major), then the unit's epilogue (O stored from registers).
 // Two K tiles hold two chunks: the converters fill chunk j + 1 while PV reads chunk j, handing
-// over on k_full / k_empty mbarriers (and s_empty for the single S buffer).
+// over on k_full / k_empty mbarriers (and s_empty for the S buffers).
 #pragma once
 
 #include "../common/decode_params.h"
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_init(smem_address(&smem.k_full[tile]), kConverterThreads);
       mbarrier_init(smem_address(&smem.k_empty[tile]), kWarpgroupThreads);
     }
-    mbarrier_init(smem_address(&smem.s_empty), kWarpgroupThreads);
+    for (int buffer = 0; buffer < kSBuffers; ++buffer) mbarrier_init(smem_address(&smem.s_empty[buffer]), kWarpgroupThreads);
     if constexpr (G::kRowTable)
       for (int slot = 0; slot < kTableSlots; ++slot) mbarrier_init(smem_address(&smem.table_full[slot]), kChunkRows);
   }
