@@ -56,7 +56,7 @@ class AttendRole {
         // them complete through the mbarrier, and its wgmma reads the tile through the async proxy.
         fence_proxy_async();
         bool moved = softmax(parity);
-        mbarrier_arrive(smem_address(&smem_.s_empty[gchunk % kSBuffers]));
+        mbarrier_arrive(smem_address(&smem_.s_empty[gchunk % G::kSBuffers]));
         trace_event(0, 2, gchunk);
         fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
@@ -161,8 +161,8 @@ class AttendRole {
 #pragma unroll
       for (int side = 0; side < 2; ++side) {  // candidates 4 part .. and 32 + 4 part ..
         const int column = 32 * side + 4 * part_;
-        const float4 half0 = *reinterpret_cast<const float4*>(&smem_.s_partial[parity % kSBuffers][0][head][column]);
-        const float4 half1 = *reinterpret_cast<const float4*>(&smem_.s_partial[parity % kSBuffers][1][head][column]);
+        const float4 half0 = *reinterpret_cast<const float4*>(&smem_.s_partial[parity % G::kSBuffers][0][head][column]);
+        const float4 half1 = *reinterpret_cast<const float4*>(&smem_.s_partial[parity % G::kSBuffers][1][head][column]);
         const uint32_t valid = side == 0 ? valid_low : valid_high;
         const float sums[4] = {half0.x + half1.x, half0.y + half1.y, half0.z + half1.z, half0.w + half1.w};
 #pragma unroll

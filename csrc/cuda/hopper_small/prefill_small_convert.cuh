@@ -96,8 +96,8 @@ class ConvertRole {
         smem_.valid[parity][row0_] = valid_[0];
         smem_.valid[parity][row0_ + 8] = valid_[1];
       }
-      const int s_buffer = gchunk % kSBuffers;
-      if (gchunk >= kSBuffers) mbarrier_wait(smem_address(&smem_.s_empty[s_buffer]), (gchunk / kSBuffers - 1) & 1);
+      const int s_buffer = gchunk % G::kSBuffers;
+      if (gchunk >= G::kSBuffers) mbarrier_wait(smem_address(&smem_.s_empty[s_buffer]), (gchunk / G::kSBuffers - 1) & 1);
       trace_event(1 + kHalf, 4, gchunk);
       store_s_half(s_acc, s_buffer);
       // No proxy fence here: the attend warpgroup fences after it observes k_full, before its

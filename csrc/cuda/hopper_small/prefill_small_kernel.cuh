@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_init(smem_address(&smem.k_full[tile]), kConverterThreads);
       mbarrier_init(smem_address(&smem.k_empty[tile]), kWarpgroupThreads);
     }
-    for (int buffer = 0; buffer < kSBuffers; ++buffer) mbarrier_init(smem_address(&smem.s_empty[buffer]), kWarpgroupThreads);
+    for (int buffer = 0; buffer < G::kSBuffers; ++buffer) mbarrier_init(smem_address(&smem.s_empty[buffer]), kWarpgroupThreads);
     if constexpr (G::kRowTable)
       for (int slot = 0; slot < kTableSlots; ++slot) mbarrier_init(smem_address(&smem.table_full[slot]), kChunkRows);
   }

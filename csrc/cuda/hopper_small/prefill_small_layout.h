@@ -52,9 +52,6 @@ constexpr int kPvMTiles = nvfp4::kHeadDim / 64;                          // 8
 // S partials are stored [head][candidate] with 4 floats of padding a head: the converters' stores
 // (8 heads x 4 lane pairs a warp instruction) then hit 32 different banks.
 constexpr int kSPartialStride = kChunkRows + 4;
-// S halves in two buffers, by chunk parity: the converters store chunk j's while the attend
-// warpgroup may still read chunk j - 1's, so they wait for it to be done with chunk j - 2's.
-constexpr int kSBuffers = 2;
 // A row's dims in words of 8 (16 bytes of bf16 Q, 4 bytes of codes): the RoPE dims from word 56 on.
 constexpr int kRopeFirstWord = nvfp4::kNopeDim / 8;  // 56
 
@@ -72,6 +69,11 @@ struct Geometry {
   // at 32 the attend's softmax is twice as long, and the table's writes on its path made the kernel
   // 0-3% slower than the converters loading their own indices (docs/hopper_small_kernel.md).
   static constexpr bool kRowTable = kHeads == 16;
+  // S halves in two buffers by chunk parity at 16 heads a unit: the converters store chunk j's
+  // while the attend warpgroup may still read chunk j - 1's, so they wait only for chunk j - 2's
+  // (about 1% faster, H200). At 32 the second buffer's 17 KB take the shared memory to the maximum
+  // and the L1 down to what is left, and the kernel was 24-26% slower: one buffer there.
+  static constexpr int kSBuffers = kHeads == 16 ? 2 : 1;
   // P^T, the B operand of PV: kHeads rows x 64 candidates (K-major), one column block.
   static constexpr int kPTileBytes = kHeads * kTileRowBytes;
   // n-blocks of 8 heads in the wgmma accumulators: S^T holds 4 * kHeadBlocks floats a thread, each
@@ -136,14 +138,14 @@ struct alignas(1024) SharedStorage {
   // cover the other warps' share of PV, so P is rewritten for chunk j + 2 only after the kPReady
   // barrier of chunk j + 1, which every warp reaches after its PV of chunk j.
   uint8_t p[2][G::kPTileBytes];
-  float s_partial[kSBuffers][kConverters][kGroupHeads][kSPartialStride];  // by chunk parity: each converter's half of S
+  float s_partial[G::kSBuffers][kConverters][kGroupHeads][kSPartialStride];  // by chunk parity: each converter's half of S
   float rescale[2][kGroupHeads];                     // per chunk parity: each head's O rescale factor
   float out_scale[kGroupHeads];                      // unit epilogue: each head's output scale
   uint8_t valid[kKTiles][kChunkRows];                // candidate flags of the chunk in each K tile
   // mbarriers
   uint64_t k_full[kKTiles];   // both converters wrote the tile, their S halves and the flags
   uint64_t k_empty[kKTiles];  // PV of the tile's chunk retired
-  uint64_t s_empty[kSBuffers];  // the attend warpgroup has read the S halves in the buffer
+  uint64_t s_empty[G::kSBuffers];  // the attend warpgroup has read the S halves in the buffer
   uint64_t table_full[kTableSlots];  // G::kRowTable, by chunk % 4: the attend wrote the chunk's row entries
   // The rows' addresses, four chunks ahead (G::kRowTable; last, so that an empty one moves
   // nothing else).
