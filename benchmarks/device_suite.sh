@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [ncu-source] [pack]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [ncu-source] [pack]
 # pack (last): every file in $OUT into $OUT/device_suite.tar.gz, with $OUT/summary.txt beside it
 # (each step's time and the logs' pass / fail / sanitizer summary lines): two files, where the
 # device returns only a few from $OUT. A step not in this list stops the script before any runs.
@@ -16,7 +16,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 steps="${*:-build test}"
-known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe ncu-source pack "
+known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe ncu-source pack "
 for step in $steps; do
   [[ "$known" == *" $step "* ]] || { echo "unknown step: $step (steps:$known)"; exit 2; }
 done
@@ -79,6 +79,16 @@ for step in $steps; do
       ;;
     bench-quick)
       "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1
+      ;;
+    operand-probe)
+      # What a 16-head chunk's tensor work costs by where its operands come from
+      # (benchmarks/operand_path_probe.cu).
+      if nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o "$out/operand_path_probe" benchmarks/operand_path_probe.cu > "$out/operand_probe_build.log" 2>&1; then
+        "$out/operand_path_probe" | tee "$out/operand_probe.md" || rc=1
+        rm -f "$out/operand_path_probe"
+      else
+        echo "operand probe build failed: $out/operand_probe_build.log"; rc=1
+      fi
       ;;
     store-probe)
       # How fast one SM writes a 64 KB output tile, by store pattern and number of SMs writing
