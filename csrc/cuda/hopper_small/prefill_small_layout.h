@@ -71,9 +71,9 @@ struct Geometry {
   static constexpr bool kRowTable = kHeads == 16;
   // S halves in two buffers by chunk parity at 16 heads a unit: the converters store chunk j's
   // while the attend warpgroup may still read chunk j - 1's, so they wait only for chunk j - 2's
-  // (0.4-1.6% faster, H200). At 32 the second buffer's 17 KB take the shared memory past the
-  // 196 KB carve-out (190,464 -> 207,872 bytes), the L1 from 60 KB to 28 KB, and the kernel was
-  // 19-26% slower: one buffer there.
+  // (0.4-1.3% faster at T = 4096, H200). At 32 the second buffer's 17 KB take the shared memory
+  // past the 196 KB carve-out (190,464 -> 207,872 bytes), the L1 from 60 KB to 28 KB, and the
+  // kernel was 19-24% slower: one buffer there.
   static constexpr int kSBuffers = kHeads == 16 ? 2 : 1;
   // P^T, the B operand of PV: kHeads rows x 64 candidates (K-major), one column block.
   static constexpr int kPTileBytes = kHeads * kTileRowBytes;
