@@ -41,10 +41,12 @@
 #include "../csrc/cuda/common/ptx_primitives.cuh"
 #include "../csrc/cuda/hopper/sm90_primitives.cuh"
 #include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"
+#include "../csrc/cuda/portable/sm80_primitives.cuh"  // mma_bf16_16x8x16
 #include "probe_check.h"
 
 namespace {
 
+using cake::cuda::mma_bf16_16x8x16;
 using cake::cuda::smem_address;
 using namespace cake::cuda::sm90;
 
@@ -71,14 +73,6 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
   return d;
 }
 
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // A warp's chunk of data in registers: k[s][n][h] is the mma.sync B fragment of k-step s (16 of
 // the warp's dims) and n-block n (8 candidates), h the low / high 8 dims; after movmatrix each
 // register holds the transposed 8 x 8 block, which are the wgmma / mma.sync A fragments of V^T.
@@ -91,7 +85,7 @@ __device__ __forceinline__ void mma_qk(float (&s)[8][4], const uint32_t (&q)[4][
 #pragma unroll
   for (int step = 0; step < 4; ++step) {
 #pragma unroll
-    for (int n = 0; n < 8; ++n) mma_m16n8k16(s[n], q[step], rows.k[step][n][0], rows.k[step][n][1]);
+    for (int n = 0; n < 8; ++n) mma_bf16_16x8x16(s[n], q[step], rows.k[step][n][0], rows.k[step][n][1]);
   }
 }
 
@@ -142,7 +136,7 @@ __device__ __forceinline__ void pv_mma(float (&o)[4][2][4], const WarpRows& rows
       uint32_t a[4];
       v_fragment(a, rows, tile, step);
 #pragma unroll
-      for (int n = 0; n < 2; ++n) mma_m16n8k16(o[tile][n], a, p[step][n][0], p[step][n][1]);
+      for (int n = 0; n < 2; ++n) mma_bf16_16x8x16(o[tile][n], a, p[step][n][0], p[step][n][1]);
     }
   }
 }
@@ -212,6 +206,17 @@ __device__ __forceinline__ bool warp_takes_part(int warp) {
   }
 }
 
+// The sum of a piece's results (what keeps them live).
+template <int kRows, int kCols>
+__device__ __forceinline__ float total(const float (&v)[kRows][kCols]) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) sum += v[r][c];
+  return sum;
+}
+
 // Warpgroup 0's whole present PV (8 m-tiles), into d.
 __device__ __forceinline__ void pv_ss_whole(float (&d)[8][8], uint32_t tile_address, uint32_t p_address) {
   pv_ss<8>(d, 0, tile_address, p_address);
@@ -250,61 +255,51 @@ __global__ void __launch_bounds__(kThreads, 1) run_piece(long long* cycles, floa
   if (warp_takes_part<kPiece>(warp)) {
     if constexpr (kPiece == kPvSs1 || kPiece == kStoresPvSs) {
       float d[8][8] = {};
-      #pragma unroll 1
+#pragma unroll 1
       for (int it = 0; it < kIterations; ++it) {
         if (warp >= 8) store_tile(tile_address, thread - 256, uint32_t(it));
         else pv_ss_whole(d, tile_address, p_address);
       }
-#pragma unroll
-      for (int t = 0; t < 8; ++t)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) live += d[t][i];
-    } else if constexpr (kPiece == kPvSs2) {
+      live += total(d);
+    } else if constexpr (kPiece == kPvSs2 || kPiece == kPvRs2) {
       float o[4][8] = {};
-      #pragma unroll 1
-      for (int it = 0; it < kIterations; ++it) pv_ss<4>(o, 4 * (warp / 4), tile_address, p_address);
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) live += o[t][i];
-    } else if constexpr (kPiece == kPvRs2) {
-      float o[4][8] = {};
-      #pragma unroll 1
-      for (int it = 0; it < kIterations; ++it) pv_rs(o, rows, p_address);
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) live += o[t][i];
+#pragma unroll 1
+      for (int it = 0; it < kIterations; ++it) {
+        if constexpr (kPiece == kPvSs2) {
+          pv_ss<4>(o, 4 * (warp / 4), tile_address, p_address);
+        } else {
+          pv_rs(o, rows, p_address);
+        }
+      }
+      live += total(o);
     } else if constexpr (kPiece == kMovmatrix || kPiece == kStoresMov) {
-      #pragma unroll 1
+#pragma unroll 1
       for (int it = 0; it < kIterations; ++it) {
         if (warp >= 8) store_tile(tile_address, thread - 256, uint32_t(it));
         else transpose(rows);
       }
     } else if constexpr (kPiece == kMmaQk) {
       float acc[8][4] = {};
-      #pragma unroll 1
+#pragma unroll 1
       for (int it = 0; it < kIterations; ++it) mma_qk(acc, q, rows);
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) live += acc[n][i];
+      live += total(acc);
     } else if constexpr (kPiece == kStores) {
-      #pragma unroll 1
+#pragma unroll 1
       for (int it = 0; it < kIterations; ++it) store_tile(tile_address, thread - 256, uint32_t(it));
-    } else if constexpr (kPiece == kRegChunk) {
+    } else if constexpr (kPiece == kRegChunk || kPiece == kRegChunkMma) {
       float acc[8][4] = {};
-      float o[4][8] = {};
-      #pragma unroll 1
+      float o[4][8] = {};  // PV by wgmma: 4 m-tiles x 8; by mma.sync: [tile][n block][4] in the same registers
+#pragma unroll 1
       for (int it = 0; it < kIterations; ++it) {
         mma_qk(acc, q, rows);
         transpose(rows);
-        pv_rs(o, rows, p_address);
+        if constexpr (kPiece == kRegChunk) {
+          pv_rs(o, rows, p_address);
+        } else {
+          pv_mma(reinterpret_cast<float(&)[4][2][4]>(o), rows, p);
+        }
       }
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) live += acc[n][i] + o[n % 4][2 * i];
+      live += total(acc) + total(o);
     } else if constexpr (kPiece == kQkRs2) {
       float s_acc[8] = {};
 #pragma unroll 1
@@ -325,19 +320,6 @@ __global__ void __launch_bounds__(kThreads, 1) run_piece(long long* cycles, floa
       }
 #pragma unroll
       for (int i = 0; i < 8; ++i) live += s_acc[i] + d[i][i];
-    } else if constexpr (kPiece == kRegChunkMma) {
-      float acc[8][4] = {};
-      float o[4][2][4] = {};
-      #pragma unroll 1
-      for (int it = 0; it < kIterations; ++it) {
-        mma_qk(acc, q, rows);
-        transpose(rows);
-        pv_mma(o, rows, p);
-      }
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) live += acc[n][i] + o[n % 4][i % 2][i];
     }
   }
   const long long elapsed = clock64() - start;
