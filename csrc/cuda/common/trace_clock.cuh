@@ -1,8 +1,10 @@
 // The development traces' clock (the 64-head kernel's CAKE_HOPPER_TRACE, the small-heads kernel's
-// CAKE_SMALL_TRACE): a clock64() read that cannot run ahead of a named barrier the warp is passing.
+// CAKE_SMALL_TRACE): a clock64() read that cannot run ahead of a named barrier the warp is passing,
+// and the host's printout of a trace's [role][event][row] clocks.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 
 namespace cake::cuda {
 
@@ -25,6 +27,18 @@ __device__ __forceinline__ unsigned long long clock_past_barrier() {
       : "r"(word)
       : "memory");
   return clock;
+}
+
+// One line a (role, row): "<tag> role row" and the row's `events` clocks, from clocks laid out
+// [role][event][row] (as the kernels record them).
+inline void print_trace_rows(const char* tag, const unsigned long long* clocks, int roles, int events, int rows) {
+  for (int role = 0; role < roles; ++role) {
+    for (int row = 0; row < rows; ++row) {
+      printf("%s %d %d", tag, role, row);
+      for (int event = 0; event < events; ++event) printf(" %llu", clocks[(role * events + event) * rows + row]);
+      printf("\n");
+    }
+  }
 }
 
 }  // namespace cake::cuda

@@ -63,13 +63,7 @@ inline void print_trace() {
     for (int point = 0; point < kLifePoints; ++point) printf(" %llu", life[role][point]);
     printf("\n");
   }
-  for (int role = 0; role < 4; ++role) {
-    for (int block = 0; block < kTraceBlocks; ++block) {
-      printf("TRACE %d %d", role, block);
-      for (int event = 0; event < kTraceEvents; ++event) printf(" %llu", host[role][event][block]);
-      printf("\n");
-    }
-  }
+  print_trace_rows("TRACE", &host[0][0][0], 4, kTraceEvents, kTraceBlocks);
   fflush(stdout);  // before the caller's own output (benchmarks/trace_items.py marks launches)
 }
 #else

@@ -60,7 +60,7 @@ class AttendRole {
         trace_event(0, 2, gchunk);
         fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
-        trace_event_after_barrier(0, 3, gchunk);
+        trace_event_past_barrier(0, 3, gchunk);
         // The row index of the table's next chunk, loaded here so that its latency passes under
         // this chunk's PV (the entry is written at the chunk's end).
         int32_t table_index = -1;

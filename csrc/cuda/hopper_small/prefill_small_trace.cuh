@@ -28,7 +28,7 @@ __device__ __forceinline__ void trace_event(int role, int event, int chunk) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) g_small_trace[role][event][chunk] = clock64();
 }
 // The clock past a named barrier (../common/trace_clock.cuh), for the point right after one.
-__device__ __forceinline__ void trace_event_after_barrier(int role, int event, int chunk) {
+__device__ __forceinline__ void trace_event_past_barrier(int role, int event, int chunk) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) {
     g_small_trace[role][event][chunk] = clock_past_barrier();
   }
@@ -39,13 +39,7 @@ inline void print_small_trace() {
   static unsigned long long host[kTraceRoles][kTraceEvents][kTraceChunks];
   cudaDeviceSynchronize();
   cudaMemcpyFromSymbol(host, g_small_trace, sizeof(host));
-  for (int role = 0; role < kTraceRoles; ++role) {
-    for (int chunk = 0; chunk < kTraceChunks; ++chunk) {
-      printf("STRACE %d %d", role, chunk);
-      for (int event = 0; event < kTraceEvents; ++event) printf(" %llu", host[role][event][chunk]);
-      printf("\n");
-    }
-  }
+  print_trace_rows("STRACE", &host[0][0][0], kTraceRoles, kTraceEvents, kTraceChunks);
   fflush(stdout);  // before the caller's own output (benchmarks/trace_small.py marks launches)
   // Zeros for the next launch, so that a point it does not reach reads "not recorded".
   static const unsigned long long zeros[kTraceRoles][kTraceEvents][kTraceChunks] = {};
@@ -53,7 +47,7 @@ inline void print_small_trace() {
 }
 #else
 __device__ __forceinline__ void trace_event(int, int, int) {}
-__device__ __forceinline__ void trace_event_after_barrier(int, int, int) {}
+__device__ __forceinline__ void trace_event_past_barrier(int, int, int) {}
 inline void print_small_trace() {}
 #endif
 
