@@ -100,27 +100,27 @@ __device__ __forceinline__ void transpose(WarpRows& rows) {
   }
 }
 
-// V^T's A fragment for m-tile `tile` (the warp's dims 16 tile ..) and k-step `step` (candidates
-// 16 step ..), from the transposed blocks.
-__device__ __forceinline__ void v_fragment(uint32_t (&a)[4], const WarpRows& rows, int tile, int step) {
-  a[0] = rows.k[tile][2 * step][0];
-  a[1] = rows.k[tile][2 * step][1];
-  a[2] = rows.k[tile][2 * step + 1][0];
-  a[3] = rows.k[tile][2 * step + 1][1];
+// Calls multiply(tile, step, a) for each m-tile `tile` (the warp's dims 16 tile ..) and k-step
+// `step` (candidates 16 step ..) with V^T's A fragment `a`, from the transposed blocks.
+template <typename Multiply>
+__device__ __forceinline__ void for_each_v_fragment(const WarpRows& rows, Multiply&& multiply) {
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+#pragma unroll
+    for (int tile = 0; tile < 4; ++tile) {
+      const uint32_t a[4] = {rows.k[tile][2 * step][0], rows.k[tile][2 * step][1], rows.k[tile][2 * step + 1][0],
+                             rows.k[tile][2 * step + 1][1]};
+      multiply(tile, step, a);
+    }
+  }
 }
 
 __device__ __forceinline__ void pv_rs(float (&o)[4][8], const WarpRows& rows, uint32_t p_address) {
   const uint64_t p_desc = smem_descriptor(p_address, 16, 1024);
   wgmma_fence();
-#pragma unroll
-  for (int step = 0; step < 4; ++step) {
-#pragma unroll
-    for (int tile = 0; tile < 4; ++tile) {
-      uint32_t a[4];
-      v_fragment(a, rows, tile, step);
-      wgmma_m64n16k16_rs(o[tile], a, p_desc + ((step * 32) >> 4), true);
-    }
-  }
+  for_each_v_fragment(rows, [&](int tile, int step, const uint32_t (&a)[4]) {
+    wgmma_m64n16k16_rs(o[tile], a, p_desc + ((step * 32) >> 4), true);
+  });
   wgmma_commit();
   wgmma_wait<0>();
 #pragma unroll
@@ -129,16 +129,10 @@ __device__ __forceinline__ void pv_rs(float (&o)[4][8], const WarpRows& rows, ui
 
 // PV by mma.sync: O^T[warp's 64 dims x 16 heads] with P^T's B fragments held in registers.
 __device__ __forceinline__ void pv_mma(float (&o)[4][2][4], const WarpRows& rows, const uint32_t (&p)[4][2][2]) {
+  for_each_v_fragment(rows, [&](int tile, int step, const uint32_t (&a)[4]) {
 #pragma unroll
-  for (int step = 0; step < 4; ++step) {
-#pragma unroll
-    for (int tile = 0; tile < 4; ++tile) {
-      uint32_t a[4];
-      v_fragment(a, rows, tile, step);
-#pragma unroll
-      for (int n = 0; n < 2; ++n) mma_bf16_16x8x16(o[tile][n], a, p[step][n][0], p[step][n][1]);
-    }
-  }
+    for (int n = 0; n < 2; ++n) mma_bf16_16x8x16(o[tile][n], a, p[step][n][0], p[step][n][1]);
+  });
 }
 
 // Warpgroup `first_tile / 4`'s share of the present PV: m-tiles first_tile .. first_tile + tiles - 1.
@@ -180,18 +174,13 @@ __device__ __forceinline__ void qk_rs(float (&s_acc)[8], const WarpRows& rows, u
   pin_registers(s_acc);
 }
 
-// Warpgroups 0 and 1's share of a 64 KB K tile (32 KB each), 16-byte stores.
-__device__ __forceinline__ void store_half_tile(uint32_t tile_address, int thread, uint32_t value) {
+// A 64 KB tile stored by kStoreThreads threads (`thread` 0..kStoreThreads - 1): 16-byte stores,
+// consecutive threads on consecutive 16 bytes.
+template <int kStoreThreads>
+__device__ __forceinline__ void store_tile(uint32_t tile_address, int thread, uint32_t value) {
 #pragma unroll 8
-  for (int j = 0; j < kTileBytes / 16 / 256; ++j)
-    st_shared_16(tile_address + 16 * (256 * j + thread), value, value + 1, value + 2, value + 3);
-}
-
-// Warpgroup 2's 64 KB tile: 16-byte stores, consecutive lanes on consecutive 16 bytes.
-__device__ __forceinline__ void store_tile(uint32_t tile_address, int thread_in_group, uint32_t value) {
-#pragma unroll 8
-  for (int j = 0; j < kTileBytes / 16 / 128; ++j)
-    st_shared_16(tile_address + 16 * (128 * j + thread_in_group), value, value + 1, value + 2, value + 3);
+  for (int j = 0; j < kTileBytes / 16 / kStoreThreads; ++j)
+    st_shared_16(tile_address + 16 * (kStoreThreads * j + thread), value, value + 1, value + 2, value + 3);
 }
 
 template <int kPiece>
@@ -215,11 +204,6 @@ __device__ __forceinline__ float total(const float (&v)[kRows][kCols]) {
 #pragma unroll
     for (int c = 0; c < kCols; ++c) sum += v[r][c];
   return sum;
-}
-
-// Warpgroup 0's whole present PV (8 m-tiles), into d.
-__device__ __forceinline__ void pv_ss_whole(float (&d)[8][8], uint32_t tile_address, uint32_t p_address) {
-  pv_ss<8>(d, 0, tile_address, p_address);
 }
 
 template <int kPiece>
@@ -257,8 +241,8 @@ __global__ void __launch_bounds__(kThreads, 1) run_piece(long long* cycles, floa
       float d[8][8] = {};
 #pragma unroll 1
       for (int it = 0; it < kIterations; ++it) {
-        if (warp >= 8) store_tile(tile_address, thread - 256, uint32_t(it));
-        else pv_ss_whole(d, tile_address, p_address);
+        if (warp >= 8) store_tile<128>(tile_address, thread - 256, uint32_t(it));
+        else pv_ss<8>(d, 0, tile_address, p_address);
       }
       live += total(d);
     } else if constexpr (kPiece == kPvSs2 || kPiece == kPvRs2) {
@@ -275,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 1) run_piece(long long* cycles, floa
     } else if constexpr (kPiece == kMovmatrix || kPiece == kStoresMov) {
 #pragma unroll 1
       for (int it = 0; it < kIterations; ++it) {
-        if (warp >= 8) store_tile(tile_address, thread - 256, uint32_t(it));
+        if (warp >= 8) store_tile<128>(tile_address, thread - 256, uint32_t(it));
         else transpose(rows);
       }
     } else if constexpr (kPiece == kMmaQk) {
@@ -285,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1) run_piece(long long* cycles, floa
       live += total(acc);
     } else if constexpr (kPiece == kStores) {
 #pragma unroll 1
-      for (int it = 0; it < kIterations; ++it) store_tile(tile_address, thread - 256, uint32_t(it));
+      for (int it = 0; it < kIterations; ++it) store_tile<128>(tile_address, thread - 256, uint32_t(it));
     } else if constexpr (kPiece == kRegChunk || kPiece == kRegChunkMma) {
       float acc[8][4] = {};
       float o[4][8] = {};  // PV by wgmma: 4 m-tiles x 8; by mma.sync: [tile][n block][4] in the same registers
@@ -312,10 +296,10 @@ __global__ void __launch_bounds__(kThreads, 1) run_piece(long long* cycles, floa
 #pragma unroll 1
       for (int it = 0; it < kIterations; ++it) {
         if (warp >= 8) {
-          pv_ss_whole(d, tile_address, p_address);
+          pv_ss<8>(d, 0, tile_address, p_address);
         } else {
           qk_rs(s_acc, rows, q_address);
-          store_half_tile(tile_address, thread, uint32_t(it));
+          store_tile<256>(tile_address, thread, uint32_t(it));
         }
       }
 #pragma unroll
