@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [ncu-source] [pack]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [arrive-probe] [ncu-source] [pack]
 # pack (last): every file in $OUT into $OUT/device_suite.tar.gz, with $OUT/summary.txt beside it
 # (each step's time and the logs' pass / fail / sanitizer summary lines): two files, where the
 # device returns only a few from $OUT. A step not in this list stops the script before any runs.
@@ -16,7 +16,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 steps="${*:-build test}"
-known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe ncu-source pack "
+known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe arrive-probe ncu-source pack "
 for step in $steps; do
   [[ "$known" == *" $step "* ]] || { echo "unknown step: $step (steps:$known)"; exit 2; }
 done
@@ -88,6 +88,16 @@ for step in $steps; do
         rm -f "$out/operand_path_probe"
       else
         echo "operand probe build failed: $out/operand_probe_build.log"; rc=1
+      fi
+      ;;
+    arrive-probe)
+      # Whether a hand-over (mbarrier arrive, named barrier, proxy fence) waits for the handing
+      # thread's global loads in flight (benchmarks/arrive_probe.cu).
+      if nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o "$out/arrive_probe" benchmarks/arrive_probe.cu > "$out/arrive_probe_build.log" 2>&1; then
+        "$out/arrive_probe" | tee "$out/arrive_probe.md" || rc=1
+        rm -f "$out/arrive_probe"
+      else
+        echo "arrive probe build failed: $out/arrive_probe_build.log"; rc=1
       fi
       ;;
     store-probe)
