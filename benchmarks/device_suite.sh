@@ -22,6 +22,18 @@ for step in $steps; do
 done
 rc=0
 timings=""
+# A standalone probe: benchmarks/SOURCE.cu built by nvcc with ARCH_FLAGS, run once, its table in
+# $out/LOG.md (the build's log in $out/LOG_build.log), the binary removed.
+run_probe() {
+  local source="$1" log="$2"
+  shift 2
+  if nvcc -O3 -std=c++17 "$@" -o "$out/$source" "benchmarks/$source.cu" > "$out/${log}_build.log" 2>&1; then
+    "$out/$source" | tee "$out/$log.md" || rc=1
+    rm -f "$out/$source"
+  else
+    echo "$source build failed: $out/${log}_build.log"; rc=1
+  fi
+}
 for step in $steps; do
   start=$(date +%s)
   case "$step" in
@@ -81,34 +93,17 @@ for step in $steps; do
       "$py" benchmarks/bench_prefill.py --tokens 4096 --heads 16 64 128 --topk 512 1024 --baseline none ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_quick.md" || rc=1
       ;;
     operand-probe)
-      # What a 16-head chunk's tensor work costs by where its operands come from
-      # (benchmarks/operand_path_probe.cu).
-      if nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o "$out/operand_path_probe" benchmarks/operand_path_probe.cu > "$out/operand_probe_build.log" 2>&1; then
-        "$out/operand_path_probe" | tee "$out/operand_probe.md" || rc=1
-        rm -f "$out/operand_path_probe"
-      else
-        echo "operand probe build failed: $out/operand_probe_build.log"; rc=1
-      fi
+      # What a 16-head chunk's tensor work costs by where its operands come from.
+      run_probe operand_path_probe operand_probe -gencode=arch=compute_90a,code=sm_90a
       ;;
     arrive-probe)
       # Whether a hand-over (mbarrier arrive, named barrier, proxy fence) waits for the handing
-      # thread's global loads in flight (benchmarks/arrive_probe.cu).
-      if nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o "$out/arrive_probe" benchmarks/arrive_probe.cu > "$out/arrive_probe_build.log" 2>&1; then
-        "$out/arrive_probe" | tee "$out/arrive_probe.md" || rc=1
-        rm -f "$out/arrive_probe"
-      else
-        echo "arrive probe build failed: $out/arrive_probe_build.log"; rc=1
-      fi
+      # thread's global loads in flight.
+      run_probe arrive_probe arrive_probe -gencode=arch=compute_90a,code=sm_90a
       ;;
     store-probe)
-      # How fast one SM writes a 64 KB output tile, by store pattern and number of SMs writing
-      # (benchmarks/store_rate_probe.cu).
-      if nvcc -O3 -arch=native -o "$out/store_rate_probe" benchmarks/store_rate_probe.cu > "$out/store_probe_build.log" 2>&1; then
-        "$out/store_rate_probe" | tee "$out/store_probe.md" || rc=1
-        rm -f "$out/store_rate_probe"
-      else
-        echo "store probe build failed: $out/store_probe_build.log"; rc=1
-      fi
+      # How fast one SM writes a 64 KB output tile, by store pattern and number of SMs writing.
+      run_probe store_rate_probe store_probe -arch=native
       ;;
     ncu-source)
       # Nsight Compute on the installed build, T = 4096, topk 512, for each H of NCU_HEADS (default
