@@ -88,7 +88,8 @@ __device__ __forceinline__ uint64_t line_of(uint32_t seed) {
 }
 
 template <HandOver kHow>
-__global__ void __launch_bounds__(64) probe(const uint8_t* buffer, unsigned long long* times, uint32_t* sink) {
+__global__ void __launch_bounds__(64) probe(const uint8_t* buffer, unsigned long long* times, uint32_t* sink,
+                                            uint32_t salt) {
   __shared__ Shared smem;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t full = smem_address(&smem.full), ack = smem_address(&smem.ack);
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(64) probe(const uint8_t* buffer, unsigned long
       uint4 v[kLoadsPerLane];
 #pragma unroll
       for (int k = 0; k < kLoadsPerLane; ++k) {
-        const uint32_t seed = ((blockIdx.x * kRounds + round) * kLoadsPerLane + k) * 4 + lane / 8;
+        const uint32_t seed = (((salt * gridDim.x + blockIdx.x) * kRounds + round) * kLoadsPerLane + k) * 4 + lane / 8;
         if constexpr (kHow == HandOver::kAsyncArrive) {
           cake::cuda::cp_async_16(smem_address(&smem.copies[k][lane]), buffer + line_of(seed) * 128 + (lane % 8) * 16, true);
         } else {
@@ -164,11 +165,15 @@ __global__ void __launch_bounds__(64) probe(const uint8_t* buffer, unsigned long
   }
 }
 
+// Each launch reads lines of its own (`salt`, counted over all launches): the ~35 MB a launch
+// touches would otherwise be in the L2 for the next.
+uint32_t salt = 0;
+
 template <HandOver kHow>
 void run(const uint8_t* buffer, unsigned long long* times, uint32_t* sink, int ctas) {
-  probe<kHow><<<ctas, 64>>>(buffer, times, sink);  // once to warm the code, then timed
+  probe<kHow><<<ctas, 64>>>(buffer, times, sink, salt++);  // once to warm the code, then timed
   CHECK_CUDA(cudaGetLastError());
-  probe<kHow><<<ctas, 64>>>(buffer, times, sink);
+  probe<kHow><<<ctas, 64>>>(buffer, times, sink, salt++);
   CHECK_CUDA(cudaGetLastError());
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<unsigned long long> host(uint64_t(ctas) * kRounds * kTimes);
