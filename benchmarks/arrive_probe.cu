@@ -165,15 +165,15 @@ __global__ void __launch_bounds__(64) probe(const uint8_t* buffer, unsigned long
   }
 }
 
-// Each launch reads lines of its own (`salt`, counted over all launches): the ~35 MB a launch
+// Each launch reads lines of its own (`launch_salt`, counted over all launches): the ~35 MB a launch
 // touches would otherwise be in the L2 for the next.
-uint32_t salt = 0;
+uint32_t launch_salt = 0;
 
 template <HandOver kHow>
 void run(const uint8_t* buffer, unsigned long long* times, uint32_t* sink, int ctas) {
-  probe<kHow><<<ctas, 64>>>(buffer, times, sink, salt++);  // once to warm the code, then timed
+  probe<kHow><<<ctas, 64>>>(buffer, times, sink, launch_salt++);  // once to warm the code, then timed
   CHECK_CUDA(cudaGetLastError());
-  probe<kHow><<<ctas, 64>>>(buffer, times, sink, salt++);
+  probe<kHow><<<ctas, 64>>>(buffer, times, sink, launch_salt++);
   CHECK_CUDA(cudaGetLastError());
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<unsigned long long> host(uint64_t(ctas) * kRounds * kTimes);
