@@ -58,11 +58,12 @@ struct Shared {
   uint4 copies[kLoadsPerLane][32];  // async_arrive's destinations
 };
 
-__device__ __forceinline__ uint4 load_cold_line(const uint8_t* buffer, uint64_t line, int lane) {
+// Volatile, so that the load stays where the source puts it (before the hand-over).
+__device__ __forceinline__ uint4 load_cold(const uint8_t* address) {
   uint4 v;
   asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(buffer + line * 128 + (lane % 8) * 16));
+               : "l"(address));
   return v;
 }
 // The sum through volatile asm, so that neither compiler moves it above the hand-over.
@@ -71,6 +72,7 @@ __device__ __forceinline__ void add_words(uint32_t& sum, const uint4& v) {
                : "+r"(sum)
                : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
+// clock64 with a memory clobber: it keeps its place among the loads, stores and hand-over around it.
 __device__ __forceinline__ uint64_t clock_now() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t)::"memory");
@@ -79,12 +81,14 @@ __device__ __forceinline__ uint64_t clock_now() {
 __device__ __forceinline__ void arrive_relaxed(uint32_t bar) {
   asm volatile("mbarrier.arrive.relaxed.cta.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ uint64_t line_of(uint32_t seed) {
+// This lane's 16 bytes of a random 128-byte line of the buffer (a hash of `seed`): a quarter warp
+// reads one line.
+__device__ __forceinline__ const uint8_t* cold_address(const uint8_t* buffer, uint32_t seed, int lane) {
   uint64_t x = seed * 0x9E3779B97F4A7C15ull;
   x ^= x >> 29;
   x *= 0xBF58476D1CE4E5B9ull;
   x ^= x >> 32;
-  return x % kLines;
+  return buffer + (x % kLines) * 128 + (lane % 8) * 16;
 }
 
 template <HandOver kHow>
@@ -107,10 +111,11 @@ __global__ void __launch_bounds__(64) probe(const uint8_t* buffer, unsigned long
 #pragma unroll
       for (int k = 0; k < kLoadsPerLane; ++k) {
         const uint32_t seed = (((salt * gridDim.x + blockIdx.x) * kRounds + round) * kLoadsPerLane + k) * 4 + lane / 8;
+        const uint8_t* address = cold_address(buffer, seed, lane);
         if constexpr (kHow == HandOver::kAsyncArrive) {
-          cake::cuda::cp_async_16(smem_address(&smem.copies[k][lane]), buffer + line_of(seed) * 128 + (lane % 8) * 16, true);
+          cake::cuda::cp_async_16(smem_address(&smem.copies[k][lane]), address, true);
         } else {
-          v[k] = load_cold_line(buffer, line_of(seed), lane);
+          v[k] = load_cold(address);
         }
       }
       if constexpr (kHow == HandOver::kAsyncArrive) cake::cuda::cp_async_commit();
@@ -209,7 +214,8 @@ int main() {
   CHECK_CUDA(cudaMalloc(&sink, uint64_t(sms) * 32 * sizeof(uint32_t)));
   std::printf("%d CTAs of 2 warps, %d rounds each, %d loads of 16 B a producer lane; cycles after t0, medians\n\n",
               sms, kRounds, kLoadsPerLane);
-  std::printf("| hand-over | consumer sees it | producer's loads landed | hand-over instruction |\n|---|---|---|---|\n");
+  std::printf("| hand-over | consumer sees it | producer's loads landed | hand-over instruction |\n");
+  std::printf("|---|---|---|---|\n");
   run<HandOver::kArriveLanded>(buffer, times, sink, sms);
   run<HandOver::kArrive>(buffer, times, sink, sms);
   run<HandOver::kArriveRelaxed>(buffer, times, sink, sms);
