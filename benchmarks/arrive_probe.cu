@@ -4,9 +4,9 @@
 // proxy fence before kPReady with such a load in flight was measured to cost its whole latency
 // (docs/hopper_small_kernel.md, "Not done yet": the row table's index a chunk ahead). This probe
 // asks the same of each way to hand over, on every SM at once (one CTA an SM, two warps): warp 0
-// (the producer) issues 8 loads of 16 bytes a lane from a cold 1 GB buffer (random lines: L2
-// misses), writes 512 bytes of shared memory, reads the clock (t0), hands over, reads it again
-// (t1), then adds up its loaded words (t_loaded: the loads have landed); warp 1 (the consumer)
+// (the producer) issues 8 loads of 16 bytes a lane, the kernels' code loads, from a cold 1 GB
+// buffer (random lines: L2 misses), writes 512 bytes of shared memory, reads the clock (t0), hands
+// over, reads it again (t1), then adds up its loaded words (t_loaded: the loads have landed); warp 1 (the consumer)
 // waits for the hand-over and reads the clock when it passes (t_seen), then lets the producer
 // start the next round. Hand-overs:
 //   arrive          mbarrier.arrive (release, CTA scope) by each producer lane
@@ -58,14 +58,6 @@ struct Shared {
   uint4 copies[kLoadsPerLane][32];  // async_arrive's destinations
 };
 
-// Volatile, so that the load stays where the source puts it (before the hand-over).
-__device__ __forceinline__ uint4 load_cold(const uint8_t* address) {
-  uint4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address));
-  return v;
-}
 // The sum through volatile asm, so that neither compiler moves it above the hand-over.
 __device__ __forceinline__ void add_words(uint32_t& sum, const uint4& v) {
   asm volatile("add.u32 %0, %0, %1;\nadd.u32 %0, %0, %2;\nadd.u32 %0, %0, %3;\nadd.u32 %0, %0, %4;\n"
@@ -115,7 +107,7 @@ __global__ void __launch_bounds__(64) probe(const uint8_t* buffer, unsigned long
         if constexpr (kHow == HandOver::kAsyncArrive) {
           cake::cuda::cp_async_16(smem_address(&smem.copies[k][lane]), address, true);
         } else {
-          v[k] = load_cold(address);
+          v[k] = cake::cuda::ld_global_nc_16_no_l1(address);  // the kernels' code loads (asm volatile: kept in place)
         }
       }
       if constexpr (kHow == HandOver::kAsyncArrive) cake::cuda::cp_async_commit();
