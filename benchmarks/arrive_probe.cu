@@ -6,9 +6,9 @@
 // asks the same of each way to hand over, on every SM at once (one CTA an SM, two warps): warp 0
 // (the producer) issues 8 loads of 16 bytes a lane, the kernels' code loads, from a cold 1 GB
 // buffer (random lines: L2 misses), writes 512 bytes of shared memory, reads the clock (t0), hands
-// over, reads it again (t1), then adds up its loaded words (t_loaded: the loads have landed); warp 1 (the consumer)
-// waits for the hand-over and reads the clock when it passes (t_seen), then lets the producer
-// start the next round. Hand-overs:
+// over, reads it again (t1), then adds up its loaded words (t_loaded: the loads have landed);
+// warp 1 (the consumer) waits for the hand-over and reads the clock when it passes (t_seen), then
+// lets the producer start the next round. Hand-overs:
 //   arrive          mbarrier.arrive (release, CTA scope) by each producer lane
 //   arrive_relaxed  mbarrier.arrive.relaxed: no ordering of the producer's earlier accesses (ptxas
 //                   of CUDA 13.0 gives it the same SASS instruction as arrive)
