@@ -5,9 +5,8 @@
 // values into the chunk's K tile (PV reads it), and hands its half of S^T = K Q^T (64 candidates x
 // the unit's heads, fp32) to the attend warpgroup. The code bytes of the next chunk are loaded
 // while this one is converted, group by group, into the registers just converted, from the
-// addresses the attend warpgroup's row table gives (16 heads a unit, prefill_small_attend.cuh) or
-// from the candidate indices this thread loads a chunk ahead (32). Each converter also loads its
-// half of each unit's Q.
+// addresses in the row table (written ahead by the attend warpgroup at 16 heads a unit, by
+// converter 0 at 32). Each converter also loads its half of each unit's Q.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -56,8 +55,7 @@ class ConvertRole {
   }
 
   // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread takes
-  // the addresses of its rows of chunk j + 1 (from the row table, or from the indices it loaded a
-  // chunk earlier), waits until PV is done with chunk j - 2 (same K tile), converts chunk j (whose
+  // the addresses of its rows of chunk j + 1 from the row table, waits until PV is done with chunk j - 2 (same K tile), converts chunk j (whose
   // codes were loaded during chunk j - 1) while loading chunk j + 1's, and hands over its S half
   // once the attend warpgroup has read the previous one.
   __device__ void run() {
@@ -65,29 +63,47 @@ class ConvertRole {
     Cursor current;
     seek_unit<kGroupHeads>(params_, num_units_, current, blockIdx.x);
     if (current.unit >= num_units_) return;
+    // The row table's writer: the first two chunks' entries here, then chunk j + 2's in the loop,
+    // from an index loaded a chunk earlier (table_cursor is at chunk j + 2 at the top of chunk j).
+    Cursor table_cursor;
+    int32_t table_index_ahead = -1;
+    if constexpr (kTableWriter) {
+      table_cursor = current;
+      write_table_rows(0, table_row(table_cursor, table_index(table_cursor)));
+      advance_past_end(table_cursor);
+      write_table_rows(1, table_row(table_cursor, table_index(table_cursor)));
+      advance_past_end(table_cursor);
+      table_index_ahead = table_index(table_cursor);
+    }
     {
       RowSource first[2];
-      if constexpr (G::kRowTable) table_rows(0, first);
-      else index_rows(current, cursor_indices(current), first);
+      table_rows(0, first);
       load_rows(first);
     }
     Cursor next = current;
     advance<kGroupHeads>(params_, num_units_, next);
-    int2 next_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(next);
     for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
       const int parity = gchunk & 1;
       trace_event(1 + kHalf, 0, gchunk);
       if (current.chunk == 0) load_q(current);
       const bool has_next = next.unit < num_units_;
       RowSource next_rows[2];
-      if constexpr (G::kRowTable) table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
-      else index_rows(next, has_next ? next_index : make_int2(-1, -1), next_rows);
+      table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
       Cursor after = next;
       if (has_next) advance<kGroupHeads>(params_, num_units_, after);
-      const int2 after_index = G::kRowTable ? make_int2(-1, -1) : cursor_indices(after);
+      // The row table's writer: chunk gchunk + 2's entries from the indices loaded during the
+      // previous chunk, made before the wait for a free K tile and stored after it (the slot's
+      // previous chunk is read by then); then chunk gchunk + 3's indices, used a chunk later.
+      RowEntry table_entry;
+      if constexpr (kTableWriter) {
+        table_entry = table_row(table_cursor, table_index_ahead);
+        advance_past_end(table_cursor);
+        table_index_ahead = table_index(table_cursor);
+      }
       trace_event(1 + kHalf, 1, gchunk);
 
       if (gchunk >= 2) mbarrier_wait(smem_address(&smem_.k_empty[parity]), ((gchunk >> 1) - 1) & 1);
+      if constexpr (kTableWriter) write_table_rows(gchunk + 2, table_entry);
       trace_event(1 + kHalf, 2, gchunk);
       float s_acc[G::kSAccumulators];
       convert(parity, s_acc, next_rows);
@@ -107,7 +123,6 @@ class ConvertRole {
       if (!has_next) break;
       current = next;
       next = after;
-      next_index = after_index;
       valid_[0] = next_rows[0].valid;
       valid_[1] = next_rows[1].valid;
     }
@@ -150,23 +165,35 @@ class ConvertRole {
     return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
   }
 
-  // Without the row table: the raw indices of this thread's two rows of the cursor's chunk (-1 past
-  // the list's length or the CTA's chunks), loaded a chunk before index_rows range-checks them, so
-  // that their latency hides behind a chunk.
-  __device__ __forceinline__ int2 cursor_indices(const Cursor& cursor) const {
-    return make_int2(chunk_row_index(params_, num_units_, cursor, row0_),
-                     chunk_row_index(params_, num_units_, cursor, row0_ + 8));
+  // At 32 heads a unit (not G::kAttendWritesTable) the row table is written by this converter's
+  // threads 0..63, one row each, two chunks ahead: chunk c + 2 during chunk c, once PV has retired
+  // chunk c - 2, whose K tile chunk c takes. Slot (c + 2) % kTableSlots then last held chunk c - 2,
+  // whose entries both converters read at the top of chunk c - 3: converter 1 before its k_full
+  // arrival of chunk c - 2, which that PV waited for, so the k_empty wait orders the rewrite after
+  // every read. The indices are loaded a chunk before their entries are made: made from indices
+  // loaded the same chunk, before the K tile wait, the entries cost 12-16% at 16 heads (H200).
+  static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == 0;
+  // This thread's row of the cursor's chunk: its raw index (threads 0..63; -1 past the list's
+  // length or the CTA's chunks), then its entry.
+  __device__ __forceinline__ int32_t table_index(const Cursor& cursor) const {
+    return thread_ < kChunkRows ? chunk_row_index(params_, num_units_, cursor, thread_) : -1;
   }
-  __device__ __forceinline__ void index_rows(const Cursor& cursor, int2 index, RowSource (&rows)[2]) const {
-    const CandidateListParams& list = chunk_list(params_, num_units_, cursor);
-    const CandidateRows a = candidate_rows_of_index(list, index.x);
-    const CandidateRows b = candidate_rows_of_index(list, index.y);
-    rows[0] = RowSource{a.data, a.scale, a.valid};
-    rows[1] = RowSource{b.data, b.scale, b.valid};
+  __device__ __forceinline__ RowEntry table_row(const Cursor& cursor, int32_t index) const {
+    return table_row_entry(params_, num_units_, cursor, index);
+  }
+  // advance(), which keeps a cursor past the end where it is.
+  __device__ __forceinline__ void advance_past_end(Cursor& cursor) const {
+    if (cursor.unit < num_units_) advance<kGroupHeads>(params_, num_units_, cursor);
+  }
+  __device__ __forceinline__ void write_table_rows(int c, const RowEntry& entry) {
+    if (thread_ < kChunkRows) {
+      smem_.table.rows[c % kTableSlots][thread_] = entry;
+      sm90::mbarrier_arrive(smem_address(&smem_.table_full[c % kTableSlots]));
+    }
   }
 
-  // With the row table: this thread's two rows (row0, row0 + 8) of the CTA's chunk c, which the
-  // attend warpgroup writes four chunks ahead (waited for; usually long done).
+  // This thread's two rows (row0, row0 + 8) of the CTA's chunk c, from the row table (waited for;
+  // usually long done).
   __device__ __forceinline__ void table_rows(int c, RowSource (&rows)[2]) const {
     const int slot = c % kTableSlots;
     sm90::mbarrier_wait(smem_address(&smem_.table_full[slot]), (c / kTableSlots) & 1);

@@ -51,8 +51,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_init(smem_address(&smem.k_empty[tile]), kWarpgroupThreads);
     }
     for (int buffer = 0; buffer < G::kSBuffers; ++buffer) mbarrier_init(smem_address(&smem.s_empty[buffer]), kWarpgroupThreads);
-    if constexpr (G::kRowTable)
-      for (int slot = 0; slot < kTableSlots; ++slot) mbarrier_init(smem_address(&smem.table_full[slot]), kChunkRows);
+    for (int slot = 0; slot < kTableSlots; ++slot) mbarrier_init(smem_address(&smem.table_full[slot]), kChunkRows);
   }
   __syncthreads();
   // setmaxnreg: the side that claims registers waits until the other side has released them.

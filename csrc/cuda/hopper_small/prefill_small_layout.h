@@ -63,12 +63,14 @@ struct Geometry {
   // column blocks of 64.
   static constexpr int kQColumnBlockBytes = kHeads * kTileRowBytes;
   static constexpr int kQHalfBytes = 4 * kQColumnBlockBytes;
-  // The row table (RowTable below): the attend warpgroup gives the converters their rows' cache
-  // addresses four chunks ahead. At 16 heads a unit only: there the attend waits on the converters,
-  // and the table takes the index loads and the address math off their path (3-6% faster, H200);
-  // at 32 the attend's softmax is twice as long, and the table's writes on its path made the kernel
-  // 0-3% slower than the converters loading their own indices (docs/hopper_small_kernel.md).
-  static constexpr bool kRowTable = kHeads == 16;
+  // The row table (RowTable below) gives both converters their rows' cache addresses, so that 64
+  // threads a chunk load the indices and do the address math rather than every converter thread
+  // for its own two rows. Its writer: at 16 heads a unit the attend warpgroup, four chunks ahead
+  // (3-6% faster than the converters' own addresses there; a converter writing it instead was 1-2%
+  // slower); at 32, where the attend's softmax is twice as long and its writes on the attend's
+  // path cost 0-3%, converter 0's first 64 threads, two chunks ahead (~5% faster at T = 4096 than
+  // the converters' own addresses). H200, docs/hopper_small_kernel.md.
+  static constexpr bool kAttendWritesTable = kHeads == 16;
   // S halves in two buffers by chunk parity at 16 heads a unit: the converters store chunk j's
   // while the attend warpgroup may still read chunk j - 1's, so they wait only for chunk j - 2's
   // (0.4-1.3% faster at T = 4096, H200). At 32 the second buffer's 17 KB take the shared memory
@@ -96,13 +98,13 @@ struct Geometry {
                 "the roles' registers fit what the CTA was launched with");
 };
 
-// The row table (Geometry::kRowTable): the cache addresses of each row of the CTA's chunks, by
-// chunk c over the CTA's walk (slot c % kTableSlots), written by the attend warpgroup four chunks
-// ahead (one row a thread of its first 64) and read by both converters a chunk before they convert
-// c. A row's data row address with bit 0 set when the row is valid (data rows are 16-byte aligned),
-// and its scale row's; a masked row has the list's base in both. 16-byte aligned, so that an entry
-// is one LDS.128: behind the mbarriers the table is otherwise only 8-byte aligned, an entry two
-// LDS.64, and that build was 3-6% slower at 16 heads (H200).
+// The row table: the cache addresses of each row of the CTA's chunks, by chunk c over the CTA's
+// walk (slot c % kTableSlots), written ahead by one row a thread of 64 threads (the attend
+// warpgroup's or converter 0's, Geometry::kAttendWritesTable) and read by both converters a chunk
+// before they convert c. A row's data row address with bit 0 set when the row is valid (data rows
+// are 16-byte aligned), and its scale row's; a masked row has the list's base in both. 16-byte
+// aligned, so that an entry is one LDS.128: behind the mbarriers the table is otherwise only 8-byte
+// aligned, an entry two LDS.64, and that build was 3-6% slower at 16 heads (H200).
 struct alignas(16) RowEntry {
   uint64_t data;
   uint64_t scale;
@@ -112,21 +114,23 @@ constexpr int kTableSlots = 4;
 template <bool kSplitItems>
 using Unit = WorkUnit<kSplitItems>;
 // A place in the CTA's chunks, in order over its units with candidates (seek_unit / advance in
-// prefill_small_work.cuh): the converters' walk, and the row table's writer's (two copies in the
-// table by parity: the attend's thread 0 advances one into the other).
+// prefill_small_work.cuh): the converters' walk, and the row table's writer's (when the attend
+// warpgroup writes it, two copies in the table by parity: its thread 0 advances one into the other).
 template <bool kSplitItems>
 struct ChunkCursor {
   int unit;  // >= the unit count: past the end
   int chunk;
   Unit<kSplitItems> u;
 };
-template <bool kUsed, bool kSplitItems>
+template <bool kAttendWrites, bool kSplitItems>
 struct RowTable {
   RowEntry rows[kTableSlots][kChunkRows];
   ChunkCursor<kSplitItems> cursor[2];
 };
 template <bool kSplitItems>
-struct RowTable<false, kSplitItems> {};
+struct RowTable<false, kSplitItems> {  // converter 0 keeps its cursor in registers
+  RowEntry rows[kTableSlots][kChunkRows];
+};
 
 // kSplitItems: the decode's instance (units of one split each, partials into the scratch); the
 // prefill's has whole-list units.
@@ -147,10 +151,8 @@ struct alignas(1024) SharedStorage {
   uint64_t k_full[kKTiles];   // both converters wrote the tile, their S halves and the flags
   uint64_t k_empty[kKTiles];  // PV of the tile's chunk retired
   uint64_t s_empty[G::kSBuffers];  // the attend warpgroup has read the S halves in the buffer
-  uint64_t table_full[kTableSlots];  // G::kRowTable, by chunk % 4: the attend wrote the chunk's row entries
-  // The rows' addresses, four chunks ahead (G::kRowTable; last, so that an empty one moves
-  // nothing else).
-  RowTable<G::kRowTable, kSplitItems> table;
+  uint64_t table_full[kTableSlots];  // by chunk % 4: the chunk's row entries are written
+  RowTable<G::kAttendWritesTable, kSplitItems> table;  // the rows' addresses, ahead
 };
 
 template <int kGroupHeads, bool kSplitItems>
