@@ -92,8 +92,8 @@ class DequantRole {
       trace_event(2 + warpgroup_, 6, gblock);
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
-      // j - 2. No proxy fence before the arrivals: it would wait for the loads in flight; the
-      // consumers fence after they observe half_full, before their wgmma (the async proxy) reads.
+      // j - 2. No proxy fence before the arrivals: the consumers fence after they observe
+      // half_full, before their wgmma (the async proxy) reads.
       const int empty_phase = ((gblock >> 1) - 1) & 1;
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);

@@ -68,14 +68,14 @@ struct Geometry {
   // for its own two rows. Its writer: at 16 heads a unit the attend warpgroup, four chunks ahead
   // (3-6% faster than the converters' own addresses there; a converter writing it instead was 1-2%
   // slower); at 32, where the attend's softmax is twice as long and its writes on the attend's
-  // path cost 0-3%, converter 0's first 64 threads, two chunks ahead (~5% faster at T = 4096 than
+  // path cost 0-3%, converter 0's first 64 threads, two chunks ahead (4-5% faster at T = 4096 than
   // the converters' own addresses). H200, docs/hopper_small_kernel.md.
   static constexpr bool kAttendWritesTable = kHeads == 16;
   // S halves in two buffers by chunk parity at 16 heads a unit: the converters store chunk j's
   // while the attend warpgroup may still read chunk j - 1's, so they wait only for chunk j - 2's
   // (0.4-1.3% faster at T = 4096, H200). At 32 the second buffer's 17 KB take the shared memory
-  // past the 196 KB carve-out (190,464 -> 207,872 bytes), the L1 from 60 KB to 28 KB, and the
-  // kernel was 19-24% slower: one buffer there.
+  // past the 196 KB carve-out (190,464 -> 207,872 bytes when timed, without the row table), the
+  // L1 from 60 KB to 28 KB, and the kernel was 19-24% slower: one buffer there.
   static constexpr int kSBuffers = kHeads == 16 ? 2 : 1;
   // P^T, the B operand of PV: kHeads rows x 64 candidates (K-major), one column block.
   static constexpr int kPTileBytes = kHeads * kTileRowBytes;
