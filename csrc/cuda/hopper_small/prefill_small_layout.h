@@ -69,8 +69,13 @@ struct Geometry {
   // (3-6% faster than the converters' own addresses there; a converter writing it instead was 1-2%
   // slower); at 32, where the attend's softmax is twice as long and its writes on the attend's
   // path cost 0-3%, converter 0's first 64 threads, two chunks ahead (4-5% faster at T = 4096 than
-  // the converters' own addresses). H200, docs/hopper_small_kernel.md.
+  // the converters' own addresses). H200, docs/hopper_small_kernel.md. CAKE_SMALL_TABLE_BY_CONVERTER
+  // has converter 0 write it at 16 heads too (a development build, to trace who paces the chunk).
+#ifdef CAKE_SMALL_TABLE_BY_CONVERTER
+  static constexpr bool kAttendWritesTable = false;
+#else
   static constexpr bool kAttendWritesTable = kHeads == 16;
+#endif
   // S halves in two buffers by chunk parity at 16 heads a unit: the converters store chunk j's
   // while the attend warpgroup may still read chunk j - 1's, so they wait only for chunk j - 2's
   // (0.4-1.3% faster at T = 4096, H200). At 32 the second buffer's 17 KB take the shared memory
