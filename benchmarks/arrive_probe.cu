@@ -1,8 +1,9 @@
 // Whether a hand-over waits for the handing thread's global loads still in flight. The Hopper
 // kernels hand work from one warpgroup to another by mbarrier arrivals and named barriers, often
 // right after issuing the next rows' loads (so that those land while the other side works). A
-// proxy fence before kPReady with such a load in flight was measured to cost its whole latency
-// (docs/hopper_small_kernel.md, "Not done yet": the row table's index a chunk ahead). This probe
+// proxy fence before kPReady with such a load in flight was thought to cost its whole latency
+// (docs/hopper_small_kernel.md, "Not done yet": the row table's index a chunk ahead; this probe
+// says it does not, docs/data/arrive_probe_h200_b387386.md). This probe
 // asks the same of each way to hand over, on every SM at once (one CTA an SM, two warps): warp 0
 // (the producer) issues 8 loads of 16 bytes a lane, the kernels' code loads, from a cold 1 GB
 // buffer (random lines: L2 misses), writes 512 bytes of shared memory, reads the clock (t0), hands

@@ -91,9 +91,9 @@ class ConvertRole {
       table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
       Cursor after = next;
       if (has_next) advance<kGroupHeads>(params_, num_units_, after);
-      // The row table's writer: chunk gchunk + 2's entries from the indices loaded during the
-      // previous chunk, made before the wait for a free K tile and stored after it (the slot's
-      // previous chunk is read by then); then chunk gchunk + 3's indices, used a chunk later.
+      // The row table's writer: chunk gchunk + 2's entries made from the indices loaded during the
+      // previous chunk, and chunk gchunk + 3's indices loaded (used a chunk later), before the wait
+      // for a free K tile; the entries stored after it (the slot's previous chunk is read by then).
       RowEntry table_entry;
       if constexpr (kTableWriter) {
         table_entry = table_row(table_cursor, table_index_ahead);
@@ -165,12 +165,12 @@ class ConvertRole {
     return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
   }
 
-  // At 32 heads a unit (not G::kAttendWritesTable) the row table is written by this converter's
-  // threads 0..63, one row each, two chunks ahead: chunk c + 2 during chunk c, once PV has retired
-  // chunk c - 2, whose K tile chunk c takes. Slot (c + 2) % kTableSlots then last held chunk c - 2,
-  // whose entries both converters read at the top of chunk c - 3: converter 1 before its k_full
-  // arrival of chunk c - 2, which that PV waited for, so the k_empty wait orders the rewrite after
-  // every read. The indices are loaded a chunk before their entries are made: made from indices
+  // Where the attend warpgroup does not write the row table (32 heads a unit, !G::kAttendWritesTable)
+  // this converter's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
+  // once PV has retired chunk c - 2, whose K tile chunk c takes. Slot (c + 2) % kTableSlots then
+  // last held chunk c - 2, whose entries every converter thread read at the top of chunk c - 3,
+  // before its k_full arrival of chunk c - 2, which that PV waited for, so the k_empty wait orders
+  // the rewrite after every read. The indices are loaded a chunk before their entries are made: made from indices
   // loaded the same chunk, before the K tile wait, the entries cost 12-16% at 16 heads (H200).
   static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == 0;
   // This thread's row of the cursor's chunk: its raw index (threads 0..63; -1 past the list's

@@ -7,9 +7,10 @@
 // - role 0, the attend warpgroup: 0 the chunk's start, 1 k_full passed, 2 the softmax done (S
 //   halves read, P^T written), 3 the kPReady barrier passed, 4 PV issued, 5 PV retired (k_empty
 //   arrived), 6 the chunk's end (at 16 heads a unit, the row table's entries written);
-// - roles 1 and 2, converters 0 and 1: 0 the chunk's top, 1 the next chunk's row sources known,
-//   2 k_empty passed (the K tile free), 3 converted (QK^T retired), 4 s_empty passed, 5 the S half
-//   stored and k_full arrived.
+// - roles 1 and 2, converters 0 and 1: 0 the chunk's top, 1 the next chunk's row sources known
+//   (and where converter 0 writes the row table, its entries made and the next indices loaded),
+//   2 k_empty passed (the K tile free; the entries stored), 3 converted (QK^T retired), 4 s_empty
+//   passed, 5 the S half stored and k_full arrived.
 #pragma once
 
 #include <cstdio>

@@ -181,8 +181,8 @@ __device__ __forceinline__ const CandidateListParams& chunk_list(const DecodePar
   return params.lists[c.unit < num_units && !in_main_list(c.u, c.chunk) ? 1 : 0];
 }
 // The raw index of row `row` of the cursor's chunk, loaded here: -1 past its list's length or the
-// CTA's chunks (candidate_rows_of_index range-checks the rest). The converters' index loads and the
-// row table's writer share it.
+// CTA's chunks (candidate_rows_of_index range-checks the rest): the row table's writers' loads (the
+// attend warpgroup's or converter 0's).
 template <bool kSplitItems>
 __device__ __forceinline__ int32_t chunk_row_index(const DecodeParams& params, int num_units,
                                                    const ChunkCursor<kSplitItems>& c, int row) {
