@@ -310,7 +310,8 @@ class AttendRole {
         const float scale = smem_.out_scale[head];
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) {
-          const int dim = t < kRopeMTile ? 64 * t + nope_dim : rope_dim;
+          const int dim = t < kRopeMTile ? (kWideCodeLoads ? nope_pair_dim_at(t, warp_, column) : 64 * t + nope_dim)
+                                         : rope_dim;
           store(head, dim, output_pair(t, n, e, scale, odd_column));
         }
       }

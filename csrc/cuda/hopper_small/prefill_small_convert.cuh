@@ -211,11 +211,35 @@ class ConvertRole {
   // registers are zeroed.
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
-    const int group = kFirst + quad_ + 4 * slot;
+    const int group = slot_group(kHalf, quad_, slot);
     if constexpr (kRopeLast) {
       sm90::ld_global_nc_8_no_l1_if(row.groups[slot], source.data_row + 8 * group, source.valid);
     } else {
       row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
+    }
+  }
+  // Slots i and i + 1 of a row (kWideCodeLoads: adjacent groups), one 16-byte load (four threads
+  // read 64 contiguous bytes).
+  __device__ __forceinline__ void load_group_pair(RowBytes& row, const RowSource& source, int slot) {
+    const uint8_t* address = source.data_row + 8 * slot_group(kHalf, quad_, slot);
+    uint4 both = make_uint4(row.groups[slot].x, row.groups[slot].y, row.groups[slot + 1].x, row.groups[slot + 1].y);
+    if constexpr (kRopeLast) {
+      sm90::ld_global_nc_16_no_l1_if(both, address, source.valid);
+    } else {
+      both = source.valid ? ld_global_nc_16_no_l1(address) : make_uint4(0, 0, 0, 0);
+    }
+    row.groups[slot] = make_uint2(both.x, both.y);
+    row.groups[slot + 1] = make_uint2(both.z, both.w);
+  }
+  // The code loads that slot `slot`'s conversion frees the registers for (and at a chunk's start,
+  // slot by slot, all of them): the slot's group, or with kWideCodeLoads its pair once both are
+  // converted.
+  __device__ __forceinline__ void load_slot_codes(RowBytes& row, const RowSource& source, int slot) {
+    if (pair_load_slot(kHalf, slot)) return;  // loaded with the next slot
+    if (slot > 0 && pair_load_slot(kHalf, slot - 1)) {
+      load_group_pair(row, source, slot - 1);
+    } else {
+      load_group(row, source, slot);
     }
   }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
@@ -241,7 +265,7 @@ class ConvertRole {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) load_group(rows_[r], sources[r], slot);
+      for (int slot = 0; slot < kSlots; ++slot) load_slot_codes(rows_[r], sources[r], slot);
       load_scales(rows_[r], sources[r]);
       if (kHasRope) load_rope(rows_[r], sources[r]);
       valid_[r] = sources[r].valid;
@@ -300,7 +324,7 @@ class ConvertRole {
   __device__ __forceinline__ void store_q_word(uint32_t q_half, int head, int word, uint4 dims) {
     using namespace sm90;
     if (word < kRopeFirstWord) {
-      // Code word 2 g + b, g = first group + q + 4 i: k-step 4 i + 2 b + t holds (dim 2t, 2t + 4)
+      // Code word 2 g + b, g = slot_group(half, q, i): k-step 4 i + 2 b + t holds (dim 2t, 2t + 4)
       // at position 2 q and (2t + 1, 2t + 5) at 2 q + 8. Times 2^9: the decoded K is 2^-9 times
       // the cache's values in these dims (nvfp4_bit_decode.cuh), so the scores come out exact.
       dims.x = bf16x2_mul(dims.x, hopper::kBitDecodeUnscaleBf16x2);
@@ -308,8 +332,8 @@ class ConvertRole {
       dims.z = bf16x2_mul(dims.z, hopper::kBitDecodeUnscaleBf16x2);
       dims.w = bf16x2_mul(dims.w, hopper::kBitDecodeUnscaleBf16x2);
       const int local_group = word / 2 - kFirst;
-      const int q = local_group % 4;
-      const int kstep = 4 * (local_group / 4) + 2 * (word % 2);
+      const int q = group_lane(kHalf, local_group);
+      const int kstep = 4 * group_slot(kHalf, local_group) + 2 * (word % 2);
       st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q), byte_perm(dims.x, dims.z, 0x5410u));
       st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q + 8), byte_perm(dims.x, dims.z, 0x7632u));
       st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep + 1, 2 * q), byte_perm(dims.y, dims.w, 0x5410u));
@@ -324,6 +348,19 @@ class ConvertRole {
       st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep, 2 * q + 8), dims.y);
       st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep + 1, 2 * q), dims.z);
       st_shared_4(q_half + q_pair_offset<kGroupHeads>(head, kstep + 1, 2 * q + 8), dims.w);
+    }
+  }
+
+  // The E4M3 scale of group slot `slot` of a row, from the half's 16 scale bytes (word i byte j:
+  // group kFirst + 4 i + j): in the default order byte `quad` of word `slot`; with kWideCodeLoads
+  // byte slot_group - kFirst, of words 0-1 for slots 0 and 1 and of words 2-3 for the others.
+  __device__ __forceinline__ uint8_t slot_scale(const uint32_t (&words)[4], int slot) const {
+    if constexpr (!kWideCodeLoads) {
+      return uint8_t(words[slot] >> (8 * quad_));
+    } else {
+      const bool high = slot >= 2;
+      const int byte = slot_group(kHalf, quad_, slot) - kFirst - (high ? 8 : 0);
+      return uint8_t(__byte_perm(words[high ? 2 : 0], words[high ? 3 : 1], uint32_t(byte)));
     }
   }
 
@@ -371,7 +408,7 @@ class ConvertRole {
       const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {
-        scales[r][slot] = !kRopeLast || valid_[r] ? hopper::e4m3_to_decode_scale(uint8_t(words[slot] >> (8 * quad_)))
+        scales[r][slot] = !kRopeLast || valid_[r] ? hopper::e4m3_to_decode_scale(slot_scale(words, slot))
                                                   : 0u;
       }
       load_scales(rows_[r], next_rows[r]);
@@ -400,7 +437,7 @@ class ConvertRole {
                            (kRopeLast || !kHasRope) && slot == 0 && b == 0);
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) load_group(rows_[r], next_rows[r], slot);
+      for (int r = 0; r < 2; ++r) load_slot_codes(rows_[r], next_rows[r], slot);
       if (kHasRope && !kRopeLast && slot == 0) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);

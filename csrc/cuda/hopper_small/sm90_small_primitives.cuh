@@ -101,6 +101,12 @@ __device__ __forceinline__ void ld_global_nc_16_if(uint4& v, const void* pointer
       : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
       : "r"(int(valid)), "l"(pointer));
 }
+__device__ __forceinline__ void ld_global_nc_16_no_l1_if(uint4& v, const void* pointer, bool valid) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%5];\n}\n"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+      : "r"(int(valid)), "l"(pointer));
+}
 __device__ __forceinline__ void ld_global_nc_8_no_l1_if(uint2& v, const void* pointer, bool valid) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%3];\n}\n"
