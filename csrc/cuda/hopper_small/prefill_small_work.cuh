@@ -120,6 +120,22 @@ constexpr bool slot_groups_invert() {
   return true;
 }
 static_assert(slot_groups_invert(), "each group of a half has one lane and slot, and group_lane / group_slot find them");
+// What the converters' loads and scale bytes assume of the order (load_group_pair, slot_scale):
+// a pair's second slot is the next group and its 16 bytes are 16-byte aligned; slots 0 and 1 lie
+// in the half's first 8 groups, the others in its next 8.
+constexpr bool slot_loads_hold() {
+  for (int half = 0; half < 2; ++half) {
+    for (int q = 0; q < 4; ++q) {
+      for (int slot = 0; slot < group_slots(half); ++slot) {
+        const int group = slot_group(half, q, slot), local = group - first_group(half);
+        if (pair_load_slot(half, slot) && (slot_group(half, q, slot + 1) != group + 1 || group % 2 != 0)) return false;
+        if ((slot < 2) != (local < 8)) return false;
+      }
+    }
+  }
+  return true;
+}
+static_assert(slot_loads_hold(), "pair loads of adjacent, aligned groups; scale bytes where slot_scale looks");
 static_assert(group_slots(0) * 4 == kKStepsPerConverter && group_slots(1) * 4 + 4 == kKStepsPerConverter,
               "each converter feeds 16 k-steps");
 static_assert(first_group(1) == 4 * group_slots(0) && first_group(1) + 4 * group_slots(1) == nvfp4::kNumGroups,
