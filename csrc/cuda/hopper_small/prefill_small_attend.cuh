@@ -108,13 +108,10 @@ class AttendRole {
   __device__ __forceinline__ void write_table_chunk(int num_units, int c, int32_t index) {
     const int t = warp_ * 32 + lane_;
     const ChunkCursor<kSplitItems> cursor = smem_.table.cursor[c & 1];
-    if (t < kChunkRows) {
-      smem_.table.rows[c % kTableSlots][t] = table_row_entry(params_, num_units, cursor, index);
-      sm90::mbarrier_arrive(smem_address(&smem_.table_full[c % kTableSlots]));
-    }
+    if (t < kChunkRows) publish_row_entry(smem_, c, t, table_row_entry(params_, num_units, cursor, index));
     if (t == 0) {
       ChunkCursor<kSplitItems> next = cursor;
-      if (next.unit < num_units) advance<kGroupHeads>(params_, num_units, next);  // past the end: stays
+      advance_or_stay<kGroupHeads>(params_, num_units, next);
       smem_.table.cursor[(c + 1) & 1] = next;
     }
   }

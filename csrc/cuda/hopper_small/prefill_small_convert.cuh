@@ -55,9 +55,9 @@ class ConvertRole {
   }
 
   // A software pipeline over the CTA's chunks (over all its units). For chunk j this thread takes
-  // the addresses of its rows of chunk j + 1 from the row table, waits until PV is done with chunk j - 2 (same K tile), converts chunk j (whose
-  // codes were loaded during chunk j - 1) while loading chunk j + 1's, and hands over its S half
-  // once the attend warpgroup has read the previous one.
+  // the addresses of its rows of chunk j + 1 from the row table, waits until PV is done with chunk
+  // j - 2 (same K tile), converts chunk j (whose codes were loaded during chunk j - 1) while loading
+  // chunk j + 1's, and hands over its S half once the attend warpgroup has read the previous one.
   __device__ void run() {
     using namespace sm90;
     Cursor current;
@@ -69,10 +69,10 @@ class ConvertRole {
     int32_t table_index_ahead = -1;
     if constexpr (kTableWriter) {
       table_cursor = current;
-      write_table_rows(0, table_row(table_cursor, table_index(table_cursor)));
-      advance_past_end(table_cursor);
-      write_table_rows(1, table_row(table_cursor, table_index(table_cursor)));
-      advance_past_end(table_cursor);
+      write_table_rows(0, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
+      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
+      write_table_rows(1, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
+      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
       table_index_ahead = table_index(table_cursor);
     }
     {
@@ -96,8 +96,8 @@ class ConvertRole {
       // for a free K tile; the entries stored after it (the slot's previous chunk is read by then).
       RowEntry table_entry;
       if constexpr (kTableWriter) {
-        table_entry = table_row(table_cursor, table_index_ahead);
-        advance_past_end(table_cursor);
+        table_entry = table_row_entry(params_, num_units_, table_cursor, table_index_ahead);
+        advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
         table_index_ahead = table_index(table_cursor);
       }
       trace_event(1 + kHalf, 1, gchunk);
@@ -170,26 +170,17 @@ class ConvertRole {
   // once PV has retired chunk c - 2, whose K tile chunk c takes. Slot (c + 2) % kTableSlots then
   // last held chunk c - 2, whose entries every converter thread read at the top of chunk c - 3,
   // before its k_full arrival of chunk c - 2, which that PV waited for, so the k_empty wait orders
-  // the rewrite after every read. The indices are loaded a chunk before their entries are made: made from indices
-  // loaded the same chunk, before the K tile wait, the entries cost 12-16% at 16 heads (H200).
+  // the rewrite after every read. The indices are loaded a chunk before their entries are made:
+  // made from indices loaded the same chunk, before the K tile wait, the entries cost 12-16% at 16
+  // heads (H200).
   static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == 0;
   // This thread's row of the cursor's chunk: its raw index (threads 0..63; -1 past the list's
-  // length or the CTA's chunks), then its entry.
+  // length or the CTA's chunks); its entry into the table.
   __device__ __forceinline__ int32_t table_index(const Cursor& cursor) const {
     return thread_ < kChunkRows ? chunk_row_index(params_, num_units_, cursor, thread_) : -1;
   }
-  __device__ __forceinline__ RowEntry table_row(const Cursor& cursor, int32_t index) const {
-    return table_row_entry(params_, num_units_, cursor, index);
-  }
-  // advance(), which keeps a cursor past the end where it is.
-  __device__ __forceinline__ void advance_past_end(Cursor& cursor) const {
-    if (cursor.unit < num_units_) advance<kGroupHeads>(params_, num_units_, cursor);
-  }
   __device__ __forceinline__ void write_table_rows(int c, const RowEntry& entry) {
-    if (thread_ < kChunkRows) {
-      smem_.table.rows[c % kTableSlots][thread_] = entry;
-      sm90::mbarrier_arrive(smem_address(&smem_.table_full[c % kTableSlots]));
-    }
+    if (thread_ < kChunkRows) publish_row_entry(smem_, c, thread_, entry);
   }
 
   // This thread's two rows (row0, row0 + 8) of the CTA's chunk c, from the row table (waited for;
@@ -222,8 +213,9 @@ class ConvertRole {
   // read 64 contiguous bytes).
   __device__ __forceinline__ void load_group_pair(RowBytes& row, const RowSource& source, int slot) {
     const uint8_t* address = source.data_row + 8 * slot_group(kHalf, quad_, slot);
-    uint4 both = make_uint4(row.groups[slot].x, row.groups[slot].y, row.groups[slot + 1].x, row.groups[slot + 1].y);
-    if constexpr (kRopeLast) {
+    uint4 both;
+    if constexpr (kRopeLast) {  // a masked row keeps both slots' registers
+      both = make_uint4(row.groups[slot].x, row.groups[slot].y, row.groups[slot + 1].x, row.groups[slot + 1].y);
       sm90::ld_global_nc_16_no_l1_if(both, address, source.valid);
     } else {
       both = source.valid ? ld_global_nc_16_no_l1(address) : make_uint4(0, 0, 0, 0);

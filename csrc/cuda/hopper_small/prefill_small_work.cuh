@@ -7,7 +7,9 @@
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/decode_params.h"
+#include "../common/ptx_primitives.cuh"
 #include "../hopper/nvfp4_bit_decode.cuh"
+#include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_layout.h"
 
 namespace cake::cuda::hopper_small {
@@ -256,6 +258,13 @@ __device__ __forceinline__ void advance(const DecodeParams& params, int num_unit
     seek_unit<kGroupHeads, kSplitItems>(params, num_units, cursor, cursor.unit + gridDim.x);
   }
 }
+// advance(), except that a cursor past the end stays there (the row table's writers walk past the
+// CTA's chunks, where the entries are masked).
+template <int kGroupHeads, bool kSplitItems>
+__device__ __forceinline__ void advance_or_stay(const DecodeParams& params, int num_units,
+                                                ChunkCursor<kSplitItems>& cursor) {
+  if (cursor.unit < num_units) advance<kGroupHeads, kSplitItems>(params, num_units, cursor);
+}
 // The list of the cursor's chunk (the main list past the end, where nothing is read).
 template <bool kSplitItems>
 __device__ __forceinline__ const CandidateListParams& chunk_list(const DecodeParams& params, int num_units,
@@ -280,6 +289,13 @@ __device__ __forceinline__ RowEntry table_row_entry(const DecodeParams& params, 
                                                     const ChunkCursor<kSplitItems>& c, int32_t index) {
   const CandidateRows rows = candidate_rows_of_index(chunk_list(params, num_units, c), index);
   return {reinterpret_cast<uint64_t>(rows.data) | uint64_t(rows.valid), reinterpret_cast<uint64_t>(rows.scale)};
+}
+// Row `row`'s entry of the CTA's chunk c into the row table, and its arrival on the slot's
+// table_full (64 arrivals a chunk, one a row): what either writer does for each row.
+template <class Storage>
+__device__ __forceinline__ void publish_row_entry(Storage& smem, int c, int row, const RowEntry& entry) {
+  smem.table.rows[c % kTableSlots][row] = entry;
+  sm90::mbarrier_arrive(smem_address(&smem.table_full[c % kTableSlots]));
 }
 
 }  // namespace cake::cuda::hopper_small
