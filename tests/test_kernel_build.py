@@ -24,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
 # compiling for the ablation runs, the small-heads kernel's trace build and its development builds
-# (the row table written by a converter at 16 heads, 16-byte code loads; docs/hopper_small_kernel.md,
+# (the row table written by a converter at 16 heads, 16-byte code loads, the softmax split with
+# converter 0 at 32 heads; docs/hopper_small_kernel.md,
 # "To run on an H200"), and the operand-path probe (a serialised wgmma there would time the wrong
 # thing).
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
@@ -33,6 +34,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_WIDE_CODE_LOADS",)),
+    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SPLIT_SOFTMAX=1",)),
     ("benchmarks/operand_path_probe.cu", ())]
 
 

@@ -1,22 +1,18 @@
-// The attend warpgroup of the small-heads Hopper prefill. For each chunk it adds the converters' two
-// halves of S^T, masks and scales it, moves each head's softmax reference only when the chunk's max
-// exceeds it by more than 2^8 (as the 64-head kernel does: weights stay <= 256 and the O rescale is
-// rare), writes the bf16 weights as P^T and accumulates O^T[512 dims x heads] += V^T P^T with wgmma
-// (V^T = the chunk's K tile read MN-major, one m-tile of 64 dims per column block). At the end of a
-// unit it folds in the sink and the NaN rules and stores the LSE and the output, O^T straight from
-// its registers; a decode's split unit stores its partial instead (O normalised over the split in
-// fp32 and the split's LSE, into the scratch; the merge adds the sink).
+// The attend warpgroup of the small-heads Hopper prefill. For each chunk it runs the chunk softmax
+// (prefill_small_softmax.cuh) over the unit's heads (with Geometry::kSplitSoftmax over heads 0..15,
+// a converter over the rest), and accumulates O^T[512 dims x heads] += V^T P^T with wgmma (V^T =
+// the chunk's K tile read MN-major, one m-tile of 64 dims per column block). At the end of a unit
+// it folds in the sink and the NaN rules and stores the LSE and the output, O^T straight from its
+// registers; a decode's split unit stores its partial instead (O normalised over the split in fp32
+// and the split's LSE, into the scratch; the merge adds the sink).
 //
-// Two thread layouts: the softmax takes 8 threads a head, 8 candidates each (thread t: heads
-// t / 8 + 16 k, candidates 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3), so a head's max and sums
-// reduce within 8 lanes; the O^T accumulators follow the wgmma D fragment (thread (warp w,
-// lane): dims rows 16 w + lane / 4 (+ 8) of each m-tile, heads 8 n + 2 (lane % 4) (+ 1)). Per-head
-// factors cross from one to the other through shared memory.
+// The O^T accumulators follow the wgmma D fragment (thread (warp w, lane): dims rows 16 w + lane /
+// 4 (+ 8) of each m-tile, heads 8 n + 2 (lane % 4) (+ 1)); the softmax has its own thread layout,
+// so per-head factors cross from one to the other through shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
 
-#include "../common/online_softmax.cuh"
 #include "../common/prefill_epilogue.cuh"
 #include "../common/decode_params.h"
 #include "../common/ptx_primitives.cuh"
@@ -24,6 +20,7 @@
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "prefill_small_layout.h"
+#include "prefill_small_softmax.cuh"
 #include "prefill_small_trace.cuh"
 #include "prefill_small_work.cuh"
 #include "sm90_small_primitives.cuh"
@@ -36,8 +33,8 @@ class AttendRole {
 
  public:
   __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
-      : params_(params), smem_(smem), warp_(thread / 32), lane_(thread % 32), head_group_(thread / 8),
-        part_(thread % 8), score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
+      : params_(params), smem_(smem), warp_(thread / 32), lane_(thread % 32),
+        softmax_(params, smem, thread, 0) {}
 
   __device__ void run() {
     using namespace sm90;
@@ -55,9 +52,13 @@ class AttendRole {
         // The converters wrote the K tile with generic-proxy stores (stmatrix); this thread saw
         // them complete through the mbarrier, and its wgmma reads the tile through the async proxy.
         fence_proxy_async();
-        bool moved = softmax(parity);
+        bool moved = softmax_.run(parity);
         mbarrier_arrive(smem_address(&smem_.s_empty[gchunk % G::kSBuffers]));
         trace_event(0, 2, gchunk);
+        if constexpr (G::kSplitSoftmax) {  // the converter's heads: their P^T rows, factors and flags
+          mbarrier_wait(smem_address(&smem_.split_softmax.p_full[parity]), (gchunk >> 1) & 1);
+          moved = moved || *reinterpret_cast<const uint32_t*>(smem_.split_softmax.moved[parity]) != 0;
+        }
         fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
         trace_event_past_barrier(0, 3, gchunk);
@@ -80,7 +81,7 @@ class AttendRole {
         if constexpr (G::kAttendWritesTable) write_table_chunk(num_units, gchunk + kTableSlots, table_index);
         trace_event(0, 6, gchunk);
       }
-      finish_unit(u);
+      finish_unit(u, gchunk - 1);
     }
   }
 
@@ -120,13 +121,8 @@ class AttendRole {
   SharedStorage<kGroupHeads, kSplitItems>& smem_;
   const int warp_;
   const int lane_;
-  const int head_group_;  // softmax: heads head_group + 16 k
-  const int part_;        // softmax: which 8 candidates of each chunk
-  const float score_scale_;  // sm_scale * log2(e), NaN when sm_scale is not finite
-
   float o_acc_[kPvMTiles][G::kSAccumulators];  // O^T: m-tile t holds dims of K-tile column block t
-  float row_max_[G::kSoftmaxHeads];            // each softmax head's reference
-  WeightSums sums_[G::kSoftmaxHeads];          // this thread's share of its heads' sums
+  ChunkSoftmax<kGroupHeads, G::kSoftmaxHeads, kSplitItems> softmax_;  // heads 0.. of the unit
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
@@ -134,66 +130,7 @@ class AttendRole {
 #pragma unroll
       for (int i = 0; i < G::kSAccumulators; ++i) o_acc_[t][i] = 0.0f;
     }
-#pragma unroll
-    for (int k = 0; k < G::kSoftmaxHeads; ++k) {
-      row_max_[k] = -INFINITY;
-      sums_[k] = WeightSums{0.0f, 0.0f};
-    }
-  }
-
-  // One head at a time (registers: O^T takes most of them): S = half 0 + half 1 (in this order),
-  // masked and scaled; the chunk's max over the head's 8 threads; the reference, the weights
-  // (rounded to bf16 once, in pairs) into P^T, the sums. Returns whether a reference moved, and
-  // leaves each head's O rescale factor in smem_.rescale[parity].
-  __device__ __forceinline__ bool softmax(int parity) {
-    using namespace sm90;
-    const uint32_t valid_low = *reinterpret_cast<const uint32_t*>(&smem_.valid[parity][4 * part_]);
-    const uint32_t valid_high = *reinterpret_cast<const uint32_t*>(&smem_.valid[parity][32 + 4 * part_]);
-    const uint32_t p_tile = smem_address(smem_.p[parity]);
-    bool moved = false;
-#pragma unroll
-    for (int k = 0; k < G::kSoftmaxHeads; ++k) {
-      const int head = head_group_ + 16 * k;
-      float logits[8];
-#pragma unroll
-      for (int side = 0; side < 2; ++side) {  // candidates 4 part .. and 32 + 4 part ..
-        const int column = 32 * side + 4 * part_;
-        const float4 half0 = *reinterpret_cast<const float4*>(&smem_.s_partial[parity % G::kSBuffers][0][head][column]);
-        const float4 half1 = *reinterpret_cast<const float4*>(&smem_.s_partial[parity % G::kSBuffers][1][head][column]);
-        const uint32_t valid = side == 0 ? valid_low : valid_high;
-        const float sums[4] = {half0.x + half1.x, half0.y + half1.y, half0.z + half1.z, half0.w + half1.w};
-#pragma unroll
-        for (int n = 0; n < 4; ++n) {
-          logits[4 * side + n] = masked_logit2(sums[n], ((valid >> (8 * n)) & 0xFFu) != 0, score_scale_);
-        }
-      }
-      float chunk_max = logits[0];
-#pragma unroll
-      for (int n = 1; n < 8; ++n) chunk_max = fmaxf(chunk_max, logits[n]);
-      // The head's max by shuffles only when a warp vote says some thread's own max passes the
-      // reference by the lazy margin (a unit's first chunks, then rarely); otherwise no head of
-      // the warp moves, as the shuffled max would have said.
-      if (__any_sync(0xffffffffu, chunk_max > row_max_[k] + kLazyRescaleLog2)) {
-#pragma unroll
-        for (int mask = 1; mask < 8; mask *= 2) chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, mask));
-      }
-      // The head's 8 threads see the same max, so they take the same decisions.
-      const bool move = chunk_max > row_max_[k] + kLazyRescaleLog2;  // false while chunk_max == -inf
-      const float new_max = move ? chunk_max : row_max_[k];
-      const float reference = softmax_reference(new_max);
-      const float rescale = move ? fast_exp2(row_max_[k] - new_max) : 1.0f;
-      row_max_[k] = new_max;
-      WeightSums chunk = {0.0f, 0.0f};
-      uint32_t weights[4];
-#pragma unroll
-      for (int n = 0; n < 4; ++n) weights[n] = add_weight_pair(chunk, logits[2 * n], logits[2 * n + 1], reference);
-      rescale_add(sums_[k].rounded, sums_[k].exact, rescale, chunk);
-      st_shared_8(p_tile + row_tile_offset(head, 4 * part_), weights[0], weights[1]);
-      st_shared_8(p_tile + row_tile_offset(head, 32 + 4 * part_), weights[2], weights[3]);
-      if (part_ == 0) smem_.rescale[parity][head] = rescale;
-      moved = moved || move;
-    }
-    return moved;
+    softmax_.reset();
   }
 
   // Multiplies O^T by each head's factor (columns 8 n + 2 (lane % 4) + e of every m-tile).
@@ -231,32 +168,24 @@ class AttendRole {
     }
   }
 
-  // Epilogue of a unit: each head's sums over its 8 threads (a fixed order), the sink and the NaN
-  // rules (finalize_row), the LSE; then O^T normalised and stored from registers. A prefill unit's
-  // heads are all real (G divides the heads the launch runs), so no store reaches past them; a
-  // decode's split unit gives its partial (finalize_split_row: no sink) and stores nothing for the
-  // padding heads past the call's last (real_head). (Why not through a staging tile and TMA
-  // stores, measured: docs/hopper_small_kernel.md, "The unit epilogue".)
-  __device__ void finish_unit(const Unit<kSplitItems>& u) {
-#pragma unroll
-    for (int k = 0; k < G::kSoftmaxHeads; ++k) {
-      const int head = head_group_ + 16 * k;
-      float rounded = sums_[k].rounded, exact = sums_[k].exact;
-#pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2) {
-        rounded += __shfl_xor_sync(0xffffffffu, rounded, mask);
-        exact += __shfl_xor_sync(0xffffffffu, exact, mask);
-      }
-      if constexpr (kSplitItems) {
-        if (part_ == 0 && real_head(params_, u.head0 + head)) {
-          const SoftmaxFinal partial = finalize_split_row(row_max_[k], WeightSums{rounded, exact});
-          store_split_lse(params_, u.split, u.token, u.head0 + head, partial.lse2);
-          smem_.out_scale[head] = partial.out_scale * hopper::kBitDecodeUnscale;  // V was 2^-9 times the cache's
-        }
-      } else if (part_ == 0) {
-        const SoftmaxFinal final = finalize_row(params_, u.head0 + head, row_max_[k], WeightSums{rounded, exact});
-        store_lse(params_, u.token, u.head0 + head, final.lse2);
-        smem_.out_scale[head] = final.out_scale * hopper::kBitDecodeUnscale;  // V was 2^-9 times the cache's
+  // Epilogue of a unit: the softmax's end for this warpgroup's heads (LSEs stored, output scales
+  // written); then O^T normalised and stored from registers. A prefill unit's heads are all real
+  // (G divides the heads the launch runs), so no store reaches past them; a decode's split unit
+  // stores its partial and nothing for the padding heads past the call's last (real_head). (Why
+  // not through a staging tile and TMA stores, measured: docs/hopper_small_kernel.md, "The unit
+  // epilogue".) With kSplitSoftmax the softmax's converter wrote its heads' scales before its p_full arrival of
+  // the unit's last chunk `last` (over the CTA's walk; -1 before the first), into the copy that
+  // chunk picks (last % 3: the converter writes that copy again three or more chunks later, past the
+  // K tile wait of a chunk that this epilogue precedes). A unit without candidates has no chunk
+  // for the converter (its walk skips such units): its heads end here too, from nothing.
+  __device__ void finish_unit(const Unit<kSplitItems>& u, int last) {
+    float* const out_scale = G::kSplitSoftmax ? smem_.split_softmax.out_scale[(last + 3) % 3] : smem_.out_scale;
+    softmax_.finish(u, out_scale);
+    if constexpr (G::kSplitSoftmax) {
+      if (u.num_chunks == 0) {
+        ChunkSoftmax<kGroupHeads, 1, kSplitItems> converter_heads(params_, smem_, 32 * warp_ + lane_, 16);
+        converter_heads.reset();
+        converter_heads.finish(u, out_scale);
       }
     }
     // PV took V as the converters wrote it: 2^-9 times the cache's values in the NoPE dims
@@ -266,9 +195,9 @@ class AttendRole {
     for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     named_barrier<kScalesReady, kWarpgroupThreads>();
     if constexpr (kSplitItems) {
-      store_partial(u);
+      store_partial(u, out_scale);
     } else {
-      store_output(u);
+      store_output(u, out_scale);
     }
     // All read the scales before the next unit rewrites them.
     named_barrier<kScalesReady, kWarpgroupThreads>();
@@ -294,7 +223,7 @@ class AttendRole {
   // t, with the pair of adjacent output dims from `dim` (the RoPE pairs after the swap of one value
   // with the lane of the other column). Every pair starts at an even dim.
   template <typename Store>
-  __device__ __forceinline__ void for_each_output_pair(Store&& store) const {
+  __device__ __forceinline__ void for_each_output_pair(const float* out_scale, Store&& store) const {
     const int column = lane_ / 4, quad = lane_ % 4;
     const bool odd_column = (column & 1) != 0;
     const int nope_dim = nope_pair_dim(warp_, column);
@@ -304,7 +233,7 @@ class AttendRole {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int head = 8 * n + 2 * quad + e;
-        const float scale = smem_.out_scale[head];
+        const float scale = out_scale[head];
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) {
           const int dim = t < kRopeMTile ? (kWideCodeLoads ? nope_pair_dim_at(t, warp_, column) : 64 * t + nope_dim)
@@ -317,8 +246,8 @@ class AttendRole {
 
   // O^T normalised, from registers to the output in bf16, 4 bytes a store: aligned for any output
   // view the op accepts (4-byte aligned). A warp instruction writes 8 column pairs of 4 heads.
-  __device__ __forceinline__ void store_output(const Unit<kSplitItems>& u) {
-    for_each_output_pair([&](int head, int dim, float2 pair) {
+  __device__ __forceinline__ void store_output(const Unit<kSplitItems>& u, const float* out_scale) {
+    for_each_output_pair(out_scale, [&](int head, int dim, float2 pair) {
       __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
       *reinterpret_cast<uint32_t*>(out + dim) = pack_bf16x2(pair.x, pair.y);
     });
@@ -327,8 +256,8 @@ class AttendRole {
   // A split's partial, O^T normalised over the split, from registers to its fp32 row of the scratch,
   // 8 bytes a store (mid_out is 16-byte aligned); none for the padding heads (their lanes still take
   // part in the RoPE swaps).
-  __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u) {
-    for_each_output_pair([&](int head, int dim, float2 pair) {
+  __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u, const float* out_scale) {
+    for_each_output_pair(out_scale, [&](int head, int dim, float2 pair) {
       if (real_head(params_, u.head0 + head)) {
         *reinterpret_cast<float2*>(split_output_row(params_, u.split, u.token, u.head0 + head) + dim) = pair;
       }

@@ -11,6 +11,8 @@
 
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/nvfp4_dequant.cuh"
@@ -18,6 +20,7 @@
 #include "../hopper/sm90_primitives.cuh"
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "prefill_small_layout.h"
+#include "prefill_small_softmax.cuh"
 #include "prefill_small_trace.cuh"
 #include "prefill_small_work.cuh"
 #include "sm90_small_primitives.cuh"
@@ -47,7 +50,7 @@ class ConvertRole {
   __device__ ConvertRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
-        num_units_(num_work_units<kSplitItems>(params)) {
+        num_units_(num_work_units<kSplitItems>(params)), softmax_(params, smem, thread, 16) {
     if constexpr (kRopeLast) {  // a masked row's registers keep what they hold: start from zeros
       rows_[0] = RowBytes{};
       rows_[1] = RowBytes{};
@@ -114,12 +117,24 @@ class ConvertRole {
       }
       const int s_buffer = gchunk % G::kSBuffers;
       if (gchunk >= G::kSBuffers) mbarrier_wait(smem_address(&smem_.s_empty[s_buffer]), (gchunk / G::kSBuffers - 1) & 1);
+      // The softmax's converter read the previous S halves before converting this chunk.
+      if constexpr (G::kSplitSoftmax && !kRunsSoftmax) {
+        if (gchunk > 0) named_barrier<kSHalvesRead, kConverterThreads>();
+      }
       trace_event(1 + kHalf, 4, gchunk);
       store_s_half(s_acc, s_buffer);
       // No proxy fence here: the attend warpgroup fences after it observes k_full, before its
       // wgmma (the async proxy) reads the K tile.
       mbarrier_arrive(smem_address(&smem_.k_full[parity]));
       trace_event(1 + kHalf, 5, gchunk);
+      if constexpr (G::kSplitSoftmax) {
+        if constexpr (!kRunsSoftmax) {
+          named_barrier_arrive<kSHalfStored, kConverterThreads>();
+        } else {
+          softmax_heads(current, gchunk, has_next);
+          trace_event(1 + kHalf, 6, gchunk);
+        }
+      }
       if (!has_next) break;
       current = next;
       next = after;
@@ -153,6 +168,32 @@ class ConvertRole {
   const int num_units_;
   RowBytes rows_[2];  // the chunk being converted (loaded during the previous one)
   bool valid_[2];
+  // With kSplitSoftmax, the chunk softmax of heads 16..31 (unused otherwise).
+  static constexpr bool kRunsSoftmax = G::kSplitSoftmax && kHalf == G::kSoftmaxConverter;
+  struct NoSoftmax {
+    __device__ NoSoftmax(const DecodeParams&, SharedStorage<kGroupHeads, kSplitItems>&, int, int) {}
+  };
+  std::conditional_t<kRunsSoftmax, ChunkSoftmax<kGroupHeads, 1, kSplitItems>, NoSoftmax> softmax_;
+
+  // Converter G::kSoftmaxConverter with kSplitSoftmax, once both S halves of chunk `gchunk` are
+  // stored (its own, and the other converter's: kSHalfStored): the chunk softmax of heads 16..31 (their P^T rows and factors),
+  // a flag a warp when some head moved, at the unit's last chunk the heads' LSEs and output scales,
+  // then p_full for the attend warpgroup and kSHalvesRead for the other converter (no more when the
+  // CTA has no next chunk: the other waits for none). The S halves and the valid flags (converter
+  // 0's) were written before the kSHalfStored barrier, which orders them for every thread of both
+  // converters.
+  __device__ __forceinline__ void softmax_heads(const Cursor& current, int gchunk, bool has_next) {
+    using namespace sm90;
+    const int parity = gchunk & 1;
+    named_barrier<kSHalfStored, kConverterThreads>();
+    if (current.chunk == 0) softmax_.reset();
+    const bool moved = softmax_.run(parity);
+    const bool warp_moved = __any_sync(0xffffffffu, moved);
+    if (thread_ % 32 == 0) smem_.split_softmax.moved[parity][thread_ / 32] = warp_moved ? 1 : 0;
+    if (current.chunk == current.u.num_chunks - 1) softmax_.finish(current.u, smem_.split_softmax.out_scale[gchunk % 3]);
+    mbarrier_arrive(smem_address(&smem_.split_softmax.p_full[parity]));
+    if (has_next) named_barrier_arrive<kSHalvesRead, kConverterThreads>();
+  }
 
   // stmatrix.x4 of a k-step's fragment: lanes 8 i .. 8 i + 7 address matrix i = register a_i, whose
   // rows are the warp's candidates 16 w + 8 (i % 2) .. and whose columns are positions 8 (i / 2) ..,
@@ -166,14 +207,14 @@ class ConvertRole {
   }
 
   // Where the attend warpgroup does not write the row table (32 heads a unit, !G::kAttendWritesTable)
-  // this converter's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
+  // converter G::kTableConverter's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
   // once PV has retired chunk c - 2, whose K tile chunk c takes. Slot (c + 2) % kTableSlots then
   // last held chunk c - 2, whose entries every converter thread read at the top of chunk c - 3,
   // before its k_full arrival of chunk c - 2, which that PV waited for, so the k_empty wait orders
   // the rewrite after every read. The indices are loaded a chunk before their entries are made:
   // made from indices loaded the same chunk, before the K tile wait, the entries cost 12-16% at 16
   // heads (H200).
-  static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == 0;
+  static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == G::kTableConverter;
   // This thread's row of the cursor's chunk: its raw index (threads 0..63; -1 past the list's
   // length or the CTA's chunks); its entry into the table.
   __device__ __forceinline__ int32_t table_index(const Cursor& cursor) const {
