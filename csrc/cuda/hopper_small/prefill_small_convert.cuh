@@ -195,6 +195,17 @@ class ConvertRole {
     if (has_next) named_barrier_arrive<kSHalvesRead, kConverterThreads>();
   }
 
+  // QK^T groups (two k-steps each) a converter leaves in flight when it goes on to convert the
+  // next: their A registers stay live until they retire. CAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT (a
+  // development build) leaves more, so that a converter whose wgmmas queue behind PV's in the
+  // tensor pipe keeps converting.
+#ifdef CAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT
+  static constexpr int kGroupsInFlight = CAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT;
+#else
+  static constexpr int kGroupsInFlight = 1;
+#endif
+  static_assert(kGroupsInFlight >= 1 && kGroupsInFlight <= 7, "wgmma.wait_group takes 0..7");
+
   // stmatrix.x4 of a k-step's fragment: lanes 8 i .. 8 i + 7 address matrix i = register a_i, whose
   // rows are the warp's candidates 16 w + 8 (i % 2) .. and whose columns are positions 8 (i / 2) ..,
   // i.e. chunk 2 (step % 4) + i / 2 of the row in column block step / 4 of the half. The part of
@@ -417,7 +428,7 @@ class ConvertRole {
       wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), !(first && t == 0));
     }
     wgmma_commit();
-    wgmma_wait<1>();
+    wgmma_wait<kGroupsInFlight>();
   }
 
   // Converts this thread's part of the chunk's two rows into K tile `parity` and its 16 k-steps of
