@@ -27,6 +27,15 @@
 
 namespace cake::cuda::hopper_small {
 
+// CAKE_SMALL_NO_PV: an ablation build (timing and traces only: O stays zero) whose attend
+// warpgroup issues no PV, to see what PV's shared-memory and tensor traffic costs the converters
+// that convert beside it.
+#ifdef CAKE_SMALL_NO_PV
+constexpr bool kNoPv = true;
+#else
+constexpr bool kNoPv = false;
+#endif
+
 template <int kGroupHeads, bool kSplitItems>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
@@ -68,7 +77,7 @@ class AttendRole {
         if constexpr (G::kAttendWritesTable) table_index = load_table_index(num_units, gchunk + kTableSlots);
         if (moved) rescale_output(parity);  // rare: a branch, not predication
         wgmma_fence();
-        accumulate(parity);
+        if constexpr (!kNoPv) accumulate(parity);
         wgmma_commit();
         trace_event(0, 4, gchunk);
         wgmma_wait<0>();

@@ -109,7 +109,7 @@ class ConvertRole {
       if constexpr (kTableWriter) write_table_rows(gchunk + 2, table_entry);
       trace_event(1 + kHalf, 2, gchunk);
       float s_acc[G::kSAccumulators];
-      convert(parity, s_acc, next_rows);
+      convert(parity, s_acc, next_rows, gchunk);
       trace_event(1 + kHalf, 3, gchunk);
       if (kHalf == 0 && quad_ == 0) {
         smem_.valid[parity][row0_] = valid_[0];
@@ -132,7 +132,6 @@ class ConvertRole {
           named_barrier_arrive<kSHalfStored, kConverterThreads>();
         } else {
           softmax_heads(current, gchunk, has_next);
-          trace_event(1 + kHalf, 6, gchunk);
         }
       }
       if (!has_next) break;
@@ -442,7 +441,7 @@ class ConvertRole {
   // with `valid ? load : 0` selects, had ptxas issue those loads late in the chunk and move them
   // into the fragments at its end, where the moves waited for them: ~30% of converter 1's stall
   // samples, Nsight Compute at 50645ef.)
-  __device__ void convert(int parity, float (&s_acc)[G::kSAccumulators], const RowSource (&next_rows)[2]) {
+  __device__ void convert(int parity, float (&s_acc)[G::kSAccumulators], const RowSource (&next_rows)[2], int gchunk) {
     using namespace sm90;
     const uint32_t k_tile = smem_address(smem_.k[parity]);
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q[kHalf]), 16, 1024);
@@ -486,7 +485,9 @@ class ConvertRole {
 #pragma unroll
         for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);
       }
+      if (slot == kSlots / 2 - 1) trace_event(1 + kHalf, 6, gchunk);
     }
+    trace_event(1 + kHalf, 7, gchunk);
     if constexpr (kHasRope && kRopeLast) {
       const uint32_t keep0 = valid_[0] ? ~0u : 0u;
       const uint32_t keep1 = valid_[1] ? ~0u : 0u;

@@ -10,7 +10,9 @@
 // - roles 1 and 2, converters 0 and 1: 0 the chunk's top, 1 the next chunk's row sources known
 //   (and where converter 0 writes the row table, its entries made and the next indices loaded),
 //   2 k_empty passed (the K tile free; the entries stored), 3 converted (QK^T retired), 4 s_empty
-//   passed, 5 the S half stored and k_full arrived.
+//   passed, 5 the S half stored and k_full arrived; inside the conversion, 6 its first half of
+//   the NoPE group slots issued (slot kSlots / 2 - 1 done), 7 all of them (converter 1's RoPE
+//   k-steps follow).
 #pragma once
 
 #include <cstdio>
