@@ -34,6 +34,10 @@ ATTEND_STEPS = (("A_wait_k_full", 0, 1), ("A_softmax", 1, 2), ("A_barrier", 2, 3
                 ("A_pv", 4, 5), ("A_table", 5, 6))
 CONVERTER_STEPS = (("rows", 0, 1), ("wait_k_empty", 1, 2), ("convert", 2, 3), ("wait_s_empty", 3, 4),
                    ("store_s", 4, 5))
+# Inside a converter's conversion (points 6 and 7, in trace builds since 66c623c; absent before):
+# its first half of the NoPE group slots (converter 1's RoPE k-steps first at 16 heads a unit),
+# the second half, and the rest (the last wgmmas retired, the next RoPE loads).
+CONVERT_PARTS = (("convert_first", 2, 6), ("convert_second", 6, 7), ("convert_tail", 7, 3))
 HANDOVERS = ("k_full_seen", "k_empty_seen", "s_empty_seen")
 TRACE_EVENTS = 8  # points a role and chunk (kTraceEvents)
 # The points each role records (the last of its steps' points, plus one).
@@ -67,6 +71,9 @@ def chunk_parts(launch, chunks_per_unit):
         for role in ("C0", "C1"):
             for name, a, b in CONVERTER_STEPS:
                 part[f"{role}_{name}"] = clocks[role][b] - clocks[role][a]
+            if clocks[role][6] and clocks[role][7]:
+                for name, a, b in CONVERT_PARTS:
+                    part[f"{role}_{name}"] = clocks[role][b] - clocks[role][a]
         for role, table in (("A", attend), ("C0", converters[0]), ("C1", converters[1])):
             later = table.get(chunk + 1)
             if later and later[0]:
@@ -85,7 +92,7 @@ def chunk_parts(launch, chunks_per_unit):
 def step_names():
     names = [name for name, *_ in ATTEND_STEPS] + ["A_period"]
     for role in ("C0", "C1"):
-        names += [f"{role}_{name}" for name, *_ in CONVERTER_STEPS] + [f"{role}_period"]
+        names += [f"{role}_{name}" for name, *_ in CONVERTER_STEPS + CONVERT_PARTS] + [f"{role}_period"]
     return names + list(HANDOVERS)
 
 

@@ -195,7 +195,8 @@ def test_trace_small_recovers_the_steps(tmp_path):
             clocks = [top(chunk, role)]
             for step in converter_steps:
                 clocks.append(clocks[-1] + step)
-            lines.append(f"STRACE {role} {chunk} " + " ".join(str(c) for c in clocks + [0, 0]))
+            inside = [clocks[2] + 300, clocks[2] + 700] if role == 1 else [0, 0]  # converter 0's points 6, 7
+            lines.append(f"STRACE {role} {chunk} " + " ".join(str(c) for c in clocks + inside))
     lines += ["STRACE 0 9 1 2", "other output"]
     text = "\n".join(lines) + "\n"
     launches = trace_small.parse_launches(text)
@@ -207,6 +208,8 @@ def test_trace_small_recovers_the_steps(tmp_path):
         c = row["chunk"]
         assert [row[name] for name, *_ in trace_small.ATTEND_STEPS] == attend_steps
         assert [row[f"C1_{name}"] for name, *_ in trace_small.CONVERTER_STEPS] == converter_steps
+        assert [row[f"C0_{name}"] for name, *_ in trace_small.CONVERT_PARTS] == [300, 400, 300]
+        assert all(f"C1_{name}" not in row for name, *_ in trace_small.CONVERT_PARTS)  # not recorded
         assert row["k_full_seen"] == start(c) + 100 - (top(c, 2) + sum(converter_steps))
         assert row["k_empty_seen"] == top(c, 1) + 30 - (start(c - 2) + sum(attend_steps[:5]))
         assert row["s_empty_seen"] == top(c, 1) + 1035 - (start(c - 1) + 300)
