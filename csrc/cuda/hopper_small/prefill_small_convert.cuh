@@ -40,6 +40,16 @@ class ConvertRole {
   // "Main, two waiting branches ..."), the first form was 3-5% faster at 32 heads and 2-4% slower
   // at 16.
   static constexpr bool kRopeLast = kGroupHeads == 32;
+  // The loads predicated into the registers themselves (a masked row masked where it is used).
+  // CAKE_SMALL_PREDICATED_LOADS (a development build) takes them to units of 16 heads too, with
+  // the RoPE k-steps still first: there the selects' moves of converter 1's RoPE words, which
+  // ptxas places right after their loads, were ~25% of converter 1's stall samples (Nsight
+  // Compute, H200, 2026-12-03; docs/hopper_small_kernel.md).
+#ifdef CAKE_SMALL_PREDICATED_LOADS
+  static constexpr bool kPredicatedLoads = true;
+#else
+  static constexpr bool kPredicatedLoads = kRopeLast;
+#endif
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
   static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
@@ -51,7 +61,7 @@ class ConvertRole {
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
         num_units_(num_work_units<kSplitItems>(params)), softmax_(params, smem, thread, 16) {
-    if constexpr (kRopeLast) {  // a masked row's registers keep what they hold: start from zeros
+    if constexpr (kPredicatedLoads) {  // a masked row's registers keep what they hold: start from zeros
       rows_[0] = RowBytes{};
       rows_[1] = RowBytes{};
     }
@@ -247,14 +257,14 @@ class ConvertRole {
     }
   }
 
-  // A masked row reads nothing. With kRopeLast its loads leave its registers as they were (stale
+  // A masked row reads nothing. With kPredicatedLoads its loads leave its registers as they were (stale
   // bytes of an earlier row, or the zeros they start with) and convert() masks them: a zero scale
   // and no sign for its codes (+0 whatever the bits), an AND for its RoPE words; otherwise its
   // registers are zeroed.
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
     const int group = slot_group(kHalf, quad_, slot);
-    if constexpr (kRopeLast) {
+    if constexpr (kPredicatedLoads) {
       sm90::ld_global_nc_8_no_l1_if(row.groups[slot], source.data_row + 8 * group, source.valid);
     } else {
       row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
@@ -265,7 +275,7 @@ class ConvertRole {
   __device__ __forceinline__ void load_group_pair(RowBytes& row, const RowSource& source, int slot) {
     const uint8_t* address = source.data_row + 8 * slot_group(kHalf, quad_, slot);
     uint4 both;
-    if constexpr (kRopeLast) {  // a masked row keeps both slots' registers
+    if constexpr (kPredicatedLoads) {  // a masked row keeps both slots' registers
       both = make_uint4(row.groups[slot].x, row.groups[slot].y, row.groups[slot + 1].x, row.groups[slot + 1].y);
       sm90::ld_global_nc_16_no_l1_if(both, address, source.valid);
     } else {
@@ -286,7 +296,7 @@ class ConvertRole {
     }
   }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
-    if constexpr (kRopeLast) {
+    if constexpr (kPredicatedLoads) {
       sm90::ld_global_nc_16_if(row.scales, source.scale_row + kFirst, source.valid);
     } else {
       row.scales = source.valid ? sm90::ld_global_nc_16(source.scale_row + kFirst) : make_uint4(0, 0, 0, 0);
@@ -296,7 +306,7 @@ class ConvertRole {
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const int chunk = 2 * quad_ + v;
-      if constexpr (kRopeLast) {
+      if constexpr (kPredicatedLoads) {
         sm90::ld_global_nc_16_if(row.rope[v], source.data_row + nvfp4::kNopeBytes + 16 * chunk, source.valid);
       } else {
         row.rope[v] = source.valid ? sm90::ld_global_nc_16(source.data_row + nvfp4::kNopeBytes + 16 * chunk)
@@ -451,19 +461,24 @@ class ConvertRole {
       const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {
-        scales[r][slot] = !kRopeLast || valid_[r] ? hopper::e4m3_to_decode_scale(slot_scale(words, slot))
+        scales[r][slot] = !kPredicatedLoads || valid_[r] ? hopper::e4m3_to_decode_scale(slot_scale(words, slot))
                                                   : 0u;
       }
       load_scales(rows_[r], next_rows[r]);
     }
-    // With kRopeLast a masked row converts to +0 (zero scale, no sign), as zeroed registers do: no
-    // stale bit reaches the tile.
-    const uint32_t sign_mask[2] = {!kRopeLast || valid_[0] ? 0x80008000u : 0u, !kRopeLast || valid_[1] ? 0x80008000u : 0u};
+    // With kPredicatedLoads a masked row converts to +0 (zero scale, no sign), as zeroed registers
+    // do, and its RoPE words are ANDed away: no stale bit reaches the tile.
+    const uint32_t sign_mask[2] = {!kPredicatedLoads || valid_[0] ? 0x80008000u : 0u,
+                                   !kPredicatedLoads || valid_[1] ? 0x80008000u : 0u};
     if constexpr (kHasRope && !kRopeLast) {
+      const uint32_t keep0 = !kPredicatedLoads || valid_[0] ? ~0u : 0u;
+      const uint32_t keep1 = !kPredicatedLoads || valid_[1] ? ~0u : 0u;
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        const uint32_t pairs0[4] = {rows_[0].rope[v].x, rows_[0].rope[v].y, rows_[0].rope[v].z, rows_[0].rope[v].w};
-        const uint32_t pairs1[4] = {rows_[1].rope[v].x, rows_[1].rope[v].y, rows_[1].rope[v].z, rows_[1].rope[v].w};
+        const uint4 r0 = rows_[0].rope[v];
+        const uint4 r1 = rows_[1].rope[v];
+        const uint32_t pairs0[4] = {r0.x & keep0, r0.y & keep0, r0.z & keep0, r0.w & keep0};
+        const uint32_t pairs1[4] = {r1.x & keep1, r1.y & keep1, r1.z & keep1, r1.w & keep1};
         store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, v == 0);
       }
     }
