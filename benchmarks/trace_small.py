@@ -36,7 +36,8 @@ CONVERTER_STEPS = (("rows", 0, 1), ("wait_k_empty", 1, 2), ("convert", 2, 3), ("
                    ("store_s", 4, 5))
 # Inside a converter's conversion (points 6 and 7, in trace builds since 66c623c; absent before):
 # its first half of the NoPE group slots (converter 1's RoPE k-steps first at 16 heads a unit),
-# the second half, and the rest (the last wgmmas retired, the next RoPE loads).
+# the second half, and the rest (the last wgmmas retired; at 32 heads a unit also converter 1's
+# RoPE k-steps and their next loads).
 CONVERT_PARTS = (("convert_first", 2, 6), ("convert_second", 6, 7), ("convert_tail", 7, 3))
 HANDOVERS = ("k_full_seen", "k_empty_seen", "s_empty_seen")
 TRACE_EVENTS = 8  # points a role and chunk (kTraceEvents)

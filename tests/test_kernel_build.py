@@ -25,8 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
 # compiling for the ablation runs, the small-heads kernel's trace build and its development builds
 # (the row table written by a converter at 16 heads, 16-byte code loads, the softmax split with
-# converter 1 at 32 heads, two QK^T groups in flight a converter, predicated loads at 16 heads;
-# docs/hopper_small_kernel.md,
+# converter 1 at 32 heads, two QK^T groups in flight a converter, predicated loads at 16 heads,
+# the ablation without PV; docs/hopper_small_kernel.md,
 # "To run on an H200"), and the operand-path probe (a serialised wgmma there would time the wrong
 # thing).
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
@@ -38,6 +38,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SPLIT_SOFTMAX=1",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_PREDICATED_LOADS",)),
+    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
     ("benchmarks/operand_path_probe.cu", ())]
 
 

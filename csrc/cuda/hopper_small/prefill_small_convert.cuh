@@ -43,8 +43,8 @@ class ConvertRole {
   // The loads predicated into the registers themselves (a masked row masked where it is used).
   // CAKE_SMALL_PREDICATED_LOADS (a development build) takes them to units of 16 heads too, with
   // the RoPE k-steps still first: there the selects' moves of converter 1's RoPE words, which
-  // ptxas places right after their loads, were ~25% of converter 1's stall samples (Nsight
-  // Compute, H200, 2026-12-03; docs/hopper_small_kernel.md).
+  // ptxas places after their loads in the same slot, were ~25% of converter 1's stall samples
+  // (Nsight Compute, H200, 2026-12-03; docs/hopper_small_kernel.md).
 #ifdef CAKE_SMALL_PREDICATED_LOADS
   static constexpr bool kPredicatedLoads = true;
 #else
@@ -440,6 +440,23 @@ class ConvertRole {
     wgmma_wait<kGroupsInFlight>();
   }
 
+  // Converter 1's 4 RoPE k-steps: their A fragments are the loaded words themselves, a masked row's
+  // ANDed away where the loads are predicated (its registers hold stale words); `first`: they open
+  // the chunk's QK^T (its first wgmma starts the accumulators).
+  __device__ __forceinline__ void rope_steps(float (&s_acc)[G::kSAccumulators], uint32_t k_tile, uint64_t q_desc,
+                                             bool first) {
+    const uint32_t keep0 = !kPredicatedLoads || valid_[0] ? ~0u : 0u;
+    const uint32_t keep1 = !kPredicatedLoads || valid_[1] ? ~0u : 0u;
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {
+      const uint4 r0 = rows_[0].rope[v];
+      const uint4 r1 = rows_[1].rope[v];
+      const uint32_t pairs0[4] = {r0.x & keep0, r0.y & keep0, r0.z & keep0, r0.w & keep0};
+      const uint32_t pairs1[4] = {r1.x & keep1, r1.y & keep1, r1.z & keep1, r1.w & keep1};
+      store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, first && v == 0);
+    }
+  }
+
   // Converts this thread's part of the chunk's two rows into K tile `parity` and its 16 k-steps of
   // QK^T (S half into s_acc), reloading each group slot (and the scales) with the next chunk's rows
   // as soon as it is converted. Converter 1's RoPE k-steps (their A fragments are the loaded words
@@ -470,18 +487,7 @@ class ConvertRole {
     // do, and its RoPE words are ANDed away: no stale bit reaches the tile.
     const uint32_t sign_mask[2] = {!kPredicatedLoads || valid_[0] ? 0x80008000u : 0u,
                                    !kPredicatedLoads || valid_[1] ? 0x80008000u : 0u};
-    if constexpr (kHasRope && !kRopeLast) {
-      const uint32_t keep0 = !kPredicatedLoads || valid_[0] ? ~0u : 0u;
-      const uint32_t keep1 = !kPredicatedLoads || valid_[1] ? ~0u : 0u;
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const uint4 r0 = rows_[0].rope[v];
-        const uint4 r1 = rows_[1].rope[v];
-        const uint32_t pairs0[4] = {r0.x & keep0, r0.y & keep0, r0.z & keep0, r0.w & keep0};
-        const uint32_t pairs1[4] = {r1.x & keep1, r1.y & keep1, r1.z & keep1, r1.w & keep1};
-        store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, v == 0);
-      }
-    }
+    if constexpr (kHasRope && !kRopeLast) rope_steps(s_acc, k_tile, q_desc, true);
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
 #pragma unroll
@@ -503,18 +509,7 @@ class ConvertRole {
       if (slot == kSlots / 2 - 1) trace_event(1 + kHalf, 6, gchunk);
     }
     trace_event(1 + kHalf, 7, gchunk);
-    if constexpr (kHasRope && kRopeLast) {
-      const uint32_t keep0 = valid_[0] ? ~0u : 0u;
-      const uint32_t keep1 = valid_[1] ? ~0u : 0u;
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        const uint4 r0 = rows_[0].rope[v];
-        const uint4 r1 = rows_[1].rope[v];
-        const uint32_t pairs0[4] = {r0.x & keep0, r0.y & keep0, r0.z & keep0, r0.w & keep0};
-        const uint32_t pairs1[4] = {r1.x & keep1, r1.y & keep1, r1.z & keep1, r1.w & keep1};
-        store_and_multiply(s_acc, k_tile, q_desc, kRopeKStep + 2 * v, pairs0, pairs1, false);
-      }
-    }
+    if constexpr (kHasRope && kRopeLast) rope_steps(s_acc, k_tile, q_desc, false);
     wgmma_wait<0>();
     if constexpr (kHasRope && kRopeLast) {
 #pragma unroll
