@@ -37,7 +37,6 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_WIDE_CODE_LOADS",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SPLIT_SOFTMAX=1",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
-    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_PREDICATED_LOADS",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
     ("benchmarks/operand_path_probe.cu", ())]
 

@@ -40,16 +40,11 @@ class ConvertRole {
   // "Main, two waiting branches ..."), the first form was 3-5% faster at 32 heads and 2-4% slower
   // at 16.
   static constexpr bool kRopeLast = kGroupHeads == 32;
-  // The loads predicated into the registers themselves (a masked row masked where it is used).
-  // CAKE_SMALL_PREDICATED_LOADS (a development build) takes them to units of 16 heads too, with
-  // the RoPE k-steps still first: there the selects' moves of converter 1's RoPE words, which
-  // ptxas places after their loads in the same slot, were ~25% of converter 1's stall samples
-  // (Nsight Compute, H200, 2026-12-03; docs/hopper_small_kernel.md).
-#ifdef CAKE_SMALL_PREDICATED_LOADS
-  static constexpr bool kPredicatedLoads = true;
-#else
+  // The loads predicated into the registers themselves (a masked row masked where it is used), with
+  // the RoPE k-steps last. At 16 heads with the RoPE k-steps first the predicated form was 1.8-3.1%
+  // slower at T = 4096 (H200, docs/hopper_small_kernel.md), although it took away the selects'
+  // moves where converter 1 waited for its loads: the wait moved to the loads' use.
   static constexpr bool kPredicatedLoads = kRopeLast;
-#endif
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
   static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
