@@ -34,8 +34,6 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA")] + [
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),
-    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_WIDE_CODE_LOADS",)),
-    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SPLIT_SOFTMAX=1",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
     ("benchmarks/operand_path_probe.cu", ())]

@@ -1,6 +1,5 @@
 // The attend warpgroup of the small-heads Hopper prefill. For each chunk it runs the chunk softmax
-// (prefill_small_softmax.cuh) over the unit's heads (with Geometry::kSplitSoftmax over heads 0..15,
-// a converter over the rest), and accumulates O^T[512 dims x heads] += V^T P^T with wgmma (V^T =
+// (prefill_small_softmax.cuh) over the unit's heads, and accumulates O^T[512 dims x heads] += V^T P^T with wgmma (V^T =
 // the chunk's K tile read MN-major, one m-tile of 64 dims per column block). At the end of a unit
 // it folds in the sink and the NaN rules and stores the LSE and the output, O^T straight from its
 // registers; a decode's split unit stores its partial instead (O normalised over the split in fp32
@@ -64,10 +63,6 @@ class AttendRole {
         bool moved = softmax_.run(parity);
         mbarrier_arrive(smem_address(&smem_.s_empty[gchunk % G::kSBuffers]));
         trace_event(0, 2, gchunk);
-        if constexpr (G::kSplitSoftmax) {  // the converter's heads: their P^T rows, factors and flags
-          mbarrier_wait(smem_address(&smem_.split_softmax.p_full[parity]), (gchunk >> 1) & 1);
-          moved = moved || *reinterpret_cast<const uint32_t*>(smem_.split_softmax.moved[parity]) != 0;
-        }
         fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
         trace_event_past_barrier(0, 3, gchunk);
@@ -90,7 +85,7 @@ class AttendRole {
         if constexpr (G::kAttendWritesTable) write_table_chunk(num_units, gchunk + kTableSlots, table_index);
         trace_event(0, 6, gchunk);
       }
-      finish_unit(u, gchunk - 1);
+      finish_unit(u);
     }
   }
 
@@ -182,21 +177,10 @@ class AttendRole {
   // (G divides the heads the launch runs), so no store reaches past them; a decode's split unit
   // stores its partial and nothing for the padding heads past the call's last (real_head). (Why
   // not through a staging tile and TMA stores, measured: docs/hopper_small_kernel.md, "The unit
-  // epilogue".) With kSplitSoftmax the softmax's converter wrote its heads' scales before its p_full arrival of
-  // the unit's last chunk `last` (over the CTA's walk; -1 before the first), into the copy that
-  // chunk picks (last % 3: the converter writes that copy again three or more chunks later, past the
-  // K tile wait of a chunk that this epilogue precedes). A unit without candidates has no chunk
-  // for the converter (its walk skips such units): its heads end here too, from nothing.
-  __device__ void finish_unit(const Unit<kSplitItems>& u, int last) {
-    float* const out_scale = G::kSplitSoftmax ? smem_.split_softmax.out_scale[(last + 3) % 3] : smem_.out_scale;
+  // epilogue".)
+  __device__ void finish_unit(const Unit<kSplitItems>& u) {
+    float* const out_scale = smem_.out_scale;
     softmax_.finish(u, out_scale);
-    if constexpr (G::kSplitSoftmax) {
-      if (u.num_chunks == 0) {
-        ChunkSoftmax<kGroupHeads, 1, kSplitItems> converter_heads(params_, smem_, 32 * warp_ + lane_, 16);
-        converter_heads.reset();
-        converter_heads.finish(u, out_scale);
-      }
-    }
     // PV took V as the converters wrote it: 2^-9 times the cache's values in the NoPE dims
     // (nvfp4_bit_decode.cuh), the RoPE dims (m-tile kRopeMTile) as stored. Those are scaled down to
     // match, so that one scale a head (out_scale, times 2^9) serves every dim; powers of two, exact.
@@ -245,8 +229,7 @@ class AttendRole {
         const float scale = out_scale[head];
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) {
-          const int dim = t < kRopeMTile ? (kWideCodeLoads ? nope_pair_dim_at(t, warp_, column) : 64 * t + nope_dim)
-                                         : rope_dim;
+          const int dim = t < kRopeMTile ? 64 * t + nope_dim : rope_dim;
           store(head, dim, output_pair(t, n, e, scale, odd_column));
         }
       }

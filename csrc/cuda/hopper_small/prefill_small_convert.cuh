@@ -11,8 +11,6 @@
 
 #include <cuda_bf16.h>
 
-#include <type_traits>
-
 #include "../common/candidate_gather.cuh"
 #include "../common/candidate_lists.cuh"
 #include "../common/nvfp4_dequant.cuh"
@@ -55,7 +53,7 @@ class ConvertRole {
   __device__ ConvertRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
-        num_units_(num_work_units<kSplitItems>(params)), softmax_(params, smem, thread, 16) {
+        num_units_(num_work_units<kSplitItems>(params)) {
     if constexpr (kPredicatedLoads) {  // a masked row's registers keep what they hold: start from zeros
       rows_[0] = RowBytes{};
       rows_[1] = RowBytes{};
@@ -122,23 +120,12 @@ class ConvertRole {
       }
       const int s_buffer = gchunk % G::kSBuffers;
       if (gchunk >= G::kSBuffers) mbarrier_wait(smem_address(&smem_.s_empty[s_buffer]), (gchunk / G::kSBuffers - 1) & 1);
-      // The softmax's converter read the previous S halves before converting this chunk.
-      if constexpr (G::kSplitSoftmax && !kRunsSoftmax) {
-        if (gchunk > 0) named_barrier<kSHalvesRead, kConverterThreads>();
-      }
       trace_event(1 + kHalf, 4, gchunk);
       store_s_half(s_acc, s_buffer);
       // No proxy fence here: the attend warpgroup fences after it observes k_full, before its
       // wgmma (the async proxy) reads the K tile.
       mbarrier_arrive(smem_address(&smem_.k_full[parity]));
       trace_event(1 + kHalf, 5, gchunk);
-      if constexpr (G::kSplitSoftmax) {
-        if constexpr (!kRunsSoftmax) {
-          named_barrier_arrive<kSHalfStored, kConverterThreads>();
-        } else {
-          softmax_heads(current, gchunk, has_next);
-        }
-      }
       if (!has_next) break;
       current = next;
       next = after;
@@ -172,33 +159,6 @@ class ConvertRole {
   const int num_units_;
   RowBytes rows_[2];  // the chunk being converted (loaded during the previous one)
   bool valid_[2];
-  // With kSplitSoftmax, the chunk softmax of heads 16..31 (unused otherwise).
-  static constexpr bool kRunsSoftmax = G::kSplitSoftmax && kHalf == G::kSoftmaxConverter;
-  struct NoSoftmax {
-    __device__ NoSoftmax(const DecodeParams&, SharedStorage<kGroupHeads, kSplitItems>&, int, int) {}
-  };
-  std::conditional_t<kRunsSoftmax, ChunkSoftmax<kGroupHeads, 1, kSplitItems>, NoSoftmax> softmax_;
-
-  // Converter G::kSoftmaxConverter with kSplitSoftmax, once both S halves of chunk `gchunk` are
-  // stored (its own, and the other converter's: kSHalfStored): the chunk softmax of heads 16..31 (their P^T rows and factors),
-  // a flag a warp when some head moved, at the unit's last chunk the heads' LSEs and output scales,
-  // then p_full for the attend warpgroup and kSHalvesRead for the other converter (no more when the
-  // CTA has no next chunk: the other waits for none). The S halves and the valid flags (converter
-  // 0's) were written before the kSHalfStored barrier, which orders them for every thread of both
-  // converters.
-  __device__ __forceinline__ void softmax_heads(const Cursor& current, int gchunk, bool has_next) {
-    using namespace sm90;
-    const int parity = gchunk & 1;
-    named_barrier<kSHalfStored, kConverterThreads>();
-    if (current.chunk == 0) softmax_.reset();
-    const bool moved = softmax_.run(parity);
-    const bool warp_moved = __any_sync(0xffffffffu, moved);
-    if (thread_ % 32 == 0) smem_.split_softmax.moved[parity][thread_ / 32] = warp_moved ? 1 : 0;
-    if (current.chunk == current.u.num_chunks - 1) softmax_.finish(current.u, smem_.split_softmax.out_scale[gchunk % 3]);
-    mbarrier_arrive(smem_address(&smem_.split_softmax.p_full[parity]));
-    if (has_next) named_barrier_arrive<kSHalvesRead, kConverterThreads>();
-  }
-
   // QK^T groups (two k-steps each) a converter leaves in flight when it goes on to convert the
   // next: their A registers stay live until they retire. CAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT (a
   // development build) leaves more, so that a converter whose wgmmas queue behind PV's in the
@@ -222,14 +182,14 @@ class ConvertRole {
   }
 
   // Where the attend warpgroup does not write the row table (32 heads a unit, !G::kAttendWritesTable)
-  // converter G::kTableConverter's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
+  // converter 0's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
   // once PV has retired chunk c - 2, whose K tile chunk c takes. Slot (c + 2) % kTableSlots then
   // last held chunk c - 2, whose entries every converter thread read at the top of chunk c - 3,
   // before its k_full arrival of chunk c - 2, which that PV waited for, so the k_empty wait orders
   // the rewrite after every read. The indices are loaded a chunk before their entries are made:
   // made from indices loaded the same chunk, before the K tile wait, the entries cost 12-16% at 16
   // heads (H200).
-  static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == G::kTableConverter;
+  static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == 0;
   // This thread's row of the cursor's chunk: its raw index (threads 0..63; -1 past the list's
   // length or the CTA's chunks); its entry into the table.
   __device__ __forceinline__ int32_t table_index(const Cursor& cursor) const {
@@ -265,31 +225,6 @@ class ConvertRole {
       row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
     }
   }
-  // Slots i and i + 1 of a row (kWideCodeLoads: adjacent groups), one 16-byte load (four threads
-  // read 64 contiguous bytes).
-  __device__ __forceinline__ void load_group_pair(RowBytes& row, const RowSource& source, int slot) {
-    const uint8_t* address = source.data_row + 8 * slot_group(kHalf, quad_, slot);
-    uint4 both;
-    if constexpr (kPredicatedLoads) {  // a masked row keeps both slots' registers
-      both = make_uint4(row.groups[slot].x, row.groups[slot].y, row.groups[slot + 1].x, row.groups[slot + 1].y);
-      sm90::ld_global_nc_16_no_l1_if(both, address, source.valid);
-    } else {
-      both = source.valid ? ld_global_nc_16_no_l1(address) : make_uint4(0, 0, 0, 0);
-    }
-    row.groups[slot] = make_uint2(both.x, both.y);
-    row.groups[slot + 1] = make_uint2(both.z, both.w);
-  }
-  // The code loads that slot `slot`'s conversion frees the registers for (and at a chunk's start,
-  // slot by slot, all of them): the slot's group, or with kWideCodeLoads its pair once both are
-  // converted.
-  __device__ __forceinline__ void load_slot_codes(RowBytes& row, const RowSource& source, int slot) {
-    if (pair_load_slot(kHalf, slot)) return;  // loaded with the next slot
-    if (slot > 0 && pair_load_slot(kHalf, slot - 1)) {
-      load_group_pair(row, source, slot - 1);
-    } else {
-      load_group(row, source, slot);
-    }
-  }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
     if constexpr (kPredicatedLoads) {
       sm90::ld_global_nc_16_if(row.scales, source.scale_row + kFirst, source.valid);
@@ -313,7 +248,7 @@ class ConvertRole {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) load_slot_codes(rows_[r], sources[r], slot);
+      for (int slot = 0; slot < kSlots; ++slot) load_group(rows_[r], sources[r], slot);
       load_scales(rows_[r], sources[r]);
       if (kHasRope) load_rope(rows_[r], sources[r]);
       valid_[r] = sources[r].valid;
@@ -400,16 +335,9 @@ class ConvertRole {
   }
 
   // The E4M3 scale of group slot `slot` of a row, from the half's 16 scale bytes (word i byte j:
-  // group kFirst + 4 i + j): in the default order byte `quad` of word `slot`; with kWideCodeLoads
-  // byte slot_group - kFirst, of words 0-1 for slots 0 and 1 and of words 2-3 for the others.
+  // group kFirst + 4 i + j): byte `quad` of word `slot`.
   __device__ __forceinline__ uint8_t slot_scale(const uint32_t (&words)[4], int slot) const {
-    if constexpr (!kWideCodeLoads) {
-      return uint8_t(words[slot] >> (8 * quad_));
-    } else {
-      const bool high = slot >= 2;
-      const int byte = slot_group(kHalf, quad_, slot) - kFirst - (high ? 8 : 0);
-      return uint8_t(__byte_perm(words[high ? 2 : 0], words[high ? 3 : 1], uint32_t(byte)));
-    }
+    return uint8_t(words[slot] >> (8 * quad_));
   }
 
   // Two k-steps from the pairs of this thread's two rows (k-step `kstep` takes pairs 0, 1; the next
@@ -496,7 +424,7 @@ class ConvertRole {
                            (kRopeLast || !kHasRope) && slot == 0 && b == 0);
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) load_slot_codes(rows_[r], next_rows[r], slot);
+      for (int r = 0; r < 2; ++r) load_group(rows_[r], next_rows[r], slot);
       if (kHasRope && !kRopeLast && slot == 0) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);

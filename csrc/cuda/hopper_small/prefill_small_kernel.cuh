@@ -52,9 +52,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     for (int buffer = 0; buffer < G::kSBuffers; ++buffer) mbarrier_init(smem_address(&smem.s_empty[buffer]), kWarpgroupThreads);
     for (int slot = 0; slot < kTableSlots; ++slot) mbarrier_init(smem_address(&smem.table_full[slot]), kChunkRows);
-    if constexpr (G::kSplitSoftmax) {
-      for (int parity = 0; parity < 2; ++parity) mbarrier_init(smem_address(&smem.split_softmax.p_full[parity]), kWarpgroupThreads);
-    }
   }
   __syncthreads();
   // setmaxnreg: the side that claims registers waits until the other side has released them.

@@ -71,21 +71,6 @@ struct Geometry {
   // path cost 0-3%, converter 0's first 64 threads, two chunks ahead (4-5% faster at T = 4096 than
   // the converters' own addresses). H200, docs/hopper_small_kernel.md. CAKE_SMALL_TABLE_BY_CONVERTER
   // has converter 0 write it at 16 heads too (a development build, to trace who paces the chunk).
-  // The chunk softmax split between the attend warpgroup (heads 0..15) and converter
-  // kSoftmaxConverter (heads 16..31) at 32 heads a unit, where the attend's softmax over all 32
-  // heads is on the chunk's path (CAKE_SMALL_SPLIT_SOFTMAX=h, a development build: 4-12% slower on
-  // the H200 with either converter, which then paces the chunk; docs/hopper_small_kernel.md). The
-  // other converter then writes the row table.
-#ifdef CAKE_SMALL_SPLIT_SOFTMAX
-  static constexpr bool kSplitSoftmax = kHeads == 32;
-  static constexpr int kSoftmaxConverter = CAKE_SMALL_SPLIT_SOFTMAX;
-  static_assert(kSoftmaxConverter == 0 || kSoftmaxConverter == 1, "CAKE_SMALL_SPLIT_SOFTMAX names converter 0 or 1");
-#else
-  static constexpr bool kSplitSoftmax = false;
-  static constexpr int kSoftmaxConverter = 0;
-#endif
-  // The row table's writer where the attend warpgroup does not write it.
-  static constexpr int kTableConverter = kSplitSoftmax ? 1 - kSoftmaxConverter : 0;
 #ifdef CAKE_SMALL_TABLE_BY_CONVERTER
   static constexpr bool kAttendWritesTable = false;
 #else
@@ -105,9 +90,8 @@ struct Geometry {
   static constexpr int kSAccumulators = 4 * kHeadBlocks;
   static constexpr int kOAccumulators = kPvMTiles * kSAccumulators;  // 4 * kHeads
   // The softmax runs 8 threads per head (8 candidates each); the attend warpgroup's thread t takes
-  // heads t / 8 + 16 k, k < kSoftmaxHeads (with kSplitSoftmax converter kSoftmaxConverter's take
-  // 16 + t / 8).
-  static constexpr int kSoftmaxHeads = kSplitSoftmax ? 1 : kHeads / 16;
+  // heads t / 8 + 16 k, k < kSoftmaxHeads.
+  static constexpr int kSoftmaxHeads = kHeads / 16;
   // setmaxnreg budgets: the attend warpgroup holds O^T and one head's softmax at a time (48 more
   // registers leave it without spills); the converters get the rest (capped at 200: they need
   // about 130).
@@ -153,18 +137,6 @@ struct RowTable<false, kSplitItems> {  // converter 0 keeps its cursor in regist
   RowEntry rows[kTableSlots][kChunkRows];
 };
 
-// What the softmax's converter hands the attend warpgroup with Geometry::kSplitSoftmax, beside P^T and the
-// rescale factors of its heads (unused otherwise; it sits in the storage's last 1024 bytes, which
-// the 1024-byte alignment leaves partly empty, so the storage keeps its size).
-template <int kGroupHeads>
-struct SplitSoftmaxShare {
-  // A unit's output scales, in copy (the unit's last chunk) % 3: the converter may finish the next
-  // unit's softmax, or the one after, before the attend warpgroup's epilogue has read them.
-  float out_scale[3][kGroupHeads];
-  uint64_t p_full[2];      // by chunk parity: the converter's P^T rows, factors and flags are written
-  uint8_t moved[2][4];     // by chunk parity, one a converter warp: some head of the warp moved
-};
-
 // kSplitItems: the decode's instance (units of one split each, partials into the scratch); the
 // prefill's has whole-list units.
 template <int kGroupHeads, bool kSplitItems>
@@ -186,7 +158,6 @@ struct alignas(1024) SharedStorage {
   uint64_t s_empty[G::kSBuffers];  // the attend warpgroup has read the S halves in the buffer
   uint64_t table_full[kTableSlots];  // by chunk % 4: the chunk's row entries are written
   RowTable<G::kAttendWritesTable, kSplitItems> table;  // the rows' addresses, ahead
-  SplitSoftmaxShare<kGroupHeads> split_softmax;
 };
 
 template <int kGroupHeads, bool kSplitItems>
@@ -215,11 +186,6 @@ enum NamedBarrier : int {
   kScalesReady = 2,
   kQBarrierFirst = 3,   // + converter: its warps are done with the previous Q / stored the new one
   kTableCursorMoved = 5,  // attend: the row table's cursor moved (its start only)
-  // Geometry::kSplitSoftmax, both converters: the other converter's S half is stored (it arrives,
-  // the softmax's converter waits); the softmax's converter has read the S halves (the other may
-  // store the next one).
-  kSHalfStored = 6,
-  kSHalvesRead = 7,
 };
 
 }  // namespace cake::cuda::hopper_small

@@ -1,6 +1,5 @@
 // The chunk softmax of the small-heads Hopper prefill over a range of a unit's heads, and the
-// unit's end for those heads. The attend warpgroup runs it over all heads of a unit; with
-// Geometry::kSplitSoftmax (32 heads a unit) over heads 0..15, and a converter over heads 16..31.
+// unit's end for those heads. The attend warpgroup runs it over all heads of a unit.
 //
 // 8 threads a head, 8 candidates each: thread t of the 128 takes heads first + t / 8 + 16 k
 // (k < kThreadHeads) and candidates 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3, so a head's max

@@ -76,39 +76,11 @@ constexpr int first_group(int half) { return half == 0 ? 0 : 16; }
 constexpr int group_slots(int half) { return half == 0 ? 4 : 3; }
 constexpr int kRopeKStep = 12;  // converter 1's first RoPE k-step
 
-// A development build, CAKE_SMALL_WIDE_CODE_LOADS: lane q's group slots are pairs of adjacent
-// groups, so that one 16-byte load (four lanes: 64 contiguous bytes a row) brings two slots where
-// the order above needs two 8-byte loads. Converter 0: slots 2 p and 2 p + 1 are groups
-// 2 q + 8 p and 2 q + 8 p + 1; converter 1: slots 0 and 1 groups 16 + 2 q and 17 + 2 q, slot 2
-// group 24 + q (one 8-byte load). Half the code-load instructions of converter 0, two of its
-// three of converter 1's. An m-tile of O^T then holds dims of two output column blocks: the
-// epilogue takes each pair's dim from k_tile_dim (nope_pair_dim_at) rather than from its block.
-#ifdef CAKE_SMALL_WIDE_CODE_LOADS
-constexpr bool kWideCodeLoads = true;
-#else
-constexpr bool kWideCodeLoads = false;
-#endif
 // The group in slot `slot` of lane q's rows of half `half` (the order of the paragraphs above).
-__host__ __device__ constexpr int slot_group(int half, int q, int slot) {
-  if (!kWideCodeLoads) return first_group(half) + q + 4 * slot;
-  if (half == 1 && slot == 2) return 24 + q;
-  return first_group(half) + 2 * q + slot % 2 + 8 * (slot / 2);
-}
+__host__ __device__ constexpr int slot_group(int half, int q, int slot) { return first_group(half) + q + 4 * slot; }
 // The lane (q) and slot that convert group first_group(half) + local of a row: slot_group inverted.
-__host__ __device__ constexpr int group_lane(int half, int local) {
-  if (!kWideCodeLoads) return local % 4;
-  if (half == 1) return local < 8 ? local / 2 : local - 8;
-  return (local % 8) / 2;
-}
-__host__ __device__ constexpr int group_slot(int half, int local) {
-  if (!kWideCodeLoads) return local / 4;
-  if (half == 1) return local < 8 ? local % 2 : 2;
-  return local % 2 + 2 * (local / 8);
-}
-// Whether slot `slot` of half `half` is the first of a pair that one 16-byte load brings.
-__host__ __device__ constexpr bool pair_load_slot(int half, int slot) {
-  return kWideCodeLoads && slot % 2 == 0 && slot + 1 < group_slots(half);
-}
+__host__ __device__ constexpr int group_lane(int, int local) { return local % 4; }
+__host__ __device__ constexpr int group_slot(int, int local) { return local / 4; }
 constexpr bool slot_groups_invert() {
   for (int half = 0; half < 2; ++half) {
     for (int q = 0; q < 4; ++q) {
@@ -122,22 +94,6 @@ constexpr bool slot_groups_invert() {
   return true;
 }
 static_assert(slot_groups_invert(), "each group of a half has one lane and slot, and group_lane / group_slot find them");
-// What the converters' loads and scale bytes assume of the order (load_group_pair, slot_scale):
-// a pair's second slot is the next group and its 16 bytes are 16-byte aligned; slots 0 and 1 lie
-// in the half's first 8 groups, the others in its next 8.
-constexpr bool slot_loads_hold() {
-  for (int half = 0; half < 2; ++half) {
-    for (int q = 0; q < 4; ++q) {
-      for (int slot = 0; slot < group_slots(half); ++slot) {
-        const int group = slot_group(half, q, slot), local = group - first_group(half);
-        if (pair_load_slot(half, slot) && (slot_group(half, q, slot + 1) != group + 1 || group % 2 != 0)) return false;
-        if ((slot < 2) != (local < 8)) return false;
-      }
-    }
-  }
-  return true;
-}
-static_assert(slot_loads_hold(), "pair loads of adjacent, aligned groups; scale bytes where slot_scale looks");
 static_assert(group_slots(0) * 4 == kKStepsPerConverter && group_slots(1) * 4 + 4 == kKStepsPerConverter,
               "each converter feeds 16 k-steps");
 static_assert(first_group(1) == 4 * group_slots(0) && first_group(1) + 4 * group_slots(1) == nvfp4::kNumGroups,
@@ -181,7 +137,7 @@ __host__ __device__ constexpr int k_tile_dim(int chunk, int column) {
 // The PV accumulator fragment gives thread (warp w, lane) rows 16 w + lane / 4 + 8 h (h = 0, 1) of
 // each m-tile t of O^T, i.e. the dims k_tile_dim(8 t + 2 w + h, lane / 4), for the heads
 // 8 n + 2 (lane % 4) + e (e = 0, 1). All dims of m-tile t lie in output column block t (dims
-// 64 t ..; with kWideCodeLoads the NoPE m-tiles' lie in two blocks). In the NoPE m-tiles (t < 7) rows h = 0 and 1 are two adjacent dims, the first even,
+// 64 t ..). In the NoPE m-tiles (t < 7) rows h = 0 and 1 are two adjacent dims, the first even,
 // the same for every t: a head's pair is one aligned 4-byte word of its output row. In the RoPE
 // m-tile (t = 7) they are d and d + 2, and the lane of the next column (lane + 4, column odd)
 // holds d + 1 and d + 3: once the two lanes swap one value, each holds an adjacent pair
@@ -193,9 +149,6 @@ static_assert(kRopeMTile * 64 == nvfp4::kNopeDim, "the last m-tile holds the RoP
 // The first dim, within its column block, of the pair that thread (warp, column = lane / 4)
 // writes of each NoPE m-tile, and of the RoPE m-tile once the lanes have swapped.
 __host__ __device__ constexpr int nope_pair_dim(int warp, int column) { return k_tile_dim(2 * warp, column); }
-// The same as an output dim, for NoPE m-tile t: 64 t + nope_pair_dim in the default order; with
-// kWideCodeLoads an m-tile's dims lie in two column blocks.
-__host__ __device__ constexpr int nope_pair_dim_at(int t, int warp, int column) { return k_tile_dim(8 * t + 2 * warp, column); }
 __host__ __device__ constexpr int rope_pair_dim(int warp, int column) {
   return k_tile_dim(8 * kRopeMTile + 2 * warp, column) - nvfp4::kNopeDim + column % 2;
 }
@@ -223,10 +176,9 @@ constexpr bool output_pairs_hold() {
         const int d0 = k_tile_dim(8 * t + 2 * warp, column);
         const int d1 = k_tile_dim(8 * t + 2 * warp + 1, column);
         const bool in_block = d0 >= block && d0 < block + 64 && d1 >= block && d1 < block + 64;
-        if (!in_block && (!kWideCodeLoads || t == kRopeMTile)) return false;
+        if (!in_block) return false;
         if (t < kRopeMTile) {
-          if (d0 % 2 != 0 || d1 != d0 + 1 || d0 != nope_pair_dim_at(t, warp, column)) return false;
-          if (!kWideCodeLoads && d0 - block != nope_pair_dim(warp, column)) return false;
+          if (d0 % 2 != 0 || d1 != d0 + 1 || d0 - block != nope_pair_dim(warp, column)) return false;
         } else if (column % 2 == 0) {
           const int next0 = k_tile_dim(8 * t + 2 * warp, column + 1);
           const int next1 = k_tile_dim(8 * t + 2 * warp + 1, column + 1);

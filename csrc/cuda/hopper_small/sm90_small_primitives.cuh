@@ -81,7 +81,7 @@ __device__ __forceinline__ bool named_barrier_or(bool value) {
 }
 
 // Global loads of the conversion, through the read-only path. The code bytes of a row are read once
-// and 32 contiguous bytes per warp instruction and row (64 with CAKE_SMALL_WIDE_CODE_LOADS): not kept in L1 (ld_global_nc_8_no_l1,
+// and 32 contiguous bytes per warp instruction and row: not kept in L1 (ld_global_nc_8_no_l1,
 // ../common/ptx_primitives.cuh). The RoPE and scale bytes are read by two instructions (or by the
 // four threads of a row) that each use half of a sector: kept in L1, so the second one hits.
 __device__ __forceinline__ uint4 ld_global_nc_16(const void* pointer) {
@@ -98,12 +98,6 @@ __device__ __forceinline__ uint4 ld_global_nc_16(const void* pointer) {
 __device__ __forceinline__ void ld_global_nc_16_if(uint4& v, const void* pointer, bool valid) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%5];\n}\n"
-      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-      : "r"(int(valid)), "l"(pointer));
-}
-__device__ __forceinline__ void ld_global_nc_16_no_l1_if(uint4& v, const void* pointer, bool valid) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%5];\n}\n"
       : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
       : "r"(int(valid)), "l"(pointer));
 }
