@@ -24,9 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
 # compiling for the ablation runs, the small-heads kernel's trace build and its development builds
-# (the row table written by a converter at 16 heads, 16-byte code loads, the softmax split with
-# converter 1 at 32 heads, two QK^T groups in flight a converter, predicated loads at 16 heads,
-# the ablation without PV; docs/hopper_small_kernel.md,
+# (the row table written by a converter at 16 heads, two QK^T groups in flight a converter, the
+# ablation without PV; docs/hopper_small_kernel.md,
 # "To run on an H200"), and the operand-path probe (a serialised wgmma there would time the wrong
 # thing).
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [

@@ -43,7 +43,7 @@ class AttendRole {
  public:
   __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), warp_(thread / 32), lane_(thread % 32),
-        softmax_(params, smem, thread, 0) {}
+        softmax_(params, smem, thread) {}
 
   __device__ void run() {
     using namespace sm90;
@@ -127,7 +127,7 @@ class AttendRole {
   const int warp_;
   const int lane_;
   float o_acc_[kPvMTiles][G::kSAccumulators];  // O^T: m-tile t holds dims of K-tile column block t
-  ChunkSoftmax<kGroupHeads, G::kSoftmaxHeads, kSplitItems> softmax_;  // heads 0.. of the unit
+  ChunkSoftmax<kGroupHeads, kSplitItems> softmax_;
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
@@ -180,8 +180,7 @@ class AttendRole {
   // not through a staging tile and TMA stores, measured: docs/hopper_small_kernel.md, "The unit
   // epilogue".)
   __device__ void finish_unit(const Unit<kSplitItems>& u) {
-    float* const out_scale = smem_.out_scale;
-    softmax_.finish(u, out_scale);
+    softmax_.finish(u);
     // PV took V as the converters wrote it: 2^-9 times the cache's values in the NoPE dims
     // (nvfp4_bit_decode.cuh), the RoPE dims (m-tile kRopeMTile) as stored. Those are scaled down to
     // match, so that one scale a head (out_scale, times 2^9) serves every dim; powers of two, exact.
@@ -189,9 +188,9 @@ class AttendRole {
     for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     named_barrier<kScalesReady, kWarpgroupThreads>();
     if constexpr (kSplitItems) {
-      store_partial(u, out_scale);
+      store_partial(u);
     } else {
-      store_output(u, out_scale);
+      store_output(u);
     }
     // All read the scales before the next unit rewrites them.
     named_barrier<kScalesReady, kWarpgroupThreads>();
@@ -217,7 +216,7 @@ class AttendRole {
   // t, with the pair of adjacent output dims from `dim` (the RoPE pairs after the swap of one value
   // with the lane of the other column). Every pair starts at an even dim.
   template <typename Store>
-  __device__ __forceinline__ void for_each_output_pair(const float* out_scale, Store&& store) const {
+  __device__ __forceinline__ void for_each_output_pair(Store&& store) const {
     const int column = lane_ / 4, quad = lane_ % 4;
     const bool odd_column = (column & 1) != 0;
     const int nope_dim = nope_pair_dim(warp_, column);
@@ -227,7 +226,7 @@ class AttendRole {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int head = 8 * n + 2 * quad + e;
-        const float scale = out_scale[head];
+        const float scale = smem_.out_scale[head];
 #pragma unroll
         for (int t = 0; t < kPvMTiles; ++t) {
           const int dim = t < kRopeMTile ? 64 * t + nope_dim : rope_dim;
@@ -239,8 +238,8 @@ class AttendRole {
 
   // O^T normalised, from registers to the output in bf16, 4 bytes a store: aligned for any output
   // view the op accepts (4-byte aligned). A warp instruction writes 8 column pairs of 4 heads.
-  __device__ __forceinline__ void store_output(const Unit<kSplitItems>& u, const float* out_scale) {
-    for_each_output_pair(out_scale, [&](int head, int dim, float2 pair) {
+  __device__ __forceinline__ void store_output(const Unit<kSplitItems>& u) {
+    for_each_output_pair([&](int head, int dim, float2 pair) {
       __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
       *reinterpret_cast<uint32_t*>(out + dim) = pack_bf16x2(pair.x, pair.y);
     });
@@ -249,8 +248,8 @@ class AttendRole {
   // A split's partial, O^T normalised over the split, from registers to its fp32 row of the scratch,
   // 8 bytes a store (mid_out is 16-byte aligned); none for the padding heads (their lanes still take
   // part in the RoPE swaps).
-  __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u, const float* out_scale) {
-    for_each_output_pair(out_scale, [&](int head, int dim, float2 pair) {
+  __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u) {
+    for_each_output_pair([&](int head, int dim, float2 pair) {
       if (real_head(params_, u.head0 + head)) {
         *reinterpret_cast<float2*>(split_output_row(params_, u.split, u.token, u.head0 + head) + dim) = pair;
       }

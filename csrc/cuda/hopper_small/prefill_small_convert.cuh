@@ -18,7 +18,6 @@
 #include "../hopper/sm90_primitives.cuh"
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "prefill_small_layout.h"
-#include "prefill_small_softmax.cuh"
 #include "prefill_small_trace.cuh"
 #include "prefill_small_work.cuh"
 #include "sm90_small_primitives.cuh"
@@ -36,13 +35,9 @@ class ConvertRole {
   // converter 1's RoPE k-steps last in a chunk (see convert()); units of 16 load with `valid ? load
   // : 0` selects and run the RoPE k-steps first. Timed on the H200 at d5ba4d5 (docs/benchmarks.md,
   // "Main, two waiting branches ..."), the first form was 3-5% faster at 32 heads and 2-4% slower
-  // at 16.
+  // at 16. The predicated loads alone at 16 heads (RoPE k-steps first) were 1.8-3.1% slower at
+  // T = 4096 (H200, docs/hopper_small_kernel.md): the two go together.
   static constexpr bool kRopeLast = kGroupHeads == 32;
-  // The loads predicated into the registers themselves (a masked row masked where it is used), with
-  // the RoPE k-steps last. At 16 heads with the RoPE k-steps first the predicated form was 1.8-3.1%
-  // slower at T = 4096 (H200, docs/hopper_small_kernel.md), although it took away the selects'
-  // moves where converter 1 waited for its loads: the wait moved to the loads' use.
-  static constexpr bool kPredicatedLoads = kRopeLast;
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
   static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
@@ -54,7 +49,7 @@ class ConvertRole {
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
         num_units_(num_work_units<kSplitItems>(params)) {
-    if constexpr (kPredicatedLoads) {  // a masked row's registers keep what they hold: start from zeros
+    if constexpr (kRopeLast) {  // a masked row's registers keep what they hold: start from zeros
       rows_[0] = RowBytes{};
       rows_[1] = RowBytes{};
     }
@@ -212,21 +207,21 @@ class ConvertRole {
     }
   }
 
-  // A masked row reads nothing. With kPredicatedLoads its loads leave its registers as they were (stale
+  // A masked row reads nothing. With kRopeLast its loads leave its registers as they were (stale
   // bytes of an earlier row, or the zeros they start with) and convert() masks them: a zero scale
   // and no sign for its codes (+0 whatever the bits), an AND for its RoPE words; otherwise its
   // registers are zeroed.
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
     const int group = slot_group(kHalf, quad_, slot);
-    if constexpr (kPredicatedLoads) {
+    if constexpr (kRopeLast) {
       sm90::ld_global_nc_8_no_l1_if(row.groups[slot], source.data_row + 8 * group, source.valid);
     } else {
       row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
     }
   }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
-    if constexpr (kPredicatedLoads) {
+    if constexpr (kRopeLast) {
       sm90::ld_global_nc_16_if(row.scales, source.scale_row + kFirst, source.valid);
     } else {
       row.scales = source.valid ? sm90::ld_global_nc_16(source.scale_row + kFirst) : make_uint4(0, 0, 0, 0);
@@ -236,7 +231,7 @@ class ConvertRole {
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const int chunk = 2 * quad_ + v;
-      if constexpr (kPredicatedLoads) {
+      if constexpr (kRopeLast) {
         sm90::ld_global_nc_16_if(row.rope[v], source.data_row + nvfp4::kNopeBytes + 16 * chunk, source.valid);
       } else {
         row.rope[v] = source.valid ? sm90::ld_global_nc_16(source.data_row + nvfp4::kNopeBytes + 16 * chunk)
@@ -368,8 +363,8 @@ class ConvertRole {
   // the chunk's QK^T (its first wgmma starts the accumulators).
   __device__ __forceinline__ void rope_steps(float (&s_acc)[G::kSAccumulators], uint32_t k_tile, uint64_t q_desc,
                                              bool first) {
-    const uint32_t keep0 = !kPredicatedLoads || valid_[0] ? ~0u : 0u;
-    const uint32_t keep1 = !kPredicatedLoads || valid_[1] ? ~0u : 0u;
+    const uint32_t keep0 = !kRopeLast || valid_[0] ? ~0u : 0u;
+    const uint32_t keep1 = !kRopeLast || valid_[1] ? ~0u : 0u;
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const uint4 r0 = rows_[0].rope[v];
@@ -401,15 +396,15 @@ class ConvertRole {
       const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {
-        scales[r][slot] = !kPredicatedLoads || valid_[r] ? hopper::e4m3_to_decode_scale(slot_scale(words, slot))
+        scales[r][slot] = !kRopeLast || valid_[r] ? hopper::e4m3_to_decode_scale(slot_scale(words, slot))
                                                   : 0u;
       }
       load_scales(rows_[r], next_rows[r]);
     }
-    // With kPredicatedLoads a masked row converts to +0 (zero scale, no sign), as zeroed registers
+    // With kRopeLast a masked row converts to +0 (zero scale, no sign), as zeroed registers
     // do, and its RoPE words are ANDed away: no stale bit reaches the tile.
-    const uint32_t sign_mask[2] = {!kPredicatedLoads || valid_[0] ? 0x80008000u : 0u,
-                                   !kPredicatedLoads || valid_[1] ? 0x80008000u : 0u};
+    const uint32_t sign_mask[2] = {!kRopeLast || valid_[0] ? 0x80008000u : 0u,
+                                   !kRopeLast || valid_[1] ? 0x80008000u : 0u};
     if constexpr (kHasRope && !kRopeLast) rope_steps(s_acc, k_tile, q_desc, true);
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {

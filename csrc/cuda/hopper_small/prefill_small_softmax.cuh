@@ -1,8 +1,8 @@
-// The chunk softmax of the small-heads Hopper prefill over a range of a unit's heads, and the
-// unit's end for those heads. The attend warpgroup runs it over all heads of a unit.
+// The chunk softmax of the small-heads Hopper prefill over a unit's heads, and the unit's end for
+// them, run by the attend warpgroup.
 //
-// 8 threads a head, 8 candidates each: thread t of the 128 takes heads first + t / 8 + 16 k
-// (k < kThreadHeads) and candidates 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3, so a head's max
+// 8 threads a head, 8 candidates each: thread t of the 128 takes heads t / 8 + 16 k
+// (k < Geometry::kSoftmaxHeads) and candidates 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3, so a head's max
 // and sums reduce within 8 lanes. Each chunk it adds the converters' two halves of S^T, masks and
 // scales them, moves each head's reference only when the chunk's max exceeds it by more than 2^8
 // (as the 64-head kernel does: weights stay <= 256 and the O rescale is rare), writes the bf16
@@ -21,15 +21,15 @@
 
 namespace cake::cuda::hopper_small {
 
-template <int kGroupHeads, int kThreadHeads, bool kSplitItems>
+template <int kGroupHeads, bool kSplitItems>
 class ChunkSoftmax {
   using G = Geometry<kGroupHeads>;
+  static constexpr int kThreadHeads = G::kSoftmaxHeads;
 
  public:
-  // `thread`: 0..127 within the warpgroup that runs it; `first_head`: the range's first head.
-  __device__ ChunkSoftmax(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread,
-                          int first_head)
-      : params_(params), smem_(smem), head_group_(first_head + thread / 8), part_(thread % 8),
+  // `thread`: 0..127 within the warpgroup that runs it.
+  __device__ ChunkSoftmax(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
+      : params_(params), smem_(smem), head_group_(thread / 8), part_(thread % 8),
         score_scale_(score_scale_or_nan(params.score_scale_log2)) {}
 
   __device__ __forceinline__ void reset() {
@@ -97,10 +97,10 @@ class ChunkSoftmax {
 
   // The unit's end for these heads: each head's sums over its 8 threads (a fixed order), the sink
   // and the NaN rules (finalize_row), the LSE stored, and the head's output scale into
-  // out_scale[head] (times 2^9: PV took the NoPE dims as 2^-9 times the cache's values). A decode's
+  // smem_.out_scale[head] (times 2^9: PV took the NoPE dims as 2^-9 times the cache's values). A decode's
   // split unit gives its partial instead (finalize_split_row: no sink) and nothing for the
   // padding heads past the call's last (real_head).
-  __device__ __forceinline__ void finish(const Unit<kSplitItems>& u, float* out_scale) const {
+  __device__ __forceinline__ void finish(const Unit<kSplitItems>& u) const {
 #pragma unroll
     for (int k = 0; k < kThreadHeads; ++k) {
       const int head = head_group_ + 16 * k;
@@ -114,12 +114,12 @@ class ChunkSoftmax {
         if (part_ == 0 && real_head(params_, u.head0 + head)) {
           const SoftmaxFinal partial = finalize_split_row(row_max_[k], WeightSums{rounded, exact});
           store_split_lse(params_, u.split, u.token, u.head0 + head, partial.lse2);
-          out_scale[head] = partial.out_scale * hopper::kBitDecodeUnscale;
+          smem_.out_scale[head] = partial.out_scale * hopper::kBitDecodeUnscale;
         }
       } else if (part_ == 0) {
         const SoftmaxFinal final = finalize_row(params_, u.head0 + head, row_max_[k], WeightSums{rounded, exact});
         store_lse(params_, u.token, u.head0 + head, final.lse2);
-        out_scale[head] = final.out_scale * hopper::kBitDecodeUnscale;
+        smem_.out_scale[head] = final.out_scale * hopper::kBitDecodeUnscale;
       }
     }
   }
