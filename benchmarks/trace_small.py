@@ -21,6 +21,12 @@ before). Each role's chunks that a unit boundary touches are summarised apart (`
 attend's last chunk of a unit (its period holds the unit's epilogue), the converters' first two
 (the first loads the unit's Q, the second waits for the attend's first softmax after the
 epilogue); the converters' hand-overs count as theirs.
+
+--run-decode launches the decode of --tokens x --heads x --topk candidates as planned instead (its
+splits run this kernel where the plan splits into two chunks or more and the heads are not a
+multiple of 64). The summary then also prints CTA 0's life (`LIFE` lines: each role's entry,
+set-up, first epilogue and exit) and its first chunks' points from the same origin: a decode
+split's CTA has no chunk after its first unit.
 """
 import argparse
 import sys
@@ -119,6 +125,29 @@ def run_trace(num_tokens, num_heads, topk):
     trace_items.run_traced(num_tokens, num_heads, topk, lambda problem: f"PLAN {problem.run()[2]}")
 
 
+def run_decode_trace(num_tokens, num_heads, candidates):
+    """The decode as planned (its splits run this kernel's split form where the plan splits into
+    two chunks or more and the 64-head kernel does not serve the heads)."""
+    print(f"PROBLEM {num_tokens} {num_heads} {candidates}", flush=True)
+    trace_items.run_traced(num_tokens, num_heads, candidates, lambda problem: f"PLAN {problem.run_decode()[2]}")
+
+
+def first_chunks(launch, chunks=4):
+    """CTA 0's points of its first `chunks` chunks, per role, in cycles from the first role's entry
+    (the life points' origin; None where not recorded): where a short launch spends its time."""
+    life = launch.get("life", {})
+    entries = [clocks[0] for clocks in life.values() if clocks and clocks[0]]
+    if not entries:
+        return {}
+    origin = min(entries)
+    out = {}
+    for role in (ATTEND, CONVERTER0, CONVERTER1):
+        for chunk, clocks in sorted(launch.get(role, {}).items()):
+            if chunk < chunks and any(clocks):
+                out[(role, chunk)] = [clock - origin if clock else None for clock in clocks]
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log", nargs="?", help="a trace build's output")
@@ -126,9 +155,14 @@ def main(argv=None):
     parser.add_argument("--tokens", type=int, default=4096, help="--run: T (default 4096)")
     parser.add_argument("--heads", type=int, default=16, help="--run: H (default 16)")
     parser.add_argument("--topk", type=int, default=512, help="--run: candidates, a multiple of 64 (default 512)")
+    parser.add_argument("--run-decode", action="store_true",
+                        help="launch the traced decode of --tokens x --heads x --topk candidates, as planned (GPU, trace build)")
     args = parser.parse_args(argv)
     if args.run:
         run_trace(args.tokens, args.heads, args.topk)
+        return 0
+    if args.run_decode:
+        run_decode_trace(args.tokens, args.heads, args.topk)
         return 0
     if not args.log:
         parser.error("a log to summarise, or --run")
@@ -138,6 +172,17 @@ def main(argv=None):
         print(f"trace_small.py: no STRACE lines in {args.log}", file=sys.stderr)
         return 2
     problem = problem_of(text)
+    life = trace_items.life_parts(launches[-1])
+    if life:
+        names = ("entry", "set_up", "first_epilogue", "exit")
+        print("CTA 0's life in the last launch (cycles from the first role's entry; role 0 attend, 1 and 2 converters)")
+        print("| role | " + " | ".join(names) + " |")
+        print("|---" * (len(names) + 1) + "|")
+        for role, points in life.items():
+            print(f"| {role} | " + " | ".join("-" if points[name] is None else str(points[name]) for name in names) + " |")
+        print("CTA 0's first chunks (points as in csrc/cuda/hopper_small/prefill_small_trace.cuh, same origin)")
+        for (role, chunk), points in first_chunks(launches[-1]).items():
+            print(f"role {role} chunk {chunk}: " + " ".join("-" if p is None else str(p) for p in points))
     chunks_per_unit = max(1, -(-problem[2] // 64)) if problem else 8  # a list's chunks: rounded up
     rows = chunk_parts(launches[-1], chunks_per_unit)
     if not rows:

@@ -86,6 +86,7 @@ class AttendRole {
         if constexpr (G::kAttendWritesTable) write_table_chunk(num_units, gchunk + kTableSlots, table_index);
         trace_event(0, 6, gchunk);
       }
+      if (unit == int(blockIdx.x)) trace_life(0, kLifeFirstEpilogue);
       finish_unit(u);
     }
   }

@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   Storage& smem = *reinterpret_cast<Storage*>(smem_bytes);
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
   const int thread = threadIdx.x % kWarpgroupThreads;
+  trace_life(warpgroup, kLifeEntry);
   if (threadIdx.x == 0) {
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     for (int tile = 0; tile < kKTiles; ++tile) {
@@ -54,10 +55,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int slot = 0; slot < kTableSlots; ++slot) mbarrier_init(smem_address(&smem.table_full[slot]), kChunkRows);
   }
   __syncthreads();
+  trace_life(warpgroup, kLifeSetUp);
   // setmaxnreg: the side that claims registers waits until the other side has released them.
   if (warpgroup == 0) {
     set_registers<G::kAttendRegisters>();
     AttendRole<kGroupHeads, kSplitItems>(params, smem, thread).run();
+    trace_life(warpgroup, kLifeExit);
   } else {
     set_registers<G::kConvertRegisters>();
     if (warpgroup == 1) {
@@ -65,6 +68,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       ConvertRole<kGroupHeads, 1, kSplitItems>(params, smem, thread).run();
     }
+    trace_life(warpgroup, kLifeExit);
   }
 #endif
 }

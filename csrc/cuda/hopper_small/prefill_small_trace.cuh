@@ -13,6 +13,10 @@
 //   passed, 5 the S half stored and k_full arrived; inside the conversion, 6 its first half of
 //   the NoPE group slots issued (slot kSlots / 2 - 1 done), 7 all of them (converter 1's RoPE
 //   k-steps follow).
+// Besides the per-chunk points, each role records CTA 0's life (trace_life, printed as `LIFE role
+// clocks...`, the 64-head kernel's format): its entry, the end of the barrier set-up, the start of
+// its first unit's epilogue (the attend warpgroup) and its exit, so that a short launch (a decode
+// split of one or two chunks) shows where its fixed time goes.
 #pragma once
 
 #include <cstdio>
@@ -23,10 +27,12 @@ namespace cake::cuda::hopper_small {
 
 constexpr int kTraceRoles = 3;
 constexpr int kTraceEvents = 8;
+enum TraceLife : int { kLifeEntry = 0, kLifeSetUp = 1, kLifeFirstEpilogue = 2, kLifeExit = 3, kLifePoints = 4 };
 
 #ifdef CAKE_SMALL_TRACE
 constexpr int kTraceChunks = 64;
 __device__ unsigned long long g_small_trace[kTraceRoles][kTraceEvents][kTraceChunks];
+__device__ unsigned long long g_small_life[kTraceRoles][kLifePoints];
 __device__ __forceinline__ void trace_event(int role, int event, int chunk) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < kTraceChunks) g_small_trace[role][event][chunk] = clock64();
 }
@@ -36,21 +42,36 @@ __device__ __forceinline__ void trace_event_past_barrier(int role, int event, in
     g_small_trace[role][event][chunk] = clock_past_barrier();
   }
 }
+__device__ __forceinline__ void trace_life(int role, int point) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0) {
+    g_small_life[role][point] = point == kLifeSetUp ? clock_past_barrier() : clock64();
+  }
+}
 // Host side, after a launch: waits for it and prints the timeline (no printf in the kernel:
 // ptxas would serialise the wgmmas around the call).
 inline void print_small_trace() {
   static unsigned long long host[kTraceRoles][kTraceEvents][kTraceChunks];
+  static unsigned long long life[kTraceRoles][kLifePoints];
   cudaDeviceSynchronize();
   cudaMemcpyFromSymbol(host, g_small_trace, sizeof(host));
+  cudaMemcpyFromSymbol(life, g_small_life, sizeof(life));
+  for (int role = 0; role < kTraceRoles; ++role) {
+    printf("LIFE %d", role);
+    for (int point = 0; point < kLifePoints; ++point) printf(" %llu", life[role][point]);
+    printf("\n");
+  }
   print_trace_rows("STRACE", &host[0][0][0], kTraceRoles, kTraceEvents, kTraceChunks);
   fflush(stdout);  // before the caller's own output (benchmarks/trace_small.py marks launches)
   // Zeros for the next launch, so that a point it does not reach reads "not recorded".
   static const unsigned long long zeros[kTraceRoles][kTraceEvents][kTraceChunks] = {};
+  static const unsigned long long life_zeros[kTraceRoles][kLifePoints] = {};
   cudaMemcpyToSymbol(g_small_trace, zeros, sizeof(zeros));
+  cudaMemcpyToSymbol(g_small_life, life_zeros, sizeof(life_zeros));
 }
 #else
 __device__ __forceinline__ void trace_event(int, int, int) {}
 __device__ __forceinline__ void trace_event_past_barrier(int, int, int) {}
+__device__ __forceinline__ void trace_life(int, int) {}
 inline void print_small_trace() {}
 #endif
 
