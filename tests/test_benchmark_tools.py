@@ -796,6 +796,32 @@ def test_record_ab_refuses_a_tree_without_runs(tmp_path):
         assert not out.exists()
 
 
+def test_ncu_source_passes_the_kernel_filter(tmp_path):
+    """ncu_source.sh gives ncu the filter in NCU_KERNEL (the decode's, which leaves the merge kernel
+    out) or its default, and profile_one.py's arguments after the script."""
+    fake_ncu = tmp_path / "ncu"
+    fake_ncu.write_text('#!/usr/bin/env bash\necho "args: $*"\n')
+    fake_ncu.chmod(0o755)
+    out = tmp_path / "out.csv.gz"
+    decode_filter = "regex:sparse_mla_(prefill_small|attention_hopper|decode_split)_kernel"
+    for kernel, expected in ((None, "-k regex:sparse_mla --launch-skip 1"), (decode_filter, f"-k {decode_filter} ")):
+        env = dict(os.environ, NCU=str(fake_ncu))
+        if kernel is not None:
+            env["NCU_KERNEL"] = kernel
+        result = subprocess.run(["bash", str(ROOT / "benchmarks" / "ncu_source.sh"), str(out), "--decode", "--tokens", "8"],
+                                capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+        text = gzip.decompress(out.read_bytes()).decode()
+        assert expected in text and "benchmarks/profile_one.py --decode --tokens 8" in text, text
+
+
+def test_profile_one_refuses_splits_without_the_decode():
+    """--num-splits is the decode's: without --decode profile_one.py stops before touching a GPU."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_one.py"), "--num-splits", "2"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 2 and "--num-splits needs --decode" in result.stderr, result.stderr
+
+
 def test_ncu_roles_splits_at_the_dequant_register_release(tmp_path):
     """The source-counter summary gives the rows before the first USETMAXREG.DEALLOC to the
     consumers and the rest to the dequant; stall shares leave out the not-issued columns (a subset
