@@ -822,6 +822,14 @@ def test_profile_one_refuses_splits_without_the_decode():
     assert result.returncode == 2 and "--num-splits needs --decode" in result.stderr, result.stderr
 
 
+def test_decode_code_warm_refuses_a_bad_shape():
+    """decode_code_warm.py takes TxHxCANDIDATES shapes and stops on anything else before it touches a GPU."""
+    for shape in ("8x16", "8x16xmany"):
+        result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "decode_code_warm.py"), shape],
+                                capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert result.returncode == 2 and "expected TxHxCANDIDATES" in result.stderr, result.stderr
+
+
 def test_ncu_roles_splits_at_the_dequant_register_release(tmp_path):
     """The source-counter summary gives the rows before the first USETMAXREG.DEALLOC to the
     consumers and the rest to the dequant; stall shares leave out the not-issued columns (a subset
