@@ -310,8 +310,6 @@ PYBIND11_MODULE(_C, module) {
   module.attr("LIST_CHUNKS_PER_SPLIT") = cake::kListChunksPerSplit;
   module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_WIDE") = cake::kDecodeCrossoverItemsPercentWide;
   module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_NARROW") = cake::kDecodeCrossoverItemsPercentNarrow;
-  module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_WIDE_LONG") = cake::kDecodeCrossoverItemsPercentWideLong;
-  module.attr("DECODE_CROSSOVER_LONG_LIST_CHUNKS") = cake::kLongListChunks;
   module.def(
       "decode_head_tile_choices", [](int64_t num_heads) { return cake::decode_head_tile_choices(num_heads); },
       "Head-tile choices of the decode for a head count ([] for a head count it rejects)", pybind11::arg("num_heads"));
@@ -353,11 +351,11 @@ PYBIND11_MODULE(_C, module) {
          std::optional<std::string> device, std::optional<std::string> kernel) {
         return value_errors([&] {
           const cake::PrefillTarget target = cake::resolve_prefill_target(device, kernel, num_sms);
-          const int64_t tiles = checked_request_head_tiles(num_tokens, num_heads, topk, extra_topk, target.num_sms,
-                                                           max_splits, head_tiles, target.max_head_tiles);
-          return decode_plan_dict(cake::plan_decode(num_tokens, num_heads, cake::decode_num_chunks(topk, extra_topk),
-                                                    target.num_sms, max_splits, tiles, num_splits,
-                                                    cake::decode_split_rules(target, num_heads, tiles)));
+          checked_request_head_tiles(num_tokens, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
+                                     target.max_head_tiles);
+          return decode_plan_dict(cake::plan_decode_on_target(target, num_tokens, num_heads,
+                                                              cake::decode_num_chunks(topk, extra_topk), max_splits,
+                                                              head_tiles, num_splits));
         });
       },
       "The plan the decode op runs for a shape on a device (None: the current one): its SMs (or num_sms), its "
@@ -373,21 +371,19 @@ PYBIND11_MODULE(_C, module) {
          std::optional<int64_t> num_splits, std::optional<std::string> device) -> pybind11::object {
         const cake::PrefillTarget target =
             value_errors([&] { return cake::resolve_prefill_target(device, std::nullopt, std::nullopt); });
-        int64_t num_chunks = 0, tiles = 0;
-        cake::DecodeSplitRules rules;
+        int64_t num_chunks = 0;
         try {
           // Checked once, for no token (num_splits too); the steps then hold for every token count.
-          tiles = checked_request_head_tiles(0, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
-                                             target.max_head_tiles);
+          checked_request_head_tiles(0, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
+                                     target.max_head_tiles);
           num_chunks = cake::decode_num_chunks(topk, extra_topk);
-          rules = cake::decode_split_rules(target, num_heads, tiles);
-          cake::plan_decode(0, num_heads, num_chunks, target.num_sms, max_splits, tiles, num_splits, rules);
+          cake::plan_decode_on_target(target, 0, num_heads, num_chunks, max_splits, head_tiles, num_splits);
         } catch (const c10::ValueError&) {
           return pybind11::none();  // the op rejects these arguments, naming its tensors
         }
         pybind11::list steps;
-        for (const cake::DecodePlanStep& step :
-             cake::decode_plan_steps(num_heads, num_chunks, target.num_sms, max_splits, tiles, num_splits, rules)) {
+        for (const cake::DecodePlanStep& step : cake::decode_plan_steps_on_target(target, num_heads, num_chunks,
+                                                                                 max_splits, head_tiles, num_splits)) {
           steps.append(pybind11::make_tuple(step.min_tokens, step.plan.head_tiles, step.plan.num_splits,
                                             step.plan.chunks_per_block));
         }

@@ -148,11 +148,12 @@ def num_threads_16():
 
 
 @pytest.mark.parametrize("num_tokens,num_heads,topk,expected", [(1, 64, 300, "decode"), (1, 16, 300, "decode"),
-                                                                (2, 16, 300, "prefill"), (40, 8, 100, "decode"),
+                                                                (3, 16, 300, "decode"), (4, 16, 300, "prefill"),
+                                                                (3, 64, 300, "decode"), (4, 64, 300, "prefill"), (40, 8, 100, "decode"),
                                                                 (40, 16, 1100, "decode"), (3, 128, 64, "prefill")])
 def test_attention_runs_the_selected_op(num_tokens, num_heads, topk, expected, num_threads_8):
-    """On 8 "SMs": the decode for T * H / 16 work items below 6 (H = 64, 128: 75%) or below 2 (other
-    head counts: 25%), 8 heads or more than 16 chunks."""
+    """On 8 "SMs": the decode for T * H / 16 work items below 16 (H = 64, 128: 200%) or below 4
+    (other head counts: 50%), 8 heads or more than 16 chunks."""
     assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
         num_tokens=num_tokens, num_heads=num_heads, topk=topk, num_sms=8) == expected
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(20, 64), device="cpu",

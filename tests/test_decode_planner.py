@@ -141,6 +141,41 @@ def test_fewest_chunks_a_split():
         {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
 
 
+@settings(max_examples=200, deadline=None)
+@given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from([8, 16, 32, 48, 64, 96, 128]),
+       topk=st.integers(1, 4096), extra_topk=st.sampled_from([0, 64, 512]), num_sms=st.integers(1, 264),
+       max_splits=st.sampled_from([1, 2, 16, 32]))
+def test_few_ctas_narrow_the_64_head_blocks(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits):
+    """On the Hopper family the planner's head tile (none asked for) is 2 instead of 4 where the
+    plan of 64-head blocks launches at most a quarter of the SMs' worth of CTAs (T x head blocks x
+    splits): 32-head blocks on the small-heads kernel's split form, whose splits are then planned
+    by that kernel's rules. Elsewhere, and with an explicit head tile, the largest tile stays."""
+    if -(-topk // 64) + -(-extra_topk // 64) > 16 * max_splits:
+        return
+
+    def on(kernel, **kwargs):
+        return _C.plan_decode_on_device(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, kernel=kernel,
+                                        **kwargs)
+
+    largest = 4 if num_heads % 64 == 0 else max(t for t in head_tiles(num_heads))
+    wide = on("hopper", head_tiles=largest)
+    ctas = num_tokens * (num_heads // 16 // largest) * wide["num_splits"]
+    narrows = largest == 4 and num_tokens > 0 and 4 * ctas <= num_sms
+    assert on("hopper") == (on("hopper", head_tiles=2) if narrows else wide)
+    for kernel in ("portable", "cpu"):
+        assert on(kernel) == on(kernel, head_tiles=largest)
+
+
+def test_few_ctas_narrow_the_64_head_blocks_at_the_measured_rows():
+    """The rows the rule was measured at on the H200 (132 SMs, docs/planner.md)."""
+    def tiles(num_tokens, num_heads, topk):
+        return _C.plan_decode_on_device(num_tokens, num_heads, topk, 0, 132, 16, kernel="hopper")["head_tiles"]
+
+    assert tiles(1, 64, 2048) == 2 and tiles(1, 128, 2048) == 2 and tiles(2, 64, 1024) == 2  # 16, 32, 16 CTAs
+    assert tiles(8, 64, 1024) == 4 and tiles(4, 128, 1024) == 4  # 64 CTAs each
+    assert tiles(128, 128, 2048) == 4 and tiles(8, 16, 1024) == 1 and tiles(0, 64, 2048) == 4
+
+
 def test_one_split_of_long_lists_keeps_the_hopper_kernels():
     """max_unsplit_chunks: the planner gives one split of more than that many chunks nowhere (two
     instead). The op's is 16 where the call's splits run the small-heads Hopper kernel, whose
@@ -328,31 +363,26 @@ def test_scratch_covers_every_plan(num_tokens, num_heads, topk, extra_topk, max_
 
 def test_select_kernel():
     """The crossover: the decode when the prefill cannot run the shape, or when its largest launch
-    (T * H / 16 work items) is below 75% of the SM count (H a multiple of 64 and fewer than 16
-    chunks), 100% (H a multiple of 64, 16 chunks or more) or 25% (other head counts)."""
-    assert (_C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE, _C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE_LONG,
-            _C.DECODE_CROSSOVER_ITEMS_PERCENT_NARROW, _C.DECODE_CROSSOVER_LONG_LIST_CHUNKS) == (75, 100, 25, 16)
+    (T * H / 16 work items) is below 200% of the SM count (H a multiple of 64, any list width) or
+    50% (other head counts)."""
+    assert (_C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE, _C.DECODE_CROSSOVER_ITEMS_PERCENT_NARROW) == (200, 50)
+    assert not hasattr(_C, "DECODE_CROSSOVER_ITEMS_PERCENT_WIDE_LONG")
     assert select(num_tokens=10**6, num_heads=8, topk=64, num_sms=132) == "decode"       # H not a multiple of 16
     assert select(num_tokens=10**6, num_heads=16, topk=1025, num_sms=132) == "decode"    # 17 chunks
     assert select(num_tokens=10**6, num_heads=16, topk=1000, extra_topk=20, num_sms=132) == "decode"
     assert select(num_tokens=10**6, num_heads=16, topk=1024, num_sms=132) == "prefill"
-    assert select(num_tokens=24, num_heads=64, topk=512, num_sms=132) == "decode"        # 96 items < 99
-    assert select(num_tokens=25, num_heads=64, topk=512, num_sms=132) == "prefill"       # 100 items
-    assert select(num_tokens=12, num_heads=128, topk=512, num_sms=132) == "decode"       # 96 items
-    assert select(num_tokens=13, num_heads=128, topk=512, num_sms=132) == "prefill"
-    assert select(num_tokens=24, num_heads=64, topk=960, num_sms=132) == "decode"        # 15 chunks: 75%
-    assert select(num_tokens=25, num_heads=64, topk=960, num_sms=132) == "prefill"
-    assert select(num_tokens=32, num_heads=64, topk=1024, num_sms=132) == "decode"       # 16 chunks: 128 items < 132
-    assert select(num_tokens=33, num_heads=64, topk=1024, num_sms=132) == "prefill"      # 132 items
-    assert select(num_tokens=16, num_heads=128, topk=1024, num_sms=132) == "decode"      # 128 items < 132
-    assert select(num_tokens=17, num_heads=128, topk=1024, num_sms=132) == "prefill"
-    assert select(num_tokens=16, num_heads=128, topk=512, extra_topk=512, num_sms=132) == "decode"  # 8 + 8 chunks
-    assert select(num_tokens=32, num_heads=16, topk=1024, num_sms=132) == "decode"       # narrow: 25% at any length
-    assert select(num_tokens=33, num_heads=16, topk=1024, num_sms=132) == "prefill"
-    assert select(num_tokens=32, num_heads=16, topk=512, num_sms=132) == "decode"        # 32 items < 33
-    assert select(num_tokens=33, num_heads=16, topk=512, num_sms=132) == "prefill"
-    assert select(num_tokens=16, num_heads=32, topk=512, num_sms=132) == "decode"        # 32 items < 33
-    assert select(num_tokens=17, num_heads=32, topk=512, num_sms=132) == "prefill"
+    for topk in (64, 512, 960, 1024):  # the same threshold at every list width
+        assert select(num_tokens=65, num_heads=64, topk=topk, num_sms=132) == "decode"   # 260 items < 264
+        assert select(num_tokens=66, num_heads=64, topk=topk, num_sms=132) == "prefill"  # 264 items
+        assert select(num_tokens=32, num_heads=128, topk=topk, num_sms=132) == "decode"  # 256 items
+        assert select(num_tokens=33, num_heads=128, topk=topk, num_sms=132) == "prefill"
+    assert select(num_tokens=32, num_heads=128, topk=512, extra_topk=512, num_sms=132) == "decode"  # 8 + 8 chunks
+    assert select(num_tokens=65, num_heads=16, topk=1024, num_sms=132) == "decode"       # narrow: 65 items < 66
+    assert select(num_tokens=66, num_heads=16, topk=1024, num_sms=132) == "prefill"
+    assert select(num_tokens=65, num_heads=16, topk=512, num_sms=132) == "decode"
+    assert select(num_tokens=66, num_heads=16, topk=512, num_sms=132) == "prefill"
+    assert select(num_tokens=32, num_heads=32, topk=512, num_sms=132) == "decode"        # 64 items < 66
+    assert select(num_tokens=33, num_heads=32, topk=512, num_sms=132) == "prefill"
     assert select(num_tokens=0, num_heads=64, topk=512, num_sms=132) == "decode"
     for bad, match in ((dict(num_heads=12), "num_heads"), (dict(topk=0), "topk"), (dict(num_sms=0), "num_sms"),
                        (dict(topk=16385), "topk/extra_topk"), (dict(num_tokens=-1), "num_tokens")):

@@ -125,7 +125,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
             ``max_unsplit_chunks``.
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
-            planner's, the largest choice the device runs.
+            planner's: the largest choice the device runs, or 2 where the device's 64-head blocks
+            run the 64-head Hopper kernel and their plan would launch at most a quarter of its
+            SMs' worth of CTAs (T x head blocks x splits).
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
             planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
             ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1; and its
@@ -191,9 +193,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 
     The decode when the prefill cannot run the shape (``num_heads`` not a multiple of 16, more
     than 16 chunks of 64 candidates) or when the prefill's largest launch, ``T * H / 16`` work
-    items, is below a percentage of the SM count: for ``H`` a multiple of 64, 75%, or 100% when the
-    lists hold 16 chunks or more; 25% for other head counts. Else the prefill. The percentages come
-    from H200 grids of both ops (docs/planner.md).
+    items, is below a percentage of the SM count: 200% for ``H`` a multiple of 64, 50% for other
+    head counts. Else the prefill. The percentages come from an H200 grid of both ops
+    (docs/planner.md).
 
     Args:
         num_tokens: T (>= 0).

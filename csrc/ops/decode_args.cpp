@@ -35,9 +35,8 @@ void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
                                max_chunks_text.c_str()};
   validate_attention_inputs(args, limits);
 
-  const int64_t head_tiles = plan_decode_head_tiles(args.num_heads, args.head_tiles, target.max_head_tiles);
-  args.plan = plan_decode(args.num_tokens, args.num_heads, args.num_chunks(), target.num_sms, args.max_splits,
-                          head_tiles, args.num_splits, decode_split_rules(target, args.num_heads, head_tiles));
+  args.plan = plan_decode_on_target(target, args.num_tokens, args.num_heads, args.num_chunks(), args.max_splits,
+                                    args.head_tiles, args.num_splits);
 
   TORCH_CHECK_VALUE(args.mid_out.defined() == args.mid_lse.defined(),
                     args.mid_out.defined() ? "mid_lse: required when mid_out is given"

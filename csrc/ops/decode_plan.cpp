@@ -122,18 +122,40 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
   return rules;
 }
 
-std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
-                                              int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits, const DecodeSplitRules& rules) {
+DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens, int64_t num_heads,
+                                 int64_t num_chunks, int64_t max_splits, std::optional<int64_t> head_tiles,
+                                 std::optional<int64_t> num_splits) {
+  const auto plan_with = [&](int64_t tiles) {
+    return plan_decode(num_tokens, num_heads, num_chunks, target.num_sms, max_splits, tiles, num_splits,
+                       decode_split_rules(target, num_heads, tiles));
+  };
+  const int64_t tiles = plan_decode_head_tiles(num_heads, head_tiles, target.max_head_tiles);
+  const DecodePlan plan = plan_with(tiles);
+  constexpr int64_t kNarrowTiles = 2;
+  const bool narrows = !head_tiles.has_value() && num_tokens > 0 && target.family == PrefillKernel::kHopper &&
+                       cuda::hopper_family_kernel(target.hopper_small, num_heads, tiles) == PrefillKernel::kHopper &&
+                       cuda::hopper_family_kernel(target.hopper_small, num_heads, kNarrowTiles) ==
+                           PrefillKernel::kHopperSmall &&
+                       decode_head_tiles_per_token(num_heads) % kNarrowTiles == 0;
+  if (!narrows) return plan;
+  const __int128 ctas = __int128(num_tokens) * decode_head_blocks(num_heads, tiles) * plan.num_splits;
+  return ctas * kNarrowHeadBlockSmShare <= target.num_sms ? plan_with(kNarrowTiles) : plan;
+}
+
+std::vector<DecodePlanStep> decode_plan_steps_on_target(const PrefillTarget& target, int64_t num_heads,
+                                                        int64_t num_chunks, int64_t max_splits,
+                                                        std::optional<int64_t> head_tiles,
+                                                        std::optional<int64_t> num_splits) {
   // From num_tokens = num_sms on, every token count has at least num_sms work items, so the plan
-  // is the fewest splits and stays; scan up to there and keep where the plan changes.
+  // is the fewest splits at the largest head tile and stays; scan up to there and keep where it
+  // changes.
   std::vector<DecodePlanStep> steps;
   const auto same = [](const DecodePlan& a, const DecodePlan& b) {
     return a.head_tiles == b.head_tiles && a.num_splits == b.num_splits && a.chunks_per_block == b.chunks_per_block;
   };
-  for (int64_t num_tokens = 0; num_tokens <= num_sms; ++num_tokens) {
+  for (int64_t num_tokens = 0; num_tokens <= target.num_sms; ++num_tokens) {
     const DecodePlan plan =
-        plan_decode(num_tokens, num_heads, num_chunks, num_sms, max_splits, head_tiles, num_splits, rules);
+        plan_decode_on_target(target, num_tokens, num_heads, num_chunks, max_splits, head_tiles, num_splits);
     if (steps.empty() || !same(steps.back().plan, plan)) steps.push_back({num_tokens, plan});
   }
   return steps;
@@ -156,7 +178,7 @@ bool prefill_serves(int64_t num_heads, int64_t num_chunks) {
 AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms) {
   if (!prefill_serves(num_heads, num_chunks)) return AttentionOp::kDecode;
   const int64_t prefill_items = num_tokens * prefill_items_per_token(num_heads, 1);
-  return prefill_items * 100 < decode_crossover_items_percent(num_heads, num_chunks) * num_sms ? AttentionOp::kDecode
+  return prefill_items * 100 < decode_crossover_items_percent(num_heads) * num_sms ? AttentionOp::kDecode
                                                                                    : AttentionOp::kPrefill;
 }
 

@@ -28,26 +28,23 @@ constexpr int64_t kListChunksPerSplit = nvfp4::kMaxChunks;
 constexpr int64_t kMaxChunksPerSplit = 2 * nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
-// The crossover between the ops, set from the H200 grids of both ops (docs/planner.md): the decode
+// The crossover between the ops, set from the H200 grid of both ops (docs/planner.md): the decode
 // serves a shape when the prefill's largest possible launch (one work item per token and sixteen
 // heads, head_tiles 1) has fewer work items than a percentage of the SM count. The percentage
-// depends on the head count, because the decode's splits of H = 64, 128 run the 64-head Hopper
-// kernel, those of the other head counts ran the slower portable body when this was measured (now
-// the small-heads kernel's split form where a split holds two chunks: not re-measured), while the
-// prefill of 16, 32, 48 heads runs the faster small-heads kernel: with 16 heads the decode was
-// faster only below ~25% of the SMs (T = 32 0.87-0.94x, T = 64 1.2x slower). With 64 and 128 heads
-// it also depends on the list: a prefill item walks its whole list in one CTA, so below a wave its
-// time is that list's length, which the decode's splits share out. At 8 chunks the decode won at
-// ~50% of the SMs and lost at ~97% (1.05-1.09x); at 16 chunks it still won at ~97% (0.79x) and lost
-// at ~194% (1.08x): up to a wave.
-constexpr int64_t kDecodeCrossoverItemsPercentWide = 75;       // H a multiple of 64 (kWideHeadBlock)
-constexpr int64_t kDecodeCrossoverItemsPercentWideLong = 100;  // the same with kLongListChunks or more
-constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 25;     // the other head counts
-constexpr int64_t kWideHeadBlock = 4 * nvfp4::kHeadsPerTile;   // four head tiles: the 64-head kernel's item
-constexpr int64_t kLongListChunks = 16;                        // 1024 candidates
-inline int64_t decode_crossover_items_percent(int64_t num_heads, int64_t num_chunks) {
-  if (num_heads % kWideHeadBlock != 0) return kDecodeCrossoverItemsPercentNarrow;
-  return num_chunks >= kLongListChunks ? kDecodeCrossoverItemsPercentWideLong : kDecodeCrossoverItemsPercentWide;
+// depends on the head count. For H a multiple of 64 the decode's splits run the 64-head Hopper
+// kernel, and where the planner stops splitting the decode runs the prefill's own kernel and plan,
+// so the ops tie from there on; below that the splits share a token's list out over more CTAs. In
+// the grid of 2026-12-03 (512 and 1024 candidates) the decode took 0.81-0.97x the prefill's time
+// up to ~194% of the SMs (T = 64 at H = 64, T = 32 at H = 128) and tied at ~388%. For the other
+// head counts the prefill runs the small-heads kernel over units of 16 or 32 heads, which fill
+// the SMs sooner: at H = 16 the decode took 0.82x (1024 candidates) and 0.96x (512) at ~48% of the
+// SMs (T = 64), and 2.2-2.6x the prefill's time at ~97% (T = 128). Only H = 16 was measured of
+// the narrow counts.
+constexpr int64_t kDecodeCrossoverItemsPercentWide = 200;   // H a multiple of 64 (kWideHeadBlock)
+constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 50;  // the other head counts
+constexpr int64_t kWideHeadBlock = 4 * nvfp4::kHeadsPerTile;  // four head tiles: the 64-head kernel's item
+inline int64_t decode_crossover_items_percent(int64_t num_heads) {
+  return num_heads % kWideHeadBlock == 0 ? kDecodeCrossoverItemsPercentWide : kDecodeCrossoverItemsPercentNarrow;
 }
 
 inline bool is_decode_head_count(int64_t num_heads) {
@@ -91,9 +88,9 @@ void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, i
 
 // The head tile: the explicit one, checked (ValueError naming head_tiles: it must be a choice for
 // H, and at most `max_head_tiles`, the largest the device's shared memory runs), or the largest
-// choice up to `max_head_tiles` (1 is always one). PROVISIONAL, not measured: a decode CTA is
-// bound by reading the cache, and a larger block dequantizes each row for more heads; splits, not
-// head blocks, fill the SMs.
+// choice up to `max_head_tiles` (1 is always one): a decode CTA is bound by reading the cache, and
+// a larger block dequantizes each row for more heads. The op's planner then narrows it on the
+// Hopper kernels where the call launches few CTAs (plan_decode_on_target).
 int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_tiles, int64_t max_head_tiles);
 
 // The split rule's cost model, in the time of one chunk (a 64-candidate block) on one SM. A plan
@@ -151,9 +148,28 @@ struct DecodePlanStep {
   int64_t min_tokens;
   DecodePlan plan;
 };
-std::vector<DecodePlanStep> decode_plan_steps(int64_t num_heads, int64_t num_chunks, int64_t num_sms,
-                                              int64_t max_splits, int64_t head_tiles,
-                                              std::optional<int64_t> num_splits, const DecodeSplitRules& rules);
+
+// The decode op's whole plan on `target` (the device its call runs on): the head tile
+// (plan_decode_head_tiles) and the splits (plan_decode under decode_split_rules), checked as those
+// check them. Where the call names no head tile and the target runs 64-head blocks on the 64-head
+// Hopper kernel and 32-head blocks on the small-heads kernel's split form, a plan of 64-head
+// blocks whose CTAs (T x head blocks x splits) fill at most a quarter of the SMs
+// (kNarrowHeadBlockSmShare) runs 32-head blocks instead: twice the CTAs, each dequantizing its
+// rows for half the heads and writing half the partial. Measured on the H200 (docs/planner.md):
+// T = 1, H = 64, 2048 candidates (16 CTAs) 17.9 us against 19.7; T = 1, H = 128, 2048 (32 CTAs)
+// 18.4 against 19.7; T = 2, H = 64, 1024 (16 CTAs) 17.2 against 18.9; T = 8, H = 64, 1024 (64 CTAs)
+// 20.6 against 20.3, where it stays at 64 heads.
+constexpr int64_t kNarrowHeadBlockSmShare = 4;
+DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens, int64_t num_heads,
+                                 int64_t num_chunks, int64_t max_splits, std::optional<int64_t> head_tiles,
+                                 std::optional<int64_t> num_splits);
+
+// plan_decode_on_target for every token count (the head tile may change from one step to the
+// next).
+std::vector<DecodePlanStep> decode_plan_steps_on_target(const PrefillTarget& target, int64_t num_heads,
+                                                        int64_t num_chunks, int64_t max_splits,
+                                                        std::optional<int64_t> head_tiles,
+                                                        std::optional<int64_t> num_splits);
 
 // Splits that cover every plan of a shape: min(num_chunks, max_splits) (every chunk in a split
 // of its own at most), or num_chunks without max_splits.
@@ -170,7 +186,7 @@ bool prefill_serves(int64_t num_heads, int64_t num_chunks);
 
 // Which op serves a checked shape on `num_sms` SMs: the decode when the prefill cannot run it
 // (H not a multiple of 16, more than 16 chunks) or, by the crossover above, when
-// T * H / 16 < num_sms * decode_crossover_items_percent(H, chunks) / 100; else the prefill.
+// T * H / 16 < num_sms * decode_crossover_items_percent(H) / 100; else the prefill.
 AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms);
 
 // The same choice for every token count: the decode below the returned count, the prefill from
