@@ -160,8 +160,11 @@ def test_few_ctas_narrow_the_64_head_blocks(num_tokens, num_heads, topk, extra_t
     largest = 4 if num_heads % 64 == 0 else max(t for t in head_tiles(num_heads))
     wide = on("hopper", head_tiles=largest)
     ctas = num_tokens * (num_heads // 16 // largest) * wide["num_splits"]
-    narrows = largest == 4 and num_tokens > 0 and 4 * ctas <= num_sms
-    assert on("hopper") == (on("hopper", head_tiles=2) if narrows else wide)
+    narrow = on("hopper", head_tiles=2) if largest == 4 else None
+    # Only onto the small-heads kernel's split form: several splits of two chunks or more.
+    narrows = (largest == 4 and num_tokens > 0 and 4 * ctas <= num_sms and narrow["num_splits"] > 1
+               and narrow["chunks_per_block"] >= 2)
+    assert on("hopper") == (narrow if narrows else wide)
     for kernel in ("portable", "cpu"):
         assert on(kernel) == on(kernel, head_tiles=largest)
 
@@ -174,6 +177,11 @@ def test_few_ctas_narrow_the_64_head_blocks_at_the_measured_rows():
     assert tiles(1, 64, 2048) == 2 and tiles(1, 128, 2048) == 2 and tiles(2, 64, 1024) == 2  # 16, 32, 16 CTAs
     assert tiles(8, 64, 1024) == 4 and tiles(4, 128, 1024) == 4  # 64 CTAs each
     assert tiles(128, 128, 2048) == 4 and tiles(8, 16, 1024) == 1 and tiles(0, 64, 2048) == 4
+    # Not where the 32-head plan would be one split or one-chunk splits (the portable body): lists
+    # of up to 3 chunks, or one split asked for.
+    assert tiles(1, 64, 128) == 4 and tiles(1, 64, 192) == 4 and tiles(1, 64, 256) == 2
+    assert _C.plan_decode_on_device(1, 64, 2048, 0, 132, 16, num_splits=1, kernel="hopper")["head_tiles"] == 4
+    assert _C.plan_decode_on_device(1, 64, 1024, 0, 132, 1, kernel="hopper")["head_tiles"] == 4
 
 
 def test_one_split_of_long_lists_keeps_the_hopper_kernels():

@@ -125,9 +125,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
             ``max_unsplit_chunks``.
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
-            planner's: the largest choice the device runs, or 2 where the device's 64-head blocks
-            run the 64-head Hopper kernel and their plan would launch at most a quarter of its
-            SMs' worth of CTAs (T x head blocks x splits).
+            planner's: the largest choice the device runs, or, for H = 64 and 128 on a device whose
+            64-head blocks run the 64-head Hopper kernel, 2 where their plan would launch at most a
+            quarter of its SMs' worth of CTAs (T x head blocks x splits) and the plan of 2 splits
+            with two chunks a split or more.
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
             planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
             ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1; and its

@@ -139,7 +139,12 @@ DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens
                        decode_head_tiles_per_token(num_heads) % kNarrowTiles == 0;
   if (!narrows) return plan;
   const __int128 ctas = __int128(num_tokens) * decode_head_blocks(num_heads, tiles) * plan.num_splits;
-  return ctas * kNarrowHeadBlockSmShare <= target.num_sms ? plan_with(kNarrowTiles) : plan;
+  if (ctas * kNarrowHeadBlockSmShare > target.num_sms) return plan;
+  // Only where the 32-head plan splits onto the small-heads kernel: one split, or splits of one
+  // chunk, would run the portable kernel's body instead (cuda::select_decode_split_kernel).
+  const DecodePlan narrow = plan_with(kNarrowTiles);
+  return narrow.num_splits > 1 && cuda::decode_splits_fit_hopper(narrow.num_splits, narrow.chunks_per_block) ? narrow
+                                                                                                           : plan;
 }
 
 std::vector<DecodePlanStep> decode_plan_steps_on_target(const PrefillTarget& target, int64_t num_heads,

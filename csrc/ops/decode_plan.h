@@ -34,8 +34,9 @@ constexpr int64_t kDefaultMaxSplits = 16;
 // depends on the head count. For H a multiple of 64 the decode's splits run the 64-head Hopper
 // kernel, and where the planner stops splitting the decode runs the prefill's own kernel and plan,
 // so the ops tie from there on; below that the splits share a token's list out over more CTAs. In
-// the grid of 2026-12-03 (512 and 1024 candidates) the decode took 0.81-0.97x the prefill's time
-// up to ~194% of the SMs (T = 64 at H = 64, T = 32 at H = 128) and tied at ~388%. For the other
+// the grid of 2026-12-03 (512 and 1024 candidates) the decode took 0.37-0.98x the prefill's time
+// up to ~194% of the SMs (0.81-0.98x there: T = 64 at H = 64, T = 32 at H = 128) and tied at
+// ~388%. For the other
 // head counts the prefill runs the small-heads kernel over units of 16 or 32 heads, which fill
 // the SMs sooner: at H = 16 the decode took 0.82x (1024 candidates) and 0.96x (512) at ~48% of the
 // SMs (T = 64), and 2.2-2.6x the prefill's time at ~97% (T = 128). Only H = 16 was measured of
@@ -154,8 +155,9 @@ struct DecodePlanStep {
 // check them. Where the call names no head tile and the target runs 64-head blocks on the 64-head
 // Hopper kernel and 32-head blocks on the small-heads kernel's split form, a plan of 64-head
 // blocks whose CTAs (T x head blocks x splits) fill at most a quarter of the SMs
-// (kNarrowHeadBlockSmShare) runs 32-head blocks instead: twice the CTAs, each dequantizing its
-// rows for half the heads and writing half the partial. Measured on the H200 (docs/planner.md):
+// (kNarrowHeadBlockSmShare) runs 32-head blocks instead, where their plan splits with two chunks
+// a split or more (so that the small-heads kernel runs it, not the portable body): twice the
+// CTAs, each dequantizing its rows for half the heads and writing half the partial. Measured on the H200 (docs/planner.md):
 // T = 1, H = 64, 2048 candidates (16 CTAs) 17.9 us against 19.7; T = 1, H = 128, 2048 (32 CTAs)
 // 18.4 against 19.7; T = 2, H = 64, 1024 (16 CTAs) 17.2 against 18.9; T = 8, H = 64, 1024 (64 CTAs)
 // 20.6 against 20.3, where it stays at 64 heads.
