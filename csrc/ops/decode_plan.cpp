@@ -110,12 +110,19 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   return plan;
 }
 
+namespace {
+
+// The kernel family that runs a call's splits of `head_tiles`: a Hopper kernel (the 64-head or the
+// small-heads one) or the portable kernel (also on every target outside the Hopper family).
+PrefillKernel decode_split_family(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
+  return target.family == PrefillKernel::kHopper ? cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles)
+                                                 : PrefillKernel::kPortable;
+}
+
+}  // namespace
+
 DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_heads, int64_t head_tiles) {
-  // The kernel family that runs the call's splits: a Hopper kernel (the 64-head or the small-heads
-  // one) or the portable kernel (also on every target outside the Hopper family).
-  const PrefillKernel family = target.family == PrefillKernel::kHopper
-                                   ? cuda::hopper_family_kernel(target.hopper_small, num_heads, head_tiles)
-                                   : PrefillKernel::kPortable;
+  const PrefillKernel family = decode_split_family(target, num_heads, head_tiles);
   DecodeSplitRules rules;
   if (family != PrefillKernel::kPortable) rules.min_chunks_per_split = cuda::kHopperDecodeMinChunksPerSplit;
   if (family == PrefillKernel::kHopperSmall) rules.max_unsplit_chunks = kListChunksPerSplit;
@@ -132,11 +139,11 @@ DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens
   const int64_t tiles = plan_decode_head_tiles(num_heads, head_tiles, target.max_head_tiles);
   const DecodePlan plan = plan_with(tiles);
   constexpr int64_t kNarrowTiles = 2;
-  const bool narrows = !head_tiles.has_value() && num_tokens > 0 && target.family == PrefillKernel::kHopper &&
-                       cuda::hopper_family_kernel(target.hopper_small, num_heads, tiles) == PrefillKernel::kHopper &&
-                       cuda::hopper_family_kernel(target.hopper_small, num_heads, kNarrowTiles) ==
-                           PrefillKernel::kHopperSmall &&
-                       decode_head_tiles_per_token(num_heads) % kNarrowTiles == 0;
+  // (A head count whose 64-head blocks run the 64-head kernel has a multiple of 4 tiles, so 2 is
+  // one of its choices.)
+  const bool narrows = !head_tiles.has_value() && num_tokens > 0 &&
+                       decode_split_family(target, num_heads, tiles) == PrefillKernel::kHopper &&
+                       decode_split_family(target, num_heads, kNarrowTiles) == PrefillKernel::kHopperSmall;
   if (!narrows) return plan;
   const __int128 ctas = __int128(num_tokens) * decode_head_blocks(num_heads, tiles) * plan.num_splits;
   if (ctas * kNarrowHeadBlockSmShare > target.num_sms) return plan;

@@ -36,9 +36,8 @@ constexpr int64_t kDefaultMaxSplits = 16;
 // so the ops tie from there on; below that the splits share a token's list out over more CTAs. In
 // the grid of 2026-12-03 (512 and 1024 candidates) the decode took 0.37-0.98x the prefill's time
 // up to ~194% of the SMs (0.81-0.98x there: T = 64 at H = 64, T = 32 at H = 128) and tied at
-// ~388%. For the other
-// head counts the prefill runs the small-heads kernel over units of 16 or 32 heads, which fill
-// the SMs sooner: at H = 16 the decode took 0.82x (1024 candidates) and 0.96x (512) at ~48% of the
+// ~388%. For the other head counts the prefill runs the small-heads kernel over units of 16 or 32
+// heads, which fill the SMs sooner: at H = 16 the decode took 0.82x (1024 candidates) and 0.96x (512) at ~48% of the
 // SMs (T = 64), and 2.2-2.6x the prefill's time at ~97% (T = 128). Only H = 16 was measured of
 // the narrow counts.
 constexpr int64_t kDecodeCrossoverItemsPercentWide = 200;   // H a multiple of 64 (kWideHeadBlock)
@@ -157,10 +156,10 @@ struct DecodePlanStep {
 // blocks whose CTAs (T x head blocks x splits) fill at most a quarter of the SMs
 // (kNarrowHeadBlockSmShare) runs 32-head blocks instead, where their plan splits with two chunks
 // a split or more (so that the small-heads kernel runs it, not the portable body): twice the
-// CTAs, each dequantizing its rows for half the heads and writing half the partial. Measured on the H200 (docs/planner.md):
-// T = 1, H = 64, 2048 candidates (16 CTAs) 17.9 us against 19.7; T = 1, H = 128, 2048 (32 CTAs)
-// 18.4 against 19.7; T = 2, H = 64, 1024 (16 CTAs) 17.2 against 18.9; T = 8, H = 64, 1024 (64 CTAs)
-// 20.6 against 20.3, where it stays at 64 heads.
+// CTAs, each dequantizing its rows for half the heads and writing half the partial. Measured on
+// the H200 (docs/planner.md): T = 1, H = 64, 2048 candidates (16 CTAs) 17.9 us against 19.7;
+// T = 1, H = 128, 2048 (32 CTAs) 18.4 against 19.7; T = 2, H = 64, 1024 (16 CTAs) 17.2 against
+// 18.9; T = 8, H = 64, 1024 (64 CTAs) 20.6 against 20.3, where it stays at 64 heads.
 constexpr int64_t kNarrowHeadBlockSmShare = 4;
 DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens, int64_t num_heads,
                                  int64_t num_chunks, int64_t max_splits, std::optional<int64_t> head_tiles,
