@@ -94,7 +94,9 @@ def main():
     decode_cases = [
         # (problem, [(num_splits, head_tiles, max_splits), ...]). On Hopper the plans of 8, 24 and
         # 128 heads at head tile 2 that split into two chunks or more run the small-heads kernel's
-        # split form (H = 8, 24: its padded units), the rest the portable body or the 64-head kernel.
+        # split form (H = 8, 24: its padded units), and so do the one-split plans of 24 and 56 heads
+        # (its one-split form, which writes the output); the rest the portable body or the 64-head
+        # kernel.
         (dict(num_tokens=3, num_heads=8, topk=1100, main=CacheSpec(20, 64, "NHD", 16), extra=CacheSpec(9, 1),
               extra_topk=70, lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),
          [(None, None, 16), (2, 1, 16), (19, 1, 19)]),

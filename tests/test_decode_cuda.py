@@ -89,13 +89,11 @@ def test_merge_row_mappings(many_rows):
     (16, 1, 700, 300), (64, 1, 700, 300), (64, 2, 700, 300), (64, 4, 700, 300), (128, 4, 700, 300), (96, 2, 700, 300),
     (64, 4, 64, 0), (128, 4, 40, 0)])
 def test_one_split_is_the_prefill(num_heads, head_tiles, topk, extra_topk, kernel):
-    """One split runs the prefill's kernel over the whole lists and ends like it: the same bits as
+    """One split runs the prefill's kernels over the whole lists and ends like it: the same bits as
     the prefill with the same head tile and kernel override (on Hopper, 64 heads per item run the
-    Hopper kernel in both ops unless the override keeps them on the portable kernel). The calls
-    the prefill runs on the small-heads Hopper kernel (on Hopper, every other one) run the portable
-    kernel's body in the decode: the same bits as the portable prefill. A single chunk (topk <= 64)
-    too: the decode's minimum of chunks per split for the Hopper kernel applies only to plans that
-    split."""
+    64-head kernel in both ops, the other calls the small-heads dispatch, H = 96 on both kernels,
+    unless the override keeps them on the portable kernel). A single chunk (topk <= 64) too: the
+    decode's minimum of chunks per split for the Hopper kernels applies only to plans that split."""
     if head_tiles not in runnable_head_tiles(num_heads):
         pytest.skip("this GPU's shared memory does not run the head tile")
     extra = dict(extra=CacheSpec(40, 2), extra_topk=extra_topk, extra_lengths="random") if extra_topk else {}
@@ -114,14 +112,7 @@ def test_one_split_is_the_prefill(num_heads, head_tiles, topk, extra_topk, kerne
     assert prefill_plan["kernel"] == expected_kernel
     if kernel == "portable":
         assert prefill_plan["kernel"] == "portable" and split_kernel == "portable"
-    if prefill_plan["kernel"] == "hopper_small":
-        assert split_kernel == "portable"
-        assert_matches_reference(prefill_out, prefill_lse, *problem.reference())
-        with torch_ops.prefill_kernel_override(kernel="portable"):
-            prefill_out, prefill_lse, prefill_plan = problem.run(head_tiles)
-        assert prefill_plan["kernel"] == "portable"
-    else:
-        assert split_kernel == prefill_plan["kernel"]
+    assert split_kernel == prefill_plan["kernel"]
     assert torch.equal(output.view(torch.int16), prefill_out.view(torch.int16)) and torch.equal(out_lse, prefill_lse)
     assert_matches_reference(output, out_lse, *problem.reference())
 
@@ -288,10 +279,10 @@ def test_planned_splits_on_the_device_kernels(num_heads, head_tiles):
 def test_items_of_more_than_16_chunks_on_every_kernel(num_heads, head_tiles):
     """A work item holds up to 32 chunks (kMaxChunksPerSplit) on every kernel that runs a decode:
     2048 candidates in one split (the 64-head kernel's whole-list instance for 64 heads per item,
-    else the portable body), 4100 + 96 in three splits of 22 or 23 chunks and 4096 in two of 32
-    (the 64-head kernel's split items, or the small-heads kernel's split form), and all of them on
-    the portable body under the override "portable"; against the reference, every used split of
-    the scratch too."""
+    else the small-heads kernels as the prefill runs them), 4100 + 96 in three splits of 22 or 23
+    chunks and 4096 in two of 32 (the 64-head kernel's split items, or the small-heads kernel's
+    split form), and all of them on the portable body under the override "portable"; against the
+    reference, every used split of the scratch too."""
     if head_tiles not in runnable_head_tiles(num_heads):
         pytest.skip("this GPU's shared memory does not run the head tile")
     props = torch.cuda.get_device_properties(0)
@@ -317,7 +308,7 @@ def test_items_of_more_than_16_chunks_on_every_kernel(num_heads, head_tiles):
                 elif num_heads % 64 == 0 and head_tiles == 4:
                     assert ran == "hopper"
                 else:
-                    assert ran == ("hopper_small" if num_splits > 1 else "portable")
+                    assert ran == "hopper_small"
 
 
 def decode_call(q, kv_cache, indices, output, out_lse, mid_out, mid_lse, topk_length, attn_sink):

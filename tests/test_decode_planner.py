@@ -177,20 +177,19 @@ def test_few_ctas_narrow_the_64_head_blocks_at_the_measured_rows():
     assert tiles(1, 64, 2048) == 2 and tiles(1, 128, 2048) == 2 and tiles(2, 64, 1024) == 2  # 16, 32, 16 CTAs
     assert tiles(8, 64, 1024) == 4 and tiles(4, 128, 1024) == 4  # 64 CTAs each
     assert tiles(128, 128, 2048) == 4 and tiles(8, 16, 1024) == 1 and tiles(0, 64, 2048) == 4
-    # Not where the 32-head plan would be one split or one-chunk splits (the portable body): lists
-    # of up to 3 chunks, or one split asked for.
+    # Not where the 32-head plan would be one split or one-chunk splits (not measured against 64-head
+    # blocks; one-chunk splits run the portable body): lists of up to 3 chunks, or one split asked for.
     assert tiles(1, 64, 128) == 4 and tiles(1, 64, 192) == 4 and tiles(1, 64, 256) == 2
     assert _C.plan_decode_on_device(1, 64, 2048, 0, 132, 16, num_splits=1, kernel="hopper")["head_tiles"] == 4
     assert _C.plan_decode_on_device(1, 64, 1024, 0, 132, 1, kernel="hopper")["head_tiles"] == 4
 
 
-def test_one_split_of_long_lists_keeps_the_hopper_kernels():
+def test_max_unsplit_chunks():
     """max_unsplit_chunks: the planner gives one split of more than that many chunks nowhere (two
-    instead). The op's is 16 where the call's splits run the small-heads Hopper kernel, whose
-    one-split decodes run the portable body (select_decode_split_kernel), so that lists of 17..32
-    chunks keep two splits on the Hopper kernel; 32 elsewhere (the 64-head kernel runs one split
-    itself; the portable kernel and the CPU run both alike). An explicit num_splits=1 stays
-    accepted up to 32 chunks."""
+    instead, max_splits allowing). The op's is 32 on every device: every kernel family runs one
+    split of up to 32 chunks itself (the small-heads calls on the prefill's launches or the split
+    form with one split), and one split was the faster at 17..32 chunks on the H200
+    (docs/planner.md). An explicit num_splits=1 stays accepted up to 32 chunks."""
     small = dict(num_heads=16, num_sms=132)
     # 32 chunks, a wave of items (200 tokens): one split of 32, or two of 16.
     assert plan_splits(num_tokens=200, topk=2048, **small) == (1, 32)
@@ -210,14 +209,13 @@ def test_one_split_of_long_lists_keeps_the_hopper_kernels():
         plan = _C.plan_decode_on_device(200, num_heads, 2048, 0, 132, 16, kernel=kernel, **kwargs)
         return plan["num_splits"], plan["chunks_per_block"]
 
-    # The Hopper family: the 64-head kernel (H = 64, 128 at 4 head tiles) runs one split itself.
-    assert on("hopper", 64) == (1, 32) and on("hopper", 128) == (1, 32)
-    # The small-heads kernel's calls: two splits (head tile 2 of H = 64, and H = 8, 16, 48, 96).
-    assert on("hopper", 64, head_tiles=2) == (2, 16) and on("hopper", 128, head_tiles=1) == (2, 16)
-    assert on("hopper", 8) == (2, 16) and on("hopper", 16) == (2, 16) and on("hopper", 48) == (2, 16)
-    assert on("hopper", 96) == (2, 16)
-    assert on("hopper", 16, num_splits=1) == (1, 32)
-    # The portable kernel and the CPU: one split.
+    # One split of 32 chunks on every family: the 64-head kernel (H = 64, 128 at 4 head tiles), the
+    # small-heads calls (head tile 2 of H = 64, 1 of H = 128, and H = 8, 16, 48, 96), the portable
+    # kernel and the CPU.
+    for heads, head_tiles in ((64, None), (128, None), (64, 2), (128, 1), (8, None), (16, None), (48, None),
+                              (96, None)):
+        assert on("hopper", heads, head_tiles=head_tiles) == (1, 32), (heads, head_tiles)
+    assert on("hopper", 16, num_splits=2) == (2, 16)
     assert on("portable", 16) == (1, 32) and on("cpu", 16) == (1, 32) and on("portable", 64, head_tiles=2) == (1, 32)
 
 

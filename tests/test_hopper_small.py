@@ -80,10 +80,10 @@ def test_kernel_choice():
 
 def test_decode_split_kernels():
     """The decode's splits run the 64-head Hopper kernel where it serves the call and, for the
-    other calls, this kernel's split form when the plan splits (any head count of the decode: 8
-    and 24 in padded units of 16); one split of a small-heads call stays on the portable kernel's
-    body. Both Hopper kernels need two chunks in the largest split unless an override asks for
-    the Hopper kernels; the override "portable" and other GPUs keep everything portable."""
+    other calls, this kernel (any head count of the decode: 8 and 24 in padded units of 16), one
+    split included. Both Hopper kernels need two chunks in the largest split of a plan that splits
+    unless an override asks for the Hopper kernels; the override "portable" and other GPUs keep
+    everything portable."""
     def decode(cc_major, smem, heads, head_tiles, num_splits=2, chunks=16):
         return torch_ops._C.decode_split_kernel_for(cc_major, smem, heads, head_tiles, num_splits, chunks)
     hopper_built = torch_ops._C.prefill_kernel_for(9, HOPPER_SMEM, 64, 4)
@@ -95,7 +95,8 @@ def test_decode_split_kernels():
             for heads, head_tiles in decode_calls:
                 assert decode(9, HOPPER_SMEM, heads, head_tiles) == small_built, (knobs, heads, head_tiles)
                 assert decode(9, HOPPER_SMEM, heads, head_tiles, 16, fewest) == small_built
-                assert decode(9, HOPPER_SMEM, heads, head_tiles, 1, 16) == "portable"  # one split
+                assert decode(9, HOPPER_SMEM, heads, head_tiles, 1, 16) == small_built  # one split
+                assert decode(9, HOPPER_SMEM, heads, head_tiles, 1, 1) == small_built
                 # One-chunk splits only under an override that asks for the Hopper kernels.
                 assert decode(9, HOPPER_SMEM, heads, head_tiles, 16, 1) == (small_built if knobs else "portable")
             assert decode(9, HOPPER_SMEM, 64, 4) == hopper_built and decode(9, HOPPER_SMEM, 128, 4) == hopper_built
@@ -413,6 +414,53 @@ def test_decode_splits_on_the_small_kernel(case):
                                                     plan["chunks_per_block"]) == "hopper_small"
         again = problem.run_decode(num_splits, max(split_counts), plan["head_tiles"], num_splits)
         assert torch.equal(output.view(torch.int16), again[0].view(torch.int16)) and torch.equal(out_lse, again[1])
+
+
+# (heads, tokens, topk, extra topk): one-split decodes without scratch. H = 8, 24 and 40 run this
+# kernel's split form with one split (padded units of 16; more units than SMs at H = 8, so the
+# persistent CTAs walk several); H = 16 and 80 the prefill's dispatch (80: heads 0..63 on the
+# 64-head kernel) over 32 chunks, more than the prefill itself takes.
+ONE_SPLIT_CASES = [(8, 150, 1024, 0), (24, 9, 700, 300), (40, 5, 2048, 0), (16, 7, 2048, 0), (80, 3, 1500, 500)]
+
+
+@needs_small_heads
+@pytest.mark.parametrize("case", range(len(ONE_SPLIT_CASES)))
+def test_decode_one_split_on_the_small_kernel(case):
+    """A decode of one split that the 64-head kernel does not serve runs this kernel and writes the
+    output itself (no scratch given): random lengths over both caches, some tokens empty or with
+    a negative length, a sink and masked candidates; the NaN-filled output matches the reference
+    everywhere (padding heads write nothing: at H = 8 and 24 their rows would be the next token's,
+    and past the last token the guard elements keep their NaN), and the bits repeat."""
+    heads, num_tokens, topk, extra_topk = ONE_SPLIT_CASES[case]
+    extra = dict(extra=CacheSpec(40, 2, "3d", 16), extra_topk=extra_topk, extra_lengths="random") if extra_topk else {}
+    problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=topk, main=CacheSpec(80, 64, "NHD", 32),
+                           device="cuda", seed=1300 + case, lengths="random", sink=1.0, lse_scale=0.5,
+                           invalid_fraction=0.1, **extra)
+    lengths = problem.kwargs["topk_length"]
+    lengths[0], lengths[1 % num_tokens] = topk, 0
+    if num_tokens > 2:
+        lengths[2] = -5
+    props = torch.cuda.get_device_properties(0)
+    size = num_tokens * heads * 512
+    guard = 16 * 512  # a padded unit's rows past the last head of the last token
+    storage = torch.full((size + guard,), float("nan"), dtype=torch.bfloat16, device="cuda")
+    output = storage[:size].view(num_tokens, heads, 512)
+    out_lse = torch.full((num_tokens, heads), float("nan"), dtype=torch.float32, device="cuda")
+    runs = []
+    for _ in range(2):
+        output.fill_(float("nan"))
+        out_lse.fill_(float("nan"))
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(problem.q, problem.kv_cache, problem.indices, output,
+                                                                 out_lse, problem.sm_scale, num_splits=1,
+                                                                 **problem.kwargs)
+        assert plan["num_splits"] == 1
+        assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, heads,
+                                                    plan["head_tiles"], 1, plan["chunks_per_block"]) == "hopper_small"
+        assert_matches_reference_with_nan(output, out_lse, *problem.reference())
+        assert torch.isnan(storage[size:]).all(), "a padding head wrote past the output"
+        runs.append((output.clone(), out_lse.clone()))
+    assert torch.equal(runs[0][0].view(torch.int16), runs[1][0].view(torch.int16))
+    assert torch.equal(runs[0][1], runs[1][1])
 
 
 @needs_small_heads

@@ -82,12 +82,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
             portable kernel), which leave one-chunk splits to the slower portable body; 1 on the CPU
             and the portable kernel. ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode`` applies the
             device's.
-        max_unsplit_chunks: the most chunks a planned single split holds (>= 1). The op uses 16
-            where the call's splits run the small-heads Hopper kernel (a Hopper GPU, head counts
-            and tiles the 64-head kernel does not serve), whose one-split decodes run the slower
-            portable body instead; 32 elsewhere. ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode``
-            applies the device's. An explicit ``num_splits=1`` is accepted up to 32 chunks
-            everywhere.
+        max_unsplit_chunks: the most chunks a planned single split holds (>= 1; above it, two
+            splits where ``max_splits`` allows). The op uses 32 on every device (every kernel runs
+            a single split of up to 32 chunks itself); a lower value is a knob for callers who want
+            splits sooner. An explicit ``num_splits=1`` is accepted up to 32 chunks everywhere.
 
     Bad arguments raise ValueError naming the argument.
     """
@@ -121,8 +119,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
         device: where the call runs (a torch.device or a string); None: the current CUDA device
             when there is one, else the CPU. Its shared memory caps the head tile (1 on GPUs with
             about 100 KB per block, as for the prefill), and whether its splits run the Hopper
-            kernels (under the kernel override in force) sets ``min_chunks_per_split`` and
-            ``max_unsplit_chunks``.
+            kernels (under the kernel override in force) sets ``min_chunks_per_split``.
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
             planner's: the largest choice the device runs, or, for H = 64 and 128 on a device whose
@@ -131,8 +128,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
             with two chunks a split or more.
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
             planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
-            ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1; and its
-            ``max_unsplit_chunks``: 16 where they run the small-heads Hopper kernel, else 32).
+            ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1; and
+            ``max_unsplit_chunks`` 32).
 
     Bad arguments raise ValueError naming the argument.
     """

@@ -74,6 +74,24 @@ PrefillTarget device_target(const cudaDeviceProp& props, const PrefillKernelOver
           cuda::device_runs_hopper_small_prefill(props.major, props.sharedMemPerBlockOptin, knobs)};
 }
 
+// A whole-list call of the small-heads family: heads 0.. on the 64-head kernel in blocks of 64
+// (H = 48, 112: all of them, the last block padded; H = 80, 96: heads 0..63), the rest on the
+// small-heads kernel's own units (a token and 16 or 32 heads; its launcher sets num_head_blocks).
+// One or two persistent grids, each of at most `max_ctas` CTAs. H a multiple of 16.
+void launch_small_heads_call(const cuda::DecodeParams& params, int64_t num_heads, int max_ctas, cudaStream_t stream) {
+  const int wide_heads = int(cuda::hopper_small_wide_heads(num_heads));
+  const int narrow_heads = int(cuda::hopper_small_narrow_heads(num_heads));
+  if (wide_heads > 0) {
+    cuda::DecodeParams wide = params;
+    wide.num_head_blocks = wide_heads / cuda::HopperPrefillLayout::kHeads;
+    cuda::launch_sparse_mla_attention_hopper(wide, max_ctas, stream);
+  }
+  if (narrow_heads > 0) {
+    const int first = int(num_heads) - narrow_heads;
+    cuda::launch_sparse_mla_prefill_hopper_small(cuda::params_from_head(params, first), narrow_heads, max_ctas, stream);
+  }
+}
+
 void run_prefill_cuda(PrefillArgs& args) {
   const at::Tensor& q = args.q;
   TORCH_CHECK_VALUE(q.is_cuda(), "q: expected a CUDA tensor (another argument is on CUDA), got ", q.device());
@@ -95,22 +113,7 @@ void run_prefill_cuda(PrefillArgs& args) {
   const cuda::PrefillParams params = attention_params(args, prefill_items_per_token(args.num_heads, plan.head_tiles));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (plan.kernel == PrefillKernel::kHopperSmall) {
-    // Heads 0.. on the 64-head kernel in blocks of 64 (H = 48, 112: all of them, the last block
-    // padded; H = 80, 96: heads 0..63), the rest on the small-heads kernel's own units (a token
-    // and 16 or 32 heads; its launcher sets num_head_blocks). One or two persistent grids,
-    // each bounded by the plan's.
-    const int wide_heads = int(cuda::hopper_small_wide_heads(args.num_heads));
-    const int narrow_heads = int(cuda::hopper_small_narrow_heads(args.num_heads));
-    if (wide_heads > 0) {
-      cuda::DecodeParams wide = cuda::whole_list_params(params);
-      wide.num_head_blocks = wide_heads / cuda::HopperPrefillLayout::kHeads;
-      cuda::launch_sparse_mla_attention_hopper(wide, int(plan.grid_size), stream);
-    }
-    if (narrow_heads > 0) {
-      const int first = int(args.num_heads) - narrow_heads;
-      cuda::launch_sparse_mla_prefill_hopper_small(cuda::params_from_head(params, first), narrow_heads,
-                                                   int(plan.grid_size), stream);
-    }
+    launch_small_heads_call(cuda::whole_list_params(params), args.num_heads, int(plan.grid_size), stream);
     return;
   }
   if (use_hopper) {
@@ -123,9 +126,9 @@ void run_prefill_cuda(PrefillArgs& args) {
                     plan.head_tiles, " with ", variant.stages, " stages and ", variant.k_tiles, " K tiles");
 }
 
-// The decode: the split kernel over (split, token, head block) items (the Hopper kernel where it
-// serves the call, else the portable kernel's body; with one split it writes output and out_lse
-// itself), then, with several splits, the merge.
+// The decode: the split kernel over (split, token, head block) items (the Hopper kernels where
+// they serve the call, else the portable kernel's body; with one split it writes output and
+// out_lse itself), then, with several splits, the merge.
 void run_decode_cuda(DecodeArgs& args) {
   const at::Tensor& q = args.q;
   TORCH_CHECK_VALUE(q.is_cuda(), "q: expected a CUDA tensor (another argument is on CUDA), got ", q.device());
@@ -157,10 +160,11 @@ void run_decode_cuda(DecodeArgs& args) {
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // The split kernel (select_decode_split_kernel): the 64-head Hopper kernel where it serves the
-  // head count and tile, or the small-heads kernel's split form for the other calls that split,
-  // each a persistent grid over (token, head block, split) items, unless the kernel override keeps
-  // the GPU on the portable kernel or the plan splits into one-chunk splits; the portable kernel's
-  // body otherwise.
+  // head count and tile, or the small-heads kernel for the other calls (a one-split call of
+  // 16, 32, ..., 128 heads as the prefill runs it, the rest on its split form), each a persistent
+  // grid over (token, head block, split) items, unless the kernel override keeps the GPU on the
+  // portable kernel or the plan splits into one-chunk splits; the portable kernel's body
+  // otherwise.
   // The Hopper kernels number their items in 32 bits (at most T x H / 16 x splits of them); past
   // that the portable kernel's grid (splits in y) takes the call.
   const bool items_fit = args.num_tokens * ((args.num_heads + 15) / 16) * plan.num_splits < (int64_t(1) << 31);
@@ -170,6 +174,9 @@ void run_decode_cuda(DecodeArgs& args) {
                 : PrefillKernel::kPortable;
   if (split_kernel == PrefillKernel::kHopper) {
     cuda::launch_sparse_mla_attention_hopper(params, props->multiProcessorCount, stream);
+  } else if (split_kernel == PrefillKernel::kHopperSmall && plan.num_splits == 1 && is_prefill_head_count(args.num_heads)) {
+    // What the prefill runs for these heads (so the same bits as the prefill's), output written.
+    launch_small_heads_call(params, args.num_heads, props->multiProcessorCount, stream);
   } else if (split_kernel == PrefillKernel::kHopperSmall) {
     cuda::launch_sparse_mla_decode_hopper_small(params, props->multiProcessorCount, stream);
   } else {

@@ -106,9 +106,9 @@ inline PrefillKernel select_prefill_kernel(int cc_major, long long smem_per_bloc
 // many two-chunk splits beat the one-chunk splits on the portable body there.
 constexpr long long kHopperDecodeMinChunksPerSplit = 2;
 
-// Whether a decode plan gives the Hopper kernel enough work a split: one split always (it is the
-// prefill's choice, so its bits are the prefill's), several when the largest holds at least
-// kHopperDecodeMinChunksPerSplit chunks.
+// Whether a decode plan gives the Hopper kernels enough work a split: one split always (it runs
+// as the prefill does, so at the prefill's head counts its bits are the prefill's), several when
+// the largest holds at least kHopperDecodeMinChunksPerSplit chunks.
 inline bool decode_splits_fit_hopper(long long num_splits, long long most_chunks_per_split) {
   return num_splits == 1 || most_chunks_per_split >= kHopperDecodeMinChunksPerSplit;
 }
@@ -116,9 +116,12 @@ inline bool decode_splits_fit_hopper(long long num_splits, long long most_chunks
 // The decode's split kernel, on a device that runs the Hopper kernels, where the plan fits them
 // (decode_splits_fit_hopper) or under the override "hopper" (so that one-chunk splits can be timed
 // on them): the 64-head Hopper kernel where it serves the call (its split items); for the other
-// calls, where the plan splits and the device runs the small-heads kernel, that one's split form
-// (every head of the call in units of 16 or 32, H = 8 and 24 padded). Else, and for a small-heads
-// call with one split (whose bits stay the portable decode's), the portable kernel's body.
+// calls, where the device runs the small-heads kernel, that one: with one split at 16, 32, ...,
+// 128 heads as the prefill runs them (the op launches the prefill's small-heads dispatch), else its
+// split form (every head of the call in units of 16 or 32, H = 8, 24, ... padded; with one split
+// it writes the output). Else the portable kernel's body. Measured on the H200 before one-split
+// calls took the small-heads kernel, their portable body was 1.3-2.1x slower than two splits on
+// the split form (T = 128, H = 16, 1024 candidates: 97.5 against 45.5 us; docs/benchmarks.md).
 inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per_block, long long num_heads,
                                                 long long head_tiles, long long num_splits,
                                                 long long most_chunks_per_split, const PrefillKernelOverride& knobs) {
@@ -126,9 +129,8 @@ inline PrefillKernel select_decode_split_kernel(int cc_major, long long smem_per
   const bool fits = knobs.requires_hopper() || decode_splits_fit_hopper(num_splits, most_chunks_per_split);
   if (!fits) return PrefillKernel::kPortable;
   if (hopper_prefill_serves(num_heads, head_tiles)) return PrefillKernel::kHopper;
-  return num_splits > 1 && device_runs_hopper_small_prefill(cc_major, smem_per_block, knobs)
-             ? PrefillKernel::kHopperSmall
-             : PrefillKernel::kPortable;
+  return device_runs_hopper_small_prefill(cc_major, smem_per_block, knobs) ? PrefillKernel::kHopperSmall
+                                                                          : PrefillKernel::kPortable;
 }
 
 // Whether some compiled portable instance has this pipeline (what a variant override may ask).

@@ -125,7 +125,6 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
   const PrefillKernel family = decode_split_family(target, num_heads, head_tiles);
   DecodeSplitRules rules;
   if (family != PrefillKernel::kPortable) rules.min_chunks_per_split = cuda::kHopperDecodeMinChunksPerSplit;
-  if (family == PrefillKernel::kHopperSmall) rules.max_unsplit_chunks = kListChunksPerSplit;
   return rules;
 }
 
@@ -147,8 +146,9 @@ DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens
   if (!narrows) return plan;
   const __int128 ctas = __int128(num_tokens) * decode_head_blocks(num_heads, tiles) * plan.num_splits;
   if (ctas * kNarrowHeadBlockSmShare > target.num_sms) return plan;
-  // Only where the 32-head plan splits onto the small-heads kernel: one split, or splits of one
-  // chunk, would run the portable kernel's body instead (cuda::select_decode_split_kernel).
+  // Only where the 32-head plan splits onto the small-heads kernel's split form (splits of one
+  // chunk would run the portable kernel's body, cuda::select_decode_split_kernel; one split, the
+  // prefill's small-heads kernels, was not measured against 64-head blocks here).
   const DecodePlan narrow = plan_with(kNarrowTiles);
   return narrow.num_splits > 1 && cuda::decode_splits_fit_hopper(narrow.num_splits, narrow.chunks_per_block) ? narrow
                                                                                                            : plan;

@@ -23,8 +23,7 @@ constexpr int64_t kMaxDecodeHeads = 128;
 constexpr int64_t kListChunksPerSplit = nvfp4::kMaxChunks;
 // A split (one CTA's share of a token's candidates, one work item) holds at most this many. The
 // kernels walk any number of chunks an item; twice the lists' share lets a list of 17..32 chunks
-// run unsplit where its work items fill the SMs anyway (no partials, no merge: docs/planner.md),
-// where one split stays on the Hopper kernel (DecodeSplitRules::max_unsplit_chunks).
+// run unsplit where its work items fill the SMs anyway (no partials, no merge: docs/planner.md).
 constexpr int64_t kMaxChunksPerSplit = 2 * nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
@@ -117,13 +116,11 @@ struct DecodeSplitRules {
   // splits against 19.9 in 8, docs/benchmarks.md); 1 elsewhere (the CPU and the portable kernel
   // take one-chunk splits).
   int64_t min_chunks_per_split = 1;
-  // The most chunks a planned one-split decode holds (>= 1): kMaxChunksPerSplit (32), except where
-  // the call's splits run the small-heads Hopper kernel's split form, whose one-split decodes run
-  // the portable kernel's body instead (cuda::select_decode_split_kernel): there
-  // kListChunksPerSplit (16), so that lists of 17..32 chunks keep two splits on the Hopper kernel
-  // rather than one on the portable body (1.4x-2.7x slower than the small-heads kernel at every
-  // prefill shape measured on the H200, docs/hopper_small_kernel.md; an estimate for the decode,
-  // not measured). An explicit num_splits=1 is still accepted there.
+  // The most chunks a planned one-split decode holds (>= 1). The op's rules leave it at
+  // kMaxChunksPerSplit (32) on every target: every kernel family runs one split of up to 32 chunks
+  // itself, and where the work items fill the SMs one split was faster than two on the H200 at
+  // every list of 17..32 chunks timed (docs/planner.md). A lower value is a planning knob for
+  // callers (plan_splits).
   int64_t max_unsplit_chunks = kMaxChunksPerSplit;
 };
 
@@ -155,7 +152,7 @@ struct DecodePlanStep {
 // Hopper kernel and 32-head blocks on the small-heads kernel's split form, a plan of 64-head
 // blocks whose CTAs (T x head blocks x splits) fill at most a quarter of the SMs
 // (kNarrowHeadBlockSmShare) runs 32-head blocks instead, where their plan splits with two chunks
-// a split or more (so that the small-heads kernel runs it, not the portable body): twice the
+// a split or more (the small-heads kernel's split form, where it was measured): twice the
 // CTAs, each dequantizing its rows for half the heads and writing half the partial. Measured on
 // the H200 (docs/planner.md): T = 1, H = 64, 2048 candidates (16 CTAs) 17.9 us against 19.7;
 // T = 1, H = 128, 2048 (32 CTAs) 18.4 against 19.7; T = 2, H = 64, 1024 (16 CTAs) 17.2 against

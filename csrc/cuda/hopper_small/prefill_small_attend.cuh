@@ -177,7 +177,8 @@ class AttendRole {
   // Epilogue of a unit: the softmax's end for this warpgroup's heads (LSEs stored, output scales
   // written); then O^T normalised and stored from registers. A prefill unit's heads are all real
   // (G divides the heads the launch runs), so no store reaches past them; a decode's split unit
-  // stores its partial and nothing for the padding heads past the call's last (real_head). (Why
+  // stores its partial (or, with one split, its output) and nothing for the padding heads past
+  // the call's last (real_head). (Why
   // not through a staging tile and TMA stores, measured: docs/hopper_small_kernel.md, "The unit
   // epilogue".)
   __device__ void finish_unit(const Unit<kSplitItems>& u) {
@@ -189,7 +190,11 @@ class AttendRole {
     for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     named_barrier<kScalesReady, kWarpgroupThreads>();
     if constexpr (kSplitItems) {
-      store_partial(u);
+      if (softmax_.writes_partials()) {
+        store_partial(u);
+      } else {
+        store_output(u);
+      }
     } else {
       store_output(u);
     }
@@ -238,9 +243,11 @@ class AttendRole {
   }
 
   // O^T normalised, from registers to the output in bf16, 4 bytes a store: aligned for any output
-  // view the op accepts (4-byte aligned). A warp instruction writes 8 column pairs of 4 heads.
+  // view the op accepts (4-byte aligned). A warp instruction writes 8 column pairs of 4 heads; none
+  // for the split instance's padding heads.
   __device__ __forceinline__ void store_output(const Unit<kSplitItems>& u) {
     for_each_output_pair([&](int head, int dim, float2 pair) {
+      if (kSplitItems && !real_head(params_, u.head0 + head)) return;
       __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head);
       *reinterpret_cast<uint32_t*>(out + dim) = pack_bf16x2(pair.x, pair.y);
     });
