@@ -224,7 +224,7 @@ PYBIND11_MODULE(_C, module) {
       pybind11::arg("page_size"), pybind11::arg("page_stride"), pybind11::arg("slots"));
   module.def("decode_splits_fit_hopper", &cake::cuda::decode_splits_fit_hopper,
              "Whether a decode plan of num_splits splits, the largest holding chunks_per_block chunks, gives the "
-             "64-head Hopper kernel enough work a split (one split always does: it is the prefill's choice)",
+             "Hopper kernels enough work a split (one split always does: it runs as the prefill does)",
              pybind11::arg("num_splits"), pybind11::arg("chunks_per_block"));
   module.attr("HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT") = cake::cuda::kHopperDecodeMinChunksPerSplit;
   // Shared memory per block each Hopper kernel needs (the small-heads one at its largest unit).

@@ -72,9 +72,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
             ``lse_scale``, without the sink; ``-inf`` for a split without a valid candidate).
         lse_scale: multiplier for ``out_lse``.
         num_splits: splits per (token, head block); None asks
-            ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` for this device (its SM count, two
-            chunks a split at least where its splits run the Hopper kernels, and one split of at
-            most 16 chunks where they run the small-heads Hopper kernel).
+            ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` for this device (its SM count, and two
+            chunks a split at least where its splits run the Hopper kernels).
         max_splits: the most splits the planner may use (>= 1); the lists may hold at most
             ``16 * max_splits`` chunks of 64 (16384 candidates at the default).
         head_tiles: sixteen-head tiles per head block, one of

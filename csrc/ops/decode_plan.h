@@ -118,8 +118,9 @@ struct DecodeSplitRules {
   int64_t min_chunks_per_split = 1;
   // The most chunks a planned one-split decode holds (>= 1). The op's rules leave it at
   // kMaxChunksPerSplit (32) on every target: every kernel family runs one split of up to 32 chunks
-  // itself, and where the work items fill the SMs one split was faster than two on the H200 at
-  // every list of 17..32 chunks timed (docs/planner.md). A lower value is a planning knob for
+  // itself, and one split was faster than two on the H200 wherever the cost model picks it, at
+  // the lists of 32 chunks timed (H = 8, 16, 32; docs/planner.md; H = 48 .. 112, whose one split
+  // launches other item counts than the model's, not timed). A lower value is a planning knob for
   // callers (plan_splits).
   int64_t max_unsplit_chunks = kMaxChunksPerSplit;
 };

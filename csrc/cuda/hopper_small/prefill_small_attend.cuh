@@ -2,9 +2,9 @@
 // (prefill_small_softmax.cuh) over the unit's heads, and accumulates O^T[512 dims x heads] +=
 // V^T P^T with wgmma (V^T = the chunk's K tile read MN-major, one m-tile of 64 dims per column
 // block). At the end of a unit it folds in the sink and the NaN rules and stores the LSE and the
-// output, O^T straight from its registers; a decode's split unit stores its partial instead (O
-// normalised over the split in fp32 and the split's LSE, into the scratch; the merge adds the
-// sink).
+// output, O^T straight from its registers; a decode's split unit of several splits stores its
+// partial instead (O normalised over the split in fp32 and the split's LSE, into the scratch; the
+// merge adds the sink).
 //
 // The O^T accumulators follow the wgmma D fragment (thread (warp w, lane): dims rows 16 w + lane /
 // 4 (+ 8) of each m-tile, heads 8 n + 2 (lane % 4) (+ 1)); the softmax has its own thread layout,

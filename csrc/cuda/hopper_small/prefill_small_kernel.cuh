@@ -1,7 +1,7 @@
 // Small-heads Hopper (sm_90a) sparse-MLA prefill over the NVFP4 cache: a persistent,
 // warp-specialised kernel for 16 or 32 heads a unit (docs/hopper_small_kernel.md), and its split
 // form for the decode (kSplitItems: a unit is also one split of the token's chunks, and ends in a
-// partial for the merge).
+// partial for the merge, or with one split in the output).
 //
 // CTA c walks the units (token, kGroupHeads heads[, split]) c, c + gridDim.x, ..., chunk by chunk
 // (64 candidates, one list chunk), with three warpgroups:

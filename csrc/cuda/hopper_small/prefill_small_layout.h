@@ -137,8 +137,8 @@ struct RowTable<false, kSplitItems> {  // converter 0 keeps its cursor in regist
   RowEntry rows[kTableSlots][kChunkRows];
 };
 
-// kSplitItems: the decode's instance (units of one split each, partials into the scratch); the
-// prefill's has whole-list units.
+// kSplitItems: the decode's instance (units of one split each, partials into the scratch, or the
+// output with one split); the prefill's has whole-list units.
 template <int kGroupHeads, bool kSplitItems>
 struct alignas(1024) SharedStorage {
   using G = Geometry<kGroupHeads>;
