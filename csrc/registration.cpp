@@ -84,9 +84,9 @@ pybind11::dict decode_plan_dict(const cake::DecodePlan& plan) {
   return result;
 }
 
-// The head tile of a decode request described by ints, the request checked as the op checks its
-// tensors (ValueError naming the argument). The plan then follows from it and the split rules,
-// which depend on it where a device's kernels set them (decode_split_rules).
+// The head tile of a decode request described by ints and split rules given apart (plan_decode),
+// the request checked as the op checks its tensors (ValueError naming the argument). The
+// device-based planners check the request alone: plan_decode_on_target checks the head tile.
 int64_t checked_request_head_tiles(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk,
                                    int64_t num_sms, int64_t max_splits, std::optional<int64_t> head_tiles,
                                    int64_t max_head_tiles) {
@@ -351,8 +351,8 @@ PYBIND11_MODULE(_C, module) {
          std::optional<std::string> device, std::optional<std::string> kernel) {
         return value_errors([&] {
           const cake::PrefillTarget target = cake::resolve_prefill_target(device, kernel, num_sms);
-          checked_request_head_tiles(num_tokens, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
-                                     target.max_head_tiles);
+          // The head tile is checked by plan_decode_on_target, after the request (as the op checks them).
+          cake::check_decode_request(num_tokens, num_heads, topk, extra_topk, max_splits, target.num_sms);
           return decode_plan_dict(cake::plan_decode_on_target(target, num_tokens, num_heads,
                                                               cake::decode_num_chunks(topk, extra_topk), max_splits,
                                                               head_tiles, num_splits));
@@ -374,8 +374,7 @@ PYBIND11_MODULE(_C, module) {
         int64_t num_chunks = 0;
         try {
           // Checked once, for no token (num_splits too); the steps then hold for every token count.
-          checked_request_head_tiles(0, num_heads, topk, extra_topk, target.num_sms, max_splits, head_tiles,
-                                     target.max_head_tiles);
+          cake::check_decode_request(0, num_heads, topk, extra_topk, max_splits, target.num_sms);
           num_chunks = cake::decode_num_chunks(topk, extra_topk);
           cake::plan_decode_on_target(target, 0, num_heads, num_chunks, max_splits, head_tiles, num_splits);
         } catch (const c10::ValueError&) {
