@@ -3,15 +3,16 @@ partial chunks, both caches with page sizes 1 and 2, padded strides, every view,
 negative and out-of-range indices, sinks, empty rows, and a cache that ends exactly at its last
 valid page; plus both writers. On Hopper every call runs on its Hopper kernel (the 64-head one
 for 4 tiles, the small-heads one for the rest) and again on the portable kernel, and more
-small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads.
-Then the decode (split kernel and merge): 8 heads (a padded head tile), 24 heads in two-tile
-blocks, every head tile (on Hopper: 64 heads per item on the 64-head kernel's splits, the other
-plans that split into two chunks or more on the small-heads kernel's split form, 8 and 24 heads
-in padded units, 16 heads with more split units than SMs), one split and several, splits past a
-token's length or holding only masked slots, more than 1024 candidates over both caches,
-one-chunk splits on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on both Hopper
-kernels (O stored from registers, 4 or 16 bytes a lane). Small shapes, so the sanitizer finishes
-in minutes."""
+small-heads calls run 16, 32, 48 (the 64-head kernel with a padded head block) and 96 heads. Then the
+decode (split kernel and merge): 8 heads (a padded head tile), 24 heads in two-tile blocks,
+every head tile (on Hopper: 64 heads per item on the 64-head kernel's splits, the other plans
+that split into two chunks or more on the small-heads kernel's split form, 8 and 24 heads in
+padded units, 16 heads with more split units than SMs), one split and several, splits past a
+token's length or holding only masked slots, more than 1024 candidates over both caches (one
+split of 18 and 32 chunks on the prefill's kernels at 16 and 80 heads among them), one-chunk
+splits on the Hopper kernel (override "hopper"). Output views of 4- and 16-byte alignment on
+both Hopper kernels (O stored from registers, 4 or 16 bytes a lane). Small shapes, so the
+sanitizer finishes in minutes."""
 import torch
 
 import torch_ops
@@ -106,6 +107,13 @@ def main():
         (dict(num_tokens=2, num_heads=128, topk=200, main=CacheSpec(5, 64), lengths="random", sink=1.0),
          [(1, 4, 16), (4, 4, 16), (2, 2, 16)]),
         (dict(num_tokens=1, num_heads=56, topk=64, main=CacheSpec(1, 64), invalid_fraction=1.0), [(1, 4, 16)]),
+        # One split of more than 16 chunks (32 and 18 over both caches) at head counts the prefill's
+        # launches take: the small-heads kernel's whole-list units at 16 heads, the 64-head kernel
+        # and a 16-head unit at 80, over lists longer than the prefill accepts.
+        (dict(num_tokens=2, num_heads=16, topk=2048, main=CacheSpec(40, 64), sink=1.0, invalid_fraction=0.1),
+         [(1, 1, 16)]),
+        (dict(num_tokens=2, num_heads=80, topk=1000, main=CacheSpec(20, 64), extra=CacheSpec(6, 1), extra_topk=100,
+              sink=1.0), [(1, 1, 16)]),
         # More split items than SMs (40 tokens x 2 head blocks x 4 splits of two chunks): the
         # persistent CTAs of the 64-head kernel walk several split items each.
         (dict(num_tokens=40, num_heads=128, topk=512, main=CacheSpec(40, 64), lengths="random", sink=1.0),

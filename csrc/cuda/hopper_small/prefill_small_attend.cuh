@@ -36,7 +36,7 @@ constexpr bool kNoPv = true;
 constexpr bool kNoPv = false;
 #endif
 
-template <int kGroupHeads, bool kSplitItems>
+template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
 
@@ -128,7 +128,7 @@ class AttendRole {
   const int warp_;
   const int lane_;
   float o_acc_[kPvMTiles][G::kSAccumulators];  // O^T: m-tile t holds dims of K-tile column block t
-  ChunkSoftmax<kGroupHeads, kSplitItems> softmax_;
+  ChunkSoftmax<kGroupHeads, kSplitItems, kEnd> softmax_;
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
@@ -189,12 +189,8 @@ class AttendRole {
 #pragma unroll
     for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     named_barrier<kScalesReady, kWarpgroupThreads>();
-    if constexpr (kSplitItems) {
-      if (softmax_.writes_partials()) {
-        store_partial(u);
-      } else {
-        store_output(u);
-      }
+    if constexpr (kEnd == UnitEnd::kPartial) {
+      store_partial(u);
     } else {
       store_output(u);
     }

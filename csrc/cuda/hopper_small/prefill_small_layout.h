@@ -118,6 +118,12 @@ constexpr int kTableSlots = 4;
 // A work unit's fields (../common/work_unit.h; work_unit in ../common/candidate_lists.cuh).
 template <bool kSplitItems>
 using Unit = WorkUnit<kSplitItems>;
+// Where a unit's result goes: the output and out_lse (the prefill, and a decode of one split), or
+// the split's fp32 partial and LSE in the scratch (a decode of several splits, merged afterwards).
+// A template argument rather than a test of num_splits, so that each instance holds one epilogue:
+// with both in the split instance its code grew by a tenth, and its short decode splits spend
+// much of their time fetching instructions (docs/benchmarks.md).
+enum class UnitEnd { kOutput, kPartial };
 // A place in the CTA's chunks, in order over its units with candidates (seek_unit / advance in
 // prefill_small_work.cuh): the converters' walk, and the row table's writer's (when the attend
 // warpgroup writes it, two copies in the table by parity: its thread 0 advances one into the other).

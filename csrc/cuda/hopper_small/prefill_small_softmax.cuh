@@ -21,7 +21,7 @@
 
 namespace cake::cuda::hopper_small {
 
-template <int kGroupHeads, bool kSplitItems>
+template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd>
 class ChunkSoftmax {
   using G = Geometry<kGroupHeads>;
   static constexpr int kThreadHeads = G::kSoftmaxHeads;
@@ -95,16 +95,11 @@ class ChunkSoftmax {
     return moved;
   }
 
-  // Whether a unit ends in a split's partial (a decode of several splits) rather than in the
-  // output: the split instance with one split (a decode that does not split, at head counts the
-  // prefill's dispatch does not take) writes output and out_lse as the prefill's units do.
-  __device__ __forceinline__ bool writes_partials() const { return kSplitItems && params_.num_splits > 1; }
-
   // The unit's end for these heads: each head's sums over its 8 threads (a fixed order), the sink
   // and the NaN rules (finalize_row), the LSE stored, and the head's output scale into
-  // smem_.out_scale[head] (times 2^9: PV took the NoPE dims as 2^-9 times the cache's values). A decode's
-  // split unit gives its partial instead (finalize_split_row: no sink); the split instance stores
-  // nothing for the padding heads past the call's last (real_head).
+  // smem_.out_scale[head] (times 2^9: PV took the NoPE dims as 2^-9 times the cache's values). A unit
+  // that ends in a split's partial (kEnd) gives that instead (finalize_split_row: no sink); the split
+  // instances store nothing for the padding heads past the call's last (real_head).
   __device__ __forceinline__ void finish(const Unit<kSplitItems>& u) const {
 #pragma unroll
     for (int k = 0; k < kThreadHeads; ++k) {
@@ -116,17 +111,15 @@ class ChunkSoftmax {
         exact += __shfl_xor_sync(0xffffffffu, exact, mask);
       }
       if (part_ != 0 || (kSplitItems && !real_head(params_, u.head0 + head))) continue;
-      if constexpr (kSplitItems) {
-        if (writes_partials()) {
-          const SoftmaxFinal partial = finalize_split_row(row_max_[k], WeightSums{rounded, exact});
-          store_split_lse(params_, u.split, u.token, u.head0 + head, partial.lse2);
-          smem_.out_scale[head] = partial.out_scale * hopper::kBitDecodeUnscale;
-          continue;
-        }
+      if constexpr (kEnd == UnitEnd::kPartial) {
+        const SoftmaxFinal partial = finalize_split_row(row_max_[k], WeightSums{rounded, exact});
+        store_split_lse(params_, u.split, u.token, u.head0 + head, partial.lse2);
+        smem_.out_scale[head] = partial.out_scale * hopper::kBitDecodeUnscale;
+      } else {
+        const SoftmaxFinal final = finalize_row(params_, u.head0 + head, row_max_[k], WeightSums{rounded, exact});
+        store_lse(params_, u.token, u.head0 + head, final.lse2);
+        smem_.out_scale[head] = final.out_scale * hopper::kBitDecodeUnscale;
       }
-      const SoftmaxFinal final = finalize_row(params_, u.head0 + head, row_max_[k], WeightSums{rounded, exact});
-      store_lse(params_, u.token, u.head0 + head, final.lse2);
-      smem_.out_scale[head] = final.out_scale * hopper::kBitDecodeUnscale;
     }
   }
 
