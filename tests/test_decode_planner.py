@@ -219,6 +219,49 @@ def test_max_unsplit_chunks():
     assert on("portable", 16) == (1, 32) and on("cpu", 16) == (1, 32) and on("portable", 64, head_tiles=2) == (1, 32)
 
 
+def test_one_split_in_two_grids():
+    """H = 80 and 96 on the Hopper family: one split runs the prefill's two launches one after the
+    other (the 64-head kernel over heads 0..63, then the small-heads kernel over the rest), a work
+    item a token each, so below a wave of tokens the planner costs it as two grids of T items and
+    weighs it against the splits (T x head blocks x splits items in one grid). From a wave of
+    tokens on, one split. Everywhere else one split keeps the head blocks' cost."""
+    def plan(num_tokens, num_heads, topk, kernel="hopper", **kwargs):
+        p = _C.plan_decode_on_device(num_tokens, num_heads, topk, 0, 132, 16, kernel=kernel, **kwargs)
+        return p["head_tiles"], p["num_splits"], p["chunks_per_block"]
+
+    # The rows timed on the H200 (2048 candidates, docs/planner.md): T = 30, H = 80 one split 142 us,
+    # four 91; T = 60, H = 80 one split 144, two 156; T = 40, H = 96 one split 155, two 83.
+    assert plan(30, 80, 2048) == (1, 4, 8) and plan(60, 80, 2048) == (1, 1, 32) and plan(40, 96, 2048) == (2, 2, 16)
+    for num_heads, blocks in ((80, 5), (96, 3)):
+        for topk in (512, 1024, 1088, 2048):
+            chunks = num_chunks(topk)
+            most = min(16, chunks // 2)
+            for num_tokens in range(0, 140):
+                tiles, splits, per_block = plan(num_tokens, num_heads, topk)
+                assert tiles == {80: 1, 96: 2}[num_heads] and per_block == -(-chunks // splits)
+                if num_tokens == 0 or num_tokens >= 132:
+                    assert splits == 1, (num_heads, topk, num_tokens)
+                    continue
+                costs = {n: split_cost(num_tokens * blocks, chunks, 132, n) for n in range(2, most + 1)}
+                costs[1] = 2 * split_cost(num_tokens, chunks, 132, 1)
+                least = min(costs.values())
+                assert splits == min(n for n, cost in costs.items() if cost == least), (num_heads, topk, num_tokens)
+    # The crossovers at 32 chunks: T = 40 at H = 80, 67 at H = 96.
+    assert plan(39, 80, 2048)[1] > 1 and plan(40, 80, 2048)[1] == 1
+    assert plan(66, 96, 2048)[1] > 1 and plan(67, 96, 2048)[1] == 1
+    # One grid where one split runs one launch: H = 48 and 112 (the 64-head kernel over padded
+    # blocks; T x head blocks is the model's count still), the portable kernel and the CPU.
+    for num_heads in (48, 112):
+        assert plan(20, num_heads, 2048)[1:] == plan_splits(num_tokens=20, num_heads=num_heads, topk=2048,
+                                                            num_sms=132, min_chunks_per_split=2)
+    for kernel in ("portable", "cpu"):
+        assert plan(30, 80, 2048, kernel=kernel)[1:] == plan_splits(num_tokens=30, num_heads=80, topk=2048,
+                                                                    num_sms=132, max_unsplit_chunks=32) == (1, 32)
+    # An explicit head tile of 1 at H = 96: six 16-head blocks a token for the splits, whose two
+    # (cost 77) now lose to one split (70).
+    assert plan(40, 96, 2048, head_tiles=1) == (1, 1, 32)
+
+
 @settings(max_examples=200, deadline=None)
 @given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from(range(8, 129, 8)), topk=st.integers(1, 4096),
        extra_topk=st.integers(0, 1024), num_sms=st.integers(1, 200), max_splits=st.integers(1, 80),

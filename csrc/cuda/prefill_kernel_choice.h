@@ -63,14 +63,24 @@ inline long long hopper_small_narrow_heads(long long num_heads) {
   return wide < num_heads ? num_heads - wide : 0;
 }
 
-// What each of the (one or two) persistent grids of a small-heads call walks per token, the
-// larger of: the 64-head kernel's items over the wide heads, and the small-heads kernel's units
-// (a token and G heads, G = 32 where it divides the heads left, else 16).
-inline long long hopper_small_units_per_token(long long num_heads) {
+// The work items per token of the (one or two) persistent grids of a small-heads call, launched
+// one after the other: the 64-head kernel's items over the wide heads, then the small-heads
+// kernel's units (a token and G heads, G = 32 where it divides the heads left, else 16); 0 where
+// that grid is not launched.
+struct SmallHeadsGrids {
+  long long wide_items;
+  long long narrow_units;
+};
+inline SmallHeadsGrids hopper_small_grids(long long num_heads) {
   const long long rest = hopper_small_narrow_heads(num_heads);
-  const long long units = rest > 0 ? rest / hopper_small::group_heads_for(rest) : 0;
-  const long long items = hopper_small_wide_heads(num_heads) / HopperPrefillLayout::kHeads;
-  return units > items ? units : items;
+  return {hopper_small_wide_heads(num_heads) / HopperPrefillLayout::kHeads,
+          rest > 0 ? rest / hopper_small::group_heads_for(rest) : 0};
+}
+
+// What each grid of a small-heads call walks per token, at most: the larger of the two above.
+inline long long hopper_small_units_per_token(long long num_heads) {
+  const SmallHeadsGrids grids = hopper_small_grids(num_heads);
+  return grids.narrow_units > grids.wide_items ? grids.narrow_units : grids.wide_items;
 }
 
 // The kernel of a call in the Hopper family: the 64-head kernel for its shapes; the small-heads

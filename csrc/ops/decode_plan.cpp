@@ -90,9 +90,16 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
     const int64_t by_chunks = std::max<int64_t>(1, num_chunks / rules.min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
     const int64_t blocks = decode_head_blocks(num_heads, head_tiles);
+    const int64_t unsplit_items_per_token = rules.unsplit_grid_items > 0 ? rules.unsplit_grid_items : blocks;
     plan.num_splits = fewest;
-    if (__int128(num_tokens) * blocks < num_sms) {  // less than a wave unsplit: the cheapest count
+    if (__int128(num_tokens) * unsplit_items_per_token < num_sms) {  // less than a wave unsplit: the cheapest count
       const int64_t items = num_tokens * blocks;
+      const auto cost_of = [&](int64_t splits) {
+        if (splits == 1 && rules.unsplit_grid_items > 0) {
+          return rules.unsplit_grids * decode_split_cost(num_tokens * rules.unsplit_grid_items, num_chunks, num_sms, 1);
+        }
+        return decode_split_cost(items, num_chunks, num_sms, splits);
+      };
       // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 32: for a count n
       // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
       // q too, in no more waves and with no more merge, so n' costs no more than n (and n' >= 2
@@ -101,7 +108,7 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
       int64_t best_cost = -1;
       for (int64_t q = kMaxChunksPerSplit; q >= 1; --q) {
         const int64_t splits = std::clamp((num_chunks + q - 1) / q, fewest, planned_most);
-        const int64_t cost = decode_split_cost(items, num_chunks, num_sms, splits);
+        const int64_t cost = cost_of(splits);
         if (best_cost < 0 || cost < best_cost) best_cost = cost, plan.num_splits = splits;
       }
     }
@@ -125,6 +132,14 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
   const PrefillKernel family = decode_split_family(target, num_heads, head_tiles);
   DecodeSplitRules rules;
   if (family != PrefillKernel::kPortable) rules.min_chunks_per_split = cuda::kHopperDecodeMinChunksPerSplit;
+  if (family == PrefillKernel::kHopperSmall && is_prefill_head_count(num_heads)) {
+    // One split runs the prefill's launches (run_decode_cuda): one grid, or two one after the other.
+    const cuda::SmallHeadsGrids grids = cuda::hopper_small_grids(num_heads);
+    if (grids.wide_items > 0 && grids.narrow_units > 0) {
+      rules.unsplit_grids = 2;
+      rules.unsplit_grid_items = std::max(grids.wide_items, grids.narrow_units);
+    }
+  }
   return rules;
 }
 

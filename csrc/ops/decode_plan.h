@@ -119,10 +119,19 @@ struct DecodeSplitRules {
   // The most chunks a planned one-split decode holds (>= 1). The op's rules leave it at
   // kMaxChunksPerSplit (32) on every target: every kernel family runs one split of up to 32 chunks
   // itself, and one split was faster than two on the H200 wherever the cost model picks it, at
-  // the lists of 32 chunks timed (H = 8, 16, 32; docs/planner.md; H = 48 .. 112, whose one split
-  // launches other item counts than the model's, not timed). A lower value is a planning knob for
-  // callers (plan_splits).
+  // the lists of 32 chunks timed (H = 8 .. 112; docs/planner.md). A lower value is a planning knob
+  // for callers (plan_splits).
   int64_t max_unsplit_chunks = kMaxChunksPerSplit;
+  // How a one-split call runs where that is not one grid of T x head blocks work items:
+  // unsplit_grids grids launched one after the other, each of T x unsplit_grid_items items (0: the
+  // one grid of the head blocks). On the Hopper family a one-split call of H = 80 or 96 runs the
+  // prefill's two launches (cuda::hopper_small_grids: the 64-head kernel over heads 0..63, then the
+  // small-heads kernel's units over the rest), a work item a token each; its one split then costs
+  // two grids' time, and below a wave of tokens the planner weighs it against splits that run in
+  // one grid (H200, 2048 candidates: T = 30, H = 80 in one split 142 us, in four 91; T = 60 in one
+  // split 144, in two 156; docs/planner.md).
+  int64_t unsplit_grids = 1;
+  int64_t unsplit_grid_items = 0;
 };
 
 // The rules on `target` for a call of `num_heads` in blocks of `head_tiles`.
@@ -133,8 +142,10 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
 // Otherwise, within [fewest, most] with fewest = ceil(num_chunks / 32), raised to 2 (max_splits
 // allowing) when that is one split and num_chunks > rules.max_unsplit_chunks, and most =
 // max(fewest, min(max_splits, max(1, num_chunks / rules.min_chunks_per_split))): with no token, or
-// with num_tokens * head blocks (`items`) filling the SMs already, fewest; else the count of least
-// decode_split_cost, the smallest of equal ones. A planned split thus holds at least
+// with the one-split form's work items filling the SMs already (num_tokens * head blocks, or
+// num_tokens * rules.unsplit_grid_items where the rules give it), fewest; else the count of least
+// decode_split_cost, the smallest of equal ones (one split's cost: rules.unsplit_grids times that
+// of T x unsplit_grid_items items, where the rules give them). A planned split thus holds at least
 // rules.min_chunks_per_split chunks unless the lists are shorter (a larger value is capped by the
 // 32 chunks a split holds at most). ValueError naming a rule below 1.
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
