@@ -310,6 +310,7 @@ PYBIND11_MODULE(_C, module) {
   module.attr("LIST_CHUNKS_PER_SPLIT") = cake::kListChunksPerSplit;
   module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_WIDE") = cake::kDecodeCrossoverItemsPercentWide;
   module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_NARROW") = cake::kDecodeCrossoverItemsPercentNarrow;
+  module.attr("DECODE_CROSSOVER_ITEMS_PERCENT_TWO_GRIDS") = cake::kDecodeCrossoverItemsPercentTwoGrids;
   module.def(
       "decode_head_tile_choices", [](int64_t num_heads) { return cake::decode_head_tile_choices(num_heads); },
       "Head-tile choices of the decode for a head count ([] for a head count it rejects)", pybind11::arg("num_heads"));

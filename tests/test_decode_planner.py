@@ -222,17 +222,21 @@ def test_max_unsplit_chunks():
 def test_one_split_in_two_grids():
     """H = 80 and 96 on the Hopper family: one split runs the prefill's two launches one after the
     other (the 64-head kernel over heads 0..63, then the small-heads kernel over the rest), a work
-    item a token each, so below a wave of tokens the planner costs it as two grids of T items and
+    item a token each, so below a wave of tokens the planner costs it as those two grids, a 64-head
+    item's chunk at 1.42x a 16-head unit's and a 32-head unit's at 1.27x (in units of the splits'
+    work items: 242% of a grid of T 16-head units at H = 80, 211% of T 32-head units at H = 96), and
     weighs it against the splits (T x head blocks x splits items in one grid). From a wave of
     tokens on, one split. Everywhere else one split keeps the head blocks' cost."""
     def plan(num_tokens, num_heads, topk, kernel="hopper", **kwargs):
         p = _C.plan_decode_on_device(num_tokens, num_heads, topk, 0, 132, 16, kernel=kernel, **kwargs)
         return p["head_tiles"], p["num_splits"], p["chunks_per_block"]
 
-    # The rows timed on the H200 (2048 candidates, docs/planner.md): T = 30, H = 80 one split 142 us,
-    # four 91; T = 60, H = 80 one split 144, two 156; T = 40, H = 96 one split 155, two 83.
-    assert plan(30, 80, 2048) == (1, 4, 8) and plan(60, 80, 2048) == (1, 1, 32) and plan(40, 96, 2048) == (2, 2, 16)
-    for num_heads, blocks in ((80, 5), (96, 3)):
+    # Rows timed on the H200 (docs/planner.md), us by split count: T = 30, H = 80, 2048 candidates
+    # 142 / 96 / 91 at 1 / 2 / 4; T = 45 144 / 127 / 124; T = 60 144 / 156 / 175; T = 40, H = 96
+    # 155 / 83 / 96; T = 60, H = 96 157 / 120 / 142; T = 70, H = 96, 1024 candidates 91 / 96 / 113.
+    assert plan(30, 80, 2048) == (1, 4, 8) and plan(45, 80, 2048) == (1, 2, 16) and plan(60, 80, 2048) == (1, 1, 32)
+    assert plan(40, 96, 2048) == (2, 2, 16) and plan(60, 96, 2048) == (2, 2, 16) and plan(70, 96, 1024) == (2, 1, 16)
+    for num_heads, blocks, percent in ((80, 5, 242), (96, 3, 211)):
         for topk in (512, 1024, 1088, 2048):
             chunks = num_chunks(topk)
             most = min(16, chunks // 2)
@@ -242,13 +246,16 @@ def test_one_split_in_two_grids():
                 if num_tokens == 0 or num_tokens >= 132:
                     assert splits == 1, (num_heads, topk, num_tokens)
                     continue
-                costs = {n: split_cost(num_tokens * blocks, chunks, 132, n) for n in range(2, most + 1)}
-                costs[1] = 2 * split_cost(num_tokens, chunks, 132, 1)
+                costs = {n: 100 * split_cost(num_tokens * blocks, chunks, 132, n) for n in range(2, most + 1)}
+                costs[1] = percent * split_cost(num_tokens, chunks, 132, 1)
                 least = min(costs.values())
                 assert splits == min(n for n, cost in costs.items() if cost == least), (num_heads, topk, num_tokens)
-    # The crossovers at 32 chunks: T = 40 at H = 80, 67 at H = 96.
-    assert plan(39, 80, 2048)[1] > 1 and plan(40, 80, 2048)[1] == 1
-    assert plan(66, 96, 2048)[1] > 1 and plan(67, 96, 2048)[1] == 1
+    # The crossovers at 32 chunks: T = 53 at H = 80, 74 at H = 96.
+    assert plan(52, 80, 2048)[1] > 1 and plan(53, 80, 2048)[1] == 1
+    assert plan(73, 96, 2048)[1] > 1 and plan(74, 96, 2048)[1] == 1
+    # An explicit head tile of 1 at H = 96: six 16-head units a token for the splits, against which
+    # one split costs 269%.
+    assert plan(40, 96, 2048, head_tiles=1) == (1, 2, 16) and plan(45, 96, 2048, head_tiles=1) == (1, 1, 32)
     # One grid where one split runs one launch: H = 48 and 112 (the 64-head kernel over padded
     # blocks; T x head blocks is the model's count still), the portable kernel and the CPU.
     for num_heads in (48, 112):
@@ -256,10 +263,7 @@ def test_one_split_in_two_grids():
                                                             num_sms=132, min_chunks_per_split=2)
     for kernel in ("portable", "cpu"):
         assert plan(30, 80, 2048, kernel=kernel)[1:] == plan_splits(num_tokens=30, num_heads=80, topk=2048,
-                                                                    num_sms=132, max_unsplit_chunks=32) == (1, 32)
-    # An explicit head tile of 1 at H = 96: six 16-head blocks a token for the splits, whose two
-    # (cost 77) now lose to one split (70).
-    assert plan(40, 96, 2048, head_tiles=1) == (1, 1, 32)
+                                                                    num_sms=132) == (1, 32)
 
 
 @settings(max_examples=200, deadline=None)
@@ -412,9 +416,10 @@ def test_scratch_covers_every_plan(num_tokens, num_heads, topk, extra_topk, max_
 
 def test_select_kernel():
     """The crossover: the decode when the prefill cannot run the shape, or when its largest launch
-    (T * H / 16 work items) is below 200% of the SM count (H a multiple of 64, any list width) or
-    50% (other head counts)."""
-    assert (_C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE, _C.DECODE_CROSSOVER_ITEMS_PERCENT_NARROW) == (200, 50)
+    (T * H / 16 work items) is below 200% of the SM count (H a multiple of 64, any list width), 300%
+    (H = 80 and 96, whose prefill runs two grids) or 50% (other head counts)."""
+    assert (_C.DECODE_CROSSOVER_ITEMS_PERCENT_WIDE, _C.DECODE_CROSSOVER_ITEMS_PERCENT_TWO_GRIDS,
+            _C.DECODE_CROSSOVER_ITEMS_PERCENT_NARROW) == (200, 300, 50)
     assert not hasattr(_C, "DECODE_CROSSOVER_ITEMS_PERCENT_WIDE_LONG")
     assert select(num_tokens=10**6, num_heads=8, topk=64, num_sms=132) == "decode"       # H not a multiple of 16
     assert select(num_tokens=10**6, num_heads=16, topk=1025, num_sms=132) == "decode"    # 17 chunks
@@ -432,6 +437,12 @@ def test_select_kernel():
     assert select(num_tokens=66, num_heads=16, topk=512, num_sms=132) == "prefill"
     assert select(num_tokens=32, num_heads=32, topk=512, num_sms=132) == "decode"        # 64 items < 66
     assert select(num_tokens=33, num_heads=32, topk=512, num_sms=132) == "prefill"
+    for heads, last_decode in ((80, 79), (96, 65)):  # two grids: T * H / 16 < 396
+        assert select(num_tokens=last_decode, num_heads=heads, topk=1024, num_sms=132) == "decode"
+        assert select(num_tokens=last_decode + 1, num_heads=heads, topk=1024, num_sms=132) == "prefill"
+    for heads, last_decode in ((48, 21), (112, 9)):  # one grid of 64-head items (the last padded): < 66 items
+        assert select(num_tokens=last_decode, num_heads=heads, topk=1024, num_sms=132) == "decode"
+        assert select(num_tokens=last_decode + 1, num_heads=heads, topk=1024, num_sms=132) == "prefill"
     assert select(num_tokens=0, num_heads=64, topk=512, num_sms=132) == "decode"
     for bad, match in ((dict(num_heads=12), "num_heads"), (dict(topk=0), "topk"), (dict(num_sms=0), "num_sms"),
                        (dict(topk=16385), "topk/extra_topk"), (dict(num_tokens=-1), "num_tokens")):
@@ -442,7 +453,7 @@ def test_select_kernel():
 
 
 @pytest.mark.parametrize("num_heads,topk,extra_topk", [(16, 64, 0), (64, 512, 128), (128, 1024, 0), (8, 64, 0),
-                                                       (32, 2048, 0)])
+                                                       (32, 2048, 0), (80, 1024, 0), (96, 512, 0)])
 def test_token_limit_is_the_select_rule(num_heads, topk, extra_topk, many_threads):
     num_sms = _C.device_num_sms("cpu")
     limit = decode_token_limit("cpu", None, num_heads, topk, extra_topk)

@@ -191,8 +191,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 
     The decode when the prefill cannot run the shape (``num_heads`` not a multiple of 16, more
     than 16 chunks of 64 candidates) or when the prefill's largest launch, ``T * H / 16`` work
-    items, is below a percentage of the SM count: 200% for ``H`` a multiple of 64, 50% for other
-    head counts. Else the prefill. The percentages come from an H200 grid of both ops
+    items, is below a percentage of the SM count: 200% for ``H`` a multiple of 64, 300% for ``H`` =
+    80 and 96, 50% for other head counts. Else the prefill. The percentages come from an H200 grid of both ops
     (docs/planner.md).
 
     Args:

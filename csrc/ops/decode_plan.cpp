@@ -94,11 +94,13 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
     plan.num_splits = fewest;
     if (__int128(num_tokens) * unsplit_items_per_token < num_sms) {  // less than a wave unsplit: the cheapest count
       const int64_t items = num_tokens * blocks;
+      // In hundredths of the model's unit, for the one-split form's share.
       const auto cost_of = [&](int64_t splits) {
         if (splits == 1 && rules.unsplit_grid_items > 0) {
-          return rules.unsplit_grids * decode_split_cost(num_tokens * rules.unsplit_grid_items, num_chunks, num_sms, 1);
+          return rules.unsplit_cost_percent *
+                 decode_split_cost(num_tokens * rules.unsplit_grid_items, num_chunks, num_sms, 1);
         }
-        return decode_split_cost(items, num_chunks, num_sms, splits);
+        return 100 * decode_split_cost(items, num_chunks, num_sms, splits);
       };
       // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 32: for a count n
       // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
@@ -133,11 +135,16 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
   DecodeSplitRules rules;
   if (family != PrefillKernel::kPortable) rules.min_chunks_per_split = cuda::kHopperDecodeMinChunksPerSplit;
   if (family == PrefillKernel::kHopperSmall && is_prefill_head_count(num_heads)) {
-    // One split runs the prefill's launches (run_decode_cuda): one grid, or two one after the other.
+    // One split runs the prefill's launches (run_decode_cuda): one grid, or two one after the
+    // other (a 64-head item and a unit of the rest's heads a token), costed against the splits'
+    // units of 16 x head_tiles heads.
     const cuda::SmallHeadsGrids grids = cuda::hopper_small_grids(num_heads);
-    if (grids.wide_items > 0 && grids.narrow_units > 0) {
-      rules.unsplit_grids = 2;
-      rules.unsplit_grid_items = std::max(grids.wide_items, grids.narrow_units);
+    if (grids.wide_items == 1 && grids.narrow_units == 1) {
+      const int64_t narrow_heads = cuda::hopper_small_narrow_heads(num_heads);
+      rules.unsplit_grid_items = 1;
+      rules.unsplit_cost_percent =
+          100 * (cuda::hopper_chunk_weight(cuda::HopperPrefillLayout::kHeads) + cuda::hopper_chunk_weight(narrow_heads)) /
+          cuda::hopper_chunk_weight(nvfp4::kHeadsPerTile * head_tiles);
     }
   }
   return rules;

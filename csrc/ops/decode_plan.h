@@ -37,13 +37,25 @@ constexpr int64_t kDefaultMaxSplits = 16;
 // up to ~194% of the SMs (0.81-0.98x there: T = 64 at H = 64, T = 32 at H = 128) and tied at
 // ~388%. For the other head counts the prefill runs the small-heads kernel over units of 16 or 32
 // heads, which fill the SMs sooner: at H = 16 the decode took 0.82x (1024 candidates) and 0.96x (512) at ~48% of the
-// SMs (T = 64), and 2.2-2.6x the prefill's time at ~97% (T = 128). Only H = 16 was measured of
-// the narrow counts.
-constexpr int64_t kDecodeCrossoverItemsPercentWide = 200;   // H a multiple of 64 (kWideHeadBlock)
-constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 50;  // the other head counts
+// SMs (T = 64), and 2.2-2.6x the prefill's time at ~97% (T = 128). At H = 80 and 96 the prefill
+// runs two grids one after the other (the 64-head kernel over heads 0..63, then the small-heads
+// kernel over the rest), as the decode's one split does, and the decode splits into one grid below
+// ~53 (H = 80) and ~67-74 (H = 96) tokens (DecodeSplitRules::unsplit_cost_percent): measured at
+// 1024 candidates, the decode took 0.50-0.90x the prefill's time up to T = 45 at H = 80 (~170% of
+// the SMs) and 0.81x at T = 50, H = 96 (~230%), and its one split is the prefill's launches, so
+// 300% there.
+constexpr int64_t kDecodeCrossoverItemsPercentWide = 200;      // H a multiple of 64 (kWideHeadBlock)
+constexpr int64_t kDecodeCrossoverItemsPercentTwoGrids = 300;  // H = 80, 96 (prefill_runs_two_grids)
+constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 50;     // the other head counts
 constexpr int64_t kWideHeadBlock = 4 * nvfp4::kHeadsPerTile;  // four head tiles: the 64-head kernel's item
+// Whether the Hopper prefill of H heads runs two grids: a 64-head block and 16 or 32 more heads.
+inline bool prefill_runs_two_grids(int64_t num_heads) {
+  const int64_t rest = num_heads % kWideHeadBlock;
+  return num_heads > kWideHeadBlock && (rest == nvfp4::kHeadsPerTile || rest == 2 * nvfp4::kHeadsPerTile);
+}
 inline int64_t decode_crossover_items_percent(int64_t num_heads) {
-  return num_heads % kWideHeadBlock == 0 ? kDecodeCrossoverItemsPercentWide : kDecodeCrossoverItemsPercentNarrow;
+  if (num_heads % kWideHeadBlock == 0) return kDecodeCrossoverItemsPercentWide;
+  return prefill_runs_two_grids(num_heads) ? kDecodeCrossoverItemsPercentTwoGrids : kDecodeCrossoverItemsPercentNarrow;
 }
 
 inline bool is_decode_head_count(int64_t num_heads) {
@@ -122,16 +134,17 @@ struct DecodeSplitRules {
   // the lists of 32 chunks timed (H = 8 .. 112; docs/planner.md). A lower value is a planning knob
   // for callers (plan_splits).
   int64_t max_unsplit_chunks = kMaxChunksPerSplit;
-  // How a one-split call runs where that is not one grid of T x head blocks work items:
-  // unsplit_grids grids launched one after the other, each of T x unsplit_grid_items items (0: the
-  // one grid of the head blocks). On the Hopper family a one-split call of H = 80 or 96 runs the
-  // prefill's two launches (cuda::hopper_small_grids: the 64-head kernel over heads 0..63, then the
-  // small-heads kernel's units over the rest), a work item a token each; its one split then costs
-  // two grids' time, and below a wave of tokens the planner weighs it against splits that run in
-  // one grid (H200, 2048 candidates: T = 30, H = 80 in one split 142 us, in four 91; T = 60 in one
-  // split 144, in two 156; docs/planner.md).
-  int64_t unsplit_grids = 1;
+  // How a one-split call runs where that is not one grid of T x head blocks work items: grids of
+  // T x unsplit_grid_items items each (0: the one grid of the head blocks), together costing
+  // unsplit_cost_percent of one grid of the splits' work items of that count. On the Hopper family
+  // a one-split call of H = 80 or 96 runs the prefill's two launches one after the other
+  // (cuda::hopper_small_grids: the 64-head kernel over heads 0..63, then the small-heads kernel's
+  // units over the rest), a work item a token each, and a 64-head item's chunk takes longer than a
+  // split unit's (cuda::hopper_chunk_weight); below a wave of tokens the planner weighs that against
+  // the splits, which run in one grid (H200, 2048 candidates: T = 30, H = 80 in one split 142 us,
+  // in four 91; T = 60 in one split 144, in two 156; docs/planner.md).
   int64_t unsplit_grid_items = 0;
+  int64_t unsplit_cost_percent = 100;
 };
 
 // The rules on `target` for a call of `num_heads` in blocks of `head_tiles`.
@@ -144,8 +157,8 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
 // max(fewest, min(max_splits, max(1, num_chunks / rules.min_chunks_per_split))): with no token, or
 // with the one-split form's work items filling the SMs already (num_tokens * head blocks, or
 // num_tokens * rules.unsplit_grid_items where the rules give it), fewest; else the count of least
-// decode_split_cost, the smallest of equal ones (one split's cost: rules.unsplit_grids times that
-// of T x unsplit_grid_items items, where the rules give them). A planned split thus holds at least
+// decode_split_cost, the smallest of equal ones (one split's cost, where the rules give its grids:
+// rules.unsplit_cost_percent of that of T x unsplit_grid_items items). A planned split thus holds at least
 // rules.min_chunks_per_split chunks unless the lists are shorter (a larger value is capped by the
 // 32 chunks a split holds at most). ValueError naming a rule below 1.
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
