@@ -130,9 +130,10 @@ struct DecodeSplitRules {
   int64_t min_chunks_per_split = 1;
   // The most chunks a planned one-split decode holds (>= 1). The op's rules leave it at
   // kMaxChunksPerSplit (32) on every target: every kernel family runs one split of up to 32 chunks
-  // itself, and one split was faster than two on the H200 wherever the cost model picks it, at
-  // the lists of 32 chunks timed (H = 8 .. 112; docs/planner.md). A lower value is a planning knob
-  // for callers (plan_splits).
+  // itself, and at the lists of 32 chunks timed on the H200 one split was the faster where the
+  // cost model picks it (H = 8 .. 112; at H = 80 and 96 with unsplit_cost_percent below, one row at
+  // its crossover aside; docs/planner.md). A lower value is a planning knob for callers
+  // (plan_splits).
   int64_t max_unsplit_chunks = kMaxChunksPerSplit;
   // How a one-split call runs where that is not one grid of T x head blocks work items: grids of
   // T x unsplit_grid_items items each (0: the one grid of the head blocks), together costing
