@@ -153,7 +153,7 @@ def num_threads_16():
                                                                 (40, 16, 1100, "decode"), (3, 128, 64, "prefill")])
 def test_attention_runs_the_selected_op(num_tokens, num_heads, topk, expected, num_threads_8):
     """On 8 "SMs": the decode for T * H / 16 work items below 16 (H = 64, 128: 200%) or below 4
-    (other head counts: 50%), 8 heads or more than 16 chunks."""
+    (the head counts here other than 80 and 96: 50%), 8 heads or more than 16 chunks."""
     assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
         num_tokens=num_tokens, num_heads=num_heads, topk=topk, num_sms=8) == expected
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(20, 64), device="cpu",

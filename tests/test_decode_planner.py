@@ -253,9 +253,10 @@ def test_one_split_in_two_grids():
     # The crossovers at 32 chunks: T = 53 at H = 80, 74 at H = 96.
     assert plan(52, 80, 2048)[1] > 1 and plan(53, 80, 2048)[1] == 1
     assert plan(73, 96, 2048)[1] > 1 and plan(74, 96, 2048)[1] == 1
-    # An explicit head tile of 1 at H = 96: six 16-head units a token for the splits, against which
-    # one split costs 269%.
-    assert plan(40, 96, 2048, head_tiles=1) == (1, 2, 16) and plan(45, 96, 2048, head_tiles=1) == (1, 1, 32)
+    # An explicit head tile of 1 at H = 96 runs the same kernels (the split form's units are of 32
+    # heads whatever the head tile): the same split counts.
+    for num_tokens in (40, 60, 73, 74):
+        assert plan(num_tokens, 96, 2048, head_tiles=1)[1:] == plan(num_tokens, 96, 2048)[1:]
     # One grid where one split runs one launch: H = 48 and 112 (the 64-head kernel over padded
     # blocks; T x head blocks is the model's count still), the portable kernel and the CPU.
     for num_heads in (48, 112):
@@ -264,6 +265,46 @@ def test_one_split_in_two_grids():
     for kernel in ("portable", "cpu"):
         assert plan(30, 80, 2048, kernel=kernel)[1:] == plan_splits(num_tokens=30, num_heads=80, topk=2048,
                                                                     num_sms=132) == (1, 32)
+
+
+def test_small_heads_splits_count_the_units():
+    """On the Hopper family the small-heads kernel's split form runs units of 32 heads where 32
+    divides H, else 16, whatever the head tile: the split rule counts T x those units (H = 120 at
+    its head tile 4: eight a token, not two 64-head blocks; H = 24 at head tile 2: two, not one);
+    elsewhere (the portable kernel, the CPU) T x head blocks."""
+    def on(num_tokens, num_heads, topk, kernel="hopper", **kwargs):
+        p = _C.plan_decode_on_device(num_tokens, num_heads, topk, 0, 132, 16, kernel=kernel, **kwargs)
+        return p["head_tiles"], p["num_splits"]
+
+    for num_heads, units in ((8, 1), (24, 2), (40, 3), (56, 4), (88, 6), (120, 8), (32, 1), (64, 2), (128, 4)):
+        tiles = {64: 2, 128: 2}.get(num_heads)  # H = 64, 128: the small-heads kernel at head tile 2
+        for num_tokens in (1, 4, 8, 16, 32, 64):
+            for topk in (1024, 2048):
+                got = on(num_tokens, num_heads, topk, head_tiles=tiles)
+                expected = plan_splits(num_tokens=num_tokens * units, num_heads=16, topk=topk, num_sms=132,
+                                       min_chunks_per_split=2)[0]
+                assert got[1] == expected, (num_heads, num_tokens, topk)
+        largest = max(head_tiles(num_heads))
+        assert on(8, num_heads, 1024, kernel="portable")[1] == plan_splits(
+            num_tokens=8, num_heads=num_heads, topk=1024, num_sms=132, head_tiles=largest)[0]
+    # The measured rows (docs/planner.md): T = 8, H = 120, 1024 candidates two splits (eight before).
+    assert on(8, 120, 1024) == (4, 2) and on(16, 56, 1024) == (4, 2) and on(32, 24, 1024) == (2, 2)
+
+
+def test_split_rule_in_128_bits():
+    """Counts past 64 bits in the model (T x items a token, costs in hundredths) give the plan that
+    exact arithmetic gives."""
+    # T = 2^61 tokens at H = 80 on 2^62 SMs: one grid of T items unsplit is half a wave; the splits'
+    # 5 T items a count pass 2^63. One split costs 242% of 35, two 100 x (2 waves x 19 + 1).
+    plan = _C.plan_decode_on_device(2**61, 80, 2048, 0, 2**62, 16, kernel="hopper")
+    assert (plan["num_splits"], plan["chunks_per_block"]) == (1, 32)
+    # 2^56 chunks in 2^51 .. 2^53 splits, T = 100, H = 80 (500 units a count) on 2^62 SMs: every
+    # count is one wave, so the most splits (8 chunks each) cost the least.
+    chunks = 2**56
+    plan = _C.plan_decode_on_device(100, 80, 64 * chunks, 0, 2**62, 2**53, kernel="hopper")
+    costs = {n: split_cost(100 * 5, chunks, 2**62, n) for n in (2**51, 2**52, 2**53)}
+    assert costs == {2**51: 36, 2**52: 20, 2**53: 12}
+    assert (plan["num_splits"], plan["chunks_per_block"]) == (2**53, 8)
 
 
 @settings(max_examples=200, deadline=None)

@@ -73,7 +73,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
         lse_scale: multiplier for ``out_lse``.
         num_splits: splits per (token, head block); None asks
             ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` for this device (its SM count, and two
-            chunks a split at least where its splits run the Hopper kernels).
+            chunks a split at least where its splits run the Hopper kernels; on the small-heads
+            Hopper kernel its units and, at H = 80 and 96, one split's two grids:
+            ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode`` gives the op's plan).
         max_splits: the most splits the planner may use (>= 1); the lists may hold at most
             ``16 * max_splits`` chunks of 64 (16384 candidates at the default).
         head_tiles: sixteen-head tiles per head block, one of

@@ -129,7 +129,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
             planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
             ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1; and
-            ``max_unsplit_chunks`` 32).
+            ``max_unsplit_chunks`` 32; where the splits run the small-heads Hopper kernel, its
+            units counted as work items, and at H = 80 and 96 one split costed as the two grids
+            it runs: docs/contract.md section 12).
 
     Bad arguments raise ValueError naming the argument.
     """

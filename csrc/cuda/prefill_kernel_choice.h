@@ -85,8 +85,9 @@ inline long long hopper_small_units_per_token(long long num_heads) {
 
 // The time of a work item's 64-candidate chunk on the Hopper kernels by the heads the item holds,
 // relative to a 16-head unit's (100): 16 and 32 heads (the small-heads kernel's units), 64 (the
-// 64-head kernel's items). From the H200's decode rows at 2048 candidates in one wave of items
-// (docs/planner.md, "One split in two grids"): about 1.65, 2.1 and 2.34 us a chunk.
+// 64-head kernel's items). From the H200's decode rows at 2048 candidates (docs/planner.md, "One
+// split in two grids"): about 2.34 us a chunk for a 64-head item in one wave of them, and 1.65 and
+// 2.1 us a chunk-wave of the cost model for the 16- and 32-head units of splits over several waves.
 inline long long hopper_chunk_weight(long long heads) { return heads >= 64 ? 142 : heads >= 32 ? 127 : 100; }
 
 // The kernel of a call in the Hopper family: the 64-head kernel for its shapes; the small-heads

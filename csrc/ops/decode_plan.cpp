@@ -55,11 +55,22 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
   return *head_tiles;
 }
 
-int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
-  // A 128-bit product: a request described by ints may hold any counts.
-  const int64_t waves = int64_t((__int128(items) * num_splits + num_sms - 1) / num_sms);
+namespace {
+
+// decode_split_cost in 128 bits: a request described by ints may hold any counts, and the model's
+// item count (T x items a token, T below the SM count) may pass 64 bits. The waves in two parts,
+// so that no product passes 2^127 (items / num_sms is below the items a token there, at most 8).
+__int128 split_cost_wide(__int128 items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
+  const __int128 whole = items / num_sms, rest = items % num_sms;
+  const __int128 waves = whole * num_splits + (rest * num_splits + num_sms - 1) / num_sms;
   const int64_t chunks_per_split = (num_chunks + num_splits - 1) / num_splits;
   return waves * (chunks_per_split + kDecodeItemCostChunks) + (num_splits > 1 ? kDecodeMergeCostChunks : 0);
+}
+
+}  // namespace
+
+int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
+  return int64_t(split_cost_wide(items, num_chunks, num_sms, num_splits));
 }
 
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
@@ -89,28 +100,29 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
     // fewer than `fewest` (a split holds 32 at most).
     const int64_t by_chunks = std::max<int64_t>(1, num_chunks / rules.min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
-    const int64_t blocks = decode_head_blocks(num_heads, head_tiles);
-    const int64_t unsplit_items_per_token = rules.unsplit_grid_items > 0 ? rules.unsplit_grid_items : blocks;
+    const int64_t items_per_token =
+        rules.split_items_per_token > 0 ? rules.split_items_per_token : decode_head_blocks(num_heads, head_tiles);
+    const int64_t unsplit_items_per_token = rules.unsplit_grid_items > 0 ? rules.unsplit_grid_items : items_per_token;
     plan.num_splits = fewest;
     if (__int128(num_tokens) * unsplit_items_per_token < num_sms) {  // less than a wave unsplit: the cheapest count
-      const int64_t items = num_tokens * blocks;
-      // In hundredths of the model's unit, for the one-split form's share.
-      const auto cost_of = [&](int64_t splits) {
+      const __int128 items = __int128(num_tokens) * items_per_token;
+      // In hundredths of the model's unit, for the one-split form's share (128 bits: see split_cost_wide).
+      const auto cost_of = [&](int64_t splits) -> __int128 {
         if (splits == 1 && rules.unsplit_grid_items > 0) {
           return rules.unsplit_cost_percent *
-                 decode_split_cost(num_tokens * rules.unsplit_grid_items, num_chunks, num_sms, 1);
+                 split_cost_wide(__int128(num_tokens) * rules.unsplit_grid_items, num_chunks, num_sms, 1);
         }
-        return 100 * decode_split_cost(items, num_chunks, num_sms, splits);
+        return 100 * split_cost_wide(items, num_chunks, num_sms, splits);
       };
       // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 32: for a count n
       // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
       // q too, in no more waves and with no more merge, so n' costs no more than n (and n' >= 2
       // when n >= 2, so a fewest of 2 keeps this). Counts in increasing order, the first of equal
       // costs kept.
-      int64_t best_cost = -1;
+      __int128 best_cost = -1;
       for (int64_t q = kMaxChunksPerSplit; q >= 1; --q) {
         const int64_t splits = std::clamp((num_chunks + q - 1) / q, fewest, planned_most);
-        const int64_t cost = cost_of(splits);
+        const __int128 cost = cost_of(splits);
         if (best_cost < 0 || cost < best_cost) best_cost = cost, plan.num_splits = splits;
       }
     }
@@ -134,17 +146,22 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
   const PrefillKernel family = decode_split_family(target, num_heads, head_tiles);
   DecodeSplitRules rules;
   if (family != PrefillKernel::kPortable) rules.min_chunks_per_split = cuda::kHopperDecodeMinChunksPerSplit;
-  if (family == PrefillKernel::kHopperSmall && is_prefill_head_count(num_heads)) {
+  if (family != PrefillKernel::kHopperSmall) return rules;
+  // The small-heads kernel's split form runs units of G heads whatever the head tile (G = 32 where
+  // it divides H, else 16: cuda::launch_sparse_mla_decode_hopper_small), ceil(H / G) a token.
+  const int64_t unit_heads = cuda::hopper_small::group_heads_for(num_heads);
+  rules.split_items_per_token = (num_heads + unit_heads - 1) / unit_heads;
+  if (is_prefill_head_count(num_heads)) {
     // One split runs the prefill's launches (run_decode_cuda): one grid, or two one after the
     // other (a 64-head item and a unit of the rest's heads a token), costed against the splits'
-    // units of 16 x head_tiles heads.
+    // units by their chunk weights.
     const cuda::SmallHeadsGrids grids = cuda::hopper_small_grids(num_heads);
     if (grids.wide_items == 1 && grids.narrow_units == 1) {
       const int64_t narrow_heads = cuda::hopper_small_narrow_heads(num_heads);
       rules.unsplit_grid_items = 1;
       rules.unsplit_cost_percent =
           100 * (cuda::hopper_chunk_weight(cuda::HopperPrefillLayout::kHeads) + cuda::hopper_chunk_weight(narrow_heads)) /
-          cuda::hopper_chunk_weight(nvfp4::kHeadsPerTile * head_tiles);
+          cuda::hopper_chunk_weight(unit_heads);
     }
   }
   return rules;

@@ -40,7 +40,7 @@ constexpr int64_t kDefaultMaxSplits = 16;
 // SMs (T = 64), and 2.2-2.6x the prefill's time at ~97% (T = 128). At H = 80 and 96 the prefill
 // runs two grids one after the other (the 64-head kernel over heads 0..63, then the small-heads
 // kernel over the rest), as the decode's one split does, and the decode splits into one grid below
-// ~53 (H = 80) and ~67-74 (H = 96) tokens (DecodeSplitRules::unsplit_cost_percent): measured at
+// 40-53 (H = 80) and 67-74 (H = 96) tokens, by the list width (DecodeSplitRules::unsplit_cost_percent): measured at
 // 1024 candidates, the decode took 0.50-0.90x the prefill's time up to T = 45 at H = 80 (~170% of
 // the SMs) and 0.81x at T = 50, H = 96 (~230%), and its one split is the prefill's launches, so
 // 300% there.
@@ -146,6 +146,10 @@ struct DecodeSplitRules {
   // in four 91; T = 60 in one split 144, in two 156; docs/planner.md).
   int64_t unsplit_grid_items = 0;
   int64_t unsplit_cost_percent = 100;
+  // The work items a token gives each split count, where not the head blocks (0): the small-heads
+  // kernel's split form runs units of 32 heads where 32 divides H, else 16, whatever the head tile
+  // (H = 120 at head tile 4: eight units a token, not two blocks).
+  int64_t split_items_per_token = 0;
 };
 
 // The rules on `target` for a call of `num_heads` in blocks of `head_tiles`.
