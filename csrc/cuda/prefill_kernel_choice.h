@@ -77,6 +77,12 @@ inline SmallHeadsGrids hopper_small_grids(long long num_heads) {
           rest > 0 ? rest / hopper_small::group_heads_for(rest) : 0};
 }
 
+// Whether a small-heads call runs two grids one after the other (H = 80, 96 of the multiples of 16).
+inline bool hopper_small_runs_two_grids(long long num_heads) {
+  const SmallHeadsGrids grids = hopper_small_grids(num_heads);
+  return grids.wide_items > 0 && grids.narrow_units > 0;
+}
+
 // What each grid of a small-heads call walks per token, at most: the larger of the two above.
 inline long long hopper_small_units_per_token(long long num_heads) {
   const SmallHeadsGrids grids = hopper_small_grids(num_heads);

@@ -55,22 +55,13 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
   return *head_tiles;
 }
 
-namespace {
-
-// decode_split_cost in 128 bits: a request described by ints may hold any counts, and the model's
-// item count (T x items a token, T below the SM count) may pass 64 bits. The waves in two parts,
-// so that no product passes 2^127 (items / num_sms is below the items a token there, at most 8).
-__int128 split_cost_wide(__int128 items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
+__int128 decode_split_cost(__int128 items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
+  // The waves in two parts, so that no product passes 2^127 (items / num_sms is below the items a
+  // token where the model runs, at most 8).
   const __int128 whole = items / num_sms, rest = items % num_sms;
   const __int128 waves = whole * num_splits + (rest * num_splits + num_sms - 1) / num_sms;
   const int64_t chunks_per_split = (num_chunks + num_splits - 1) / num_splits;
   return waves * (chunks_per_split + kDecodeItemCostChunks) + (num_splits > 1 ? kDecodeMergeCostChunks : 0);
-}
-
-}  // namespace
-
-int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
-  return int64_t(split_cost_wide(items, num_chunks, num_sms, num_splits));
 }
 
 DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms, int64_t max_splits,
@@ -106,13 +97,13 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
     plan.num_splits = fewest;
     if (__int128(num_tokens) * unsplit_items_per_token < num_sms) {  // less than a wave unsplit: the cheapest count
       const __int128 items = __int128(num_tokens) * items_per_token;
-      // In hundredths of the model's unit, for the one-split form's share (128 bits: see split_cost_wide).
+      // In hundredths of the model's unit, for the one-split form's share.
       const auto cost_of = [&](int64_t splits) -> __int128 {
         if (splits == 1 && rules.unsplit_grid_items > 0) {
           return rules.unsplit_cost_percent *
-                 split_cost_wide(__int128(num_tokens) * rules.unsplit_grid_items, num_chunks, num_sms, 1);
+                 decode_split_cost(__int128(num_tokens) * rules.unsplit_grid_items, num_chunks, num_sms, 1);
         }
-        return 100 * split_cost_wide(items, num_chunks, num_sms, splits);
+        return 100 * decode_split_cost(items, num_chunks, num_sms, splits);
       };
       // The smallest of the least costs is a count ceil(C / q) for some q = 1 .. 32: for a count n
       // whose splits hold at most q = ceil(C / n) chunks, n' = ceil(C / q) <= n splits hold at most
@@ -155,10 +146,10 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
     // One split runs the prefill's launches (run_decode_cuda): one grid, or two one after the
     // other (a 64-head item and a unit of the rest's heads a token), costed against the splits'
     // units by their chunk weights.
-    const cuda::SmallHeadsGrids grids = cuda::hopper_small_grids(num_heads);
-    if (grids.wide_items == 1 && grids.narrow_units == 1) {
+    if (cuda::hopper_small_runs_two_grids(num_heads)) {
+      const cuda::SmallHeadsGrids grids = cuda::hopper_small_grids(num_heads);
       const int64_t narrow_heads = cuda::hopper_small_narrow_heads(num_heads);
-      rules.unsplit_grid_items = 1;
+      rules.unsplit_grid_items = std::max<int64_t>(grids.wide_items, grids.narrow_units);
       rules.unsplit_cost_percent =
           100 * (cuda::hopper_chunk_weight(cuda::HopperPrefillLayout::kHeads) + cuda::hopper_chunk_weight(narrow_heads)) /
           cuda::hopper_chunk_weight(unit_heads);
@@ -224,6 +215,12 @@ int64_t decode_scratch_bytes(int64_t num_tokens, int64_t num_heads, int64_t num_
 
 bool prefill_serves(int64_t num_heads, int64_t num_chunks) {
   return is_prefill_head_count(num_heads) && num_chunks <= nvfp4::kMaxChunks;
+}
+
+int64_t decode_crossover_items_percent(int64_t num_heads) {
+  if (num_heads % kWideHeadBlock == 0) return kDecodeCrossoverItemsPercentWide;
+  return cuda::hopper_small_runs_two_grids(num_heads) ? kDecodeCrossoverItemsPercentTwoGrids
+                                                      : kDecodeCrossoverItemsPercentNarrow;
 }
 
 AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms) {

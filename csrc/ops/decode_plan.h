@@ -45,18 +45,11 @@ constexpr int64_t kDefaultMaxSplits = 16;
 // the SMs) and 0.81x at T = 50, H = 96 (~230%), and its one split is the prefill's launches, so
 // 300% there.
 constexpr int64_t kDecodeCrossoverItemsPercentWide = 200;      // H a multiple of 64 (kWideHeadBlock)
-constexpr int64_t kDecodeCrossoverItemsPercentTwoGrids = 300;  // H = 80, 96 (prefill_runs_two_grids)
+constexpr int64_t kDecodeCrossoverItemsPercentTwoGrids = 300;  // H = 80, 96 (cuda::hopper_small_runs_two_grids)
 constexpr int64_t kDecodeCrossoverItemsPercentNarrow = 50;     // the other head counts
 constexpr int64_t kWideHeadBlock = 4 * nvfp4::kHeadsPerTile;  // four head tiles: the 64-head kernel's item
-// Whether the Hopper prefill of H heads runs two grids: a 64-head block and 16 or 32 more heads.
-inline bool prefill_runs_two_grids(int64_t num_heads) {
-  const int64_t rest = num_heads % kWideHeadBlock;
-  return num_heads > kWideHeadBlock && (rest == nvfp4::kHeadsPerTile || rest == 2 * nvfp4::kHeadsPerTile);
-}
-inline int64_t decode_crossover_items_percent(int64_t num_heads) {
-  if (num_heads % kWideHeadBlock == 0) return kDecodeCrossoverItemsPercentWide;
-  return prefill_runs_two_grids(num_heads) ? kDecodeCrossoverItemsPercentTwoGrids : kDecodeCrossoverItemsPercentNarrow;
-}
+// The percentage for a head count the prefill takes (a multiple of 16).
+int64_t decode_crossover_items_percent(int64_t num_heads);
 
 inline bool is_decode_head_count(int64_t num_heads) {
   return num_heads >= kDecodeHeadStep && num_heads <= kMaxDecodeHeads && num_heads % kDecodeHeadStep == 0;
@@ -116,7 +109,9 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
 // not see, and min_chunks_per_split = 2 leaves them out.
 constexpr int64_t kDecodeItemCostChunks = 3;
 constexpr int64_t kDecodeMergeCostChunks = 1;
-int64_t decode_split_cost(int64_t items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
+// In 128 bits: a request described by ints may hold any counts, and the model's item count
+// (T x items a token, T below the SM count) may pass 64 bits.
+__int128 decode_split_cost(__int128 items, int64_t num_chunks, int64_t num_sms, int64_t num_splits);
 
 // What the kernels that run a call's splits want of a planned split (decode_split_rules).
 struct DecodeSplitRules {
