@@ -253,10 +253,13 @@ def test_one_split_in_two_grids():
     # The crossovers at 32 chunks: T = 53 at H = 80, 74 at H = 96.
     assert plan(52, 80, 2048)[1] > 1 and plan(53, 80, 2048)[1] == 1
     assert plan(73, 96, 2048)[1] > 1 and plan(74, 96, 2048)[1] == 1
-    # An explicit head tile of 1 at H = 96 runs the same kernels (the split form's units are of 32
-    # heads whatever the head tile): the same split counts.
+    # An explicit head tile of 1 at H = 96: the split form's units of 16 heads, six a token, against
+    # which one split costs 269%.
     for num_tokens in (40, 60, 73, 74):
-        assert plan(num_tokens, 96, 2048, head_tiles=1)[1:] == plan(num_tokens, 96, 2048)[1:]
+        costs = {n: 100 * split_cost(num_tokens * 6, 32, 132, n) for n in range(2, 17)}
+        costs[1] = 269 * split_cost(num_tokens, 32, 132, 1)
+        least = min(costs.values())
+        assert plan(num_tokens, 96, 2048, head_tiles=1)[1] == min(n for n, c in costs.items() if c == least)
     # One grid where one split runs one launch: H = 48 and 112 (the 64-head kernel over padded
     # blocks; T x head blocks is the model's count still), the portable kernel and the CPU.
     for num_heads in (48, 112):

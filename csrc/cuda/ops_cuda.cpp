@@ -178,7 +178,7 @@ void run_decode_cuda(DecodeArgs& args) {
     // What the prefill runs for these heads (so the same bits as the prefill's), output written.
     launch_small_heads_call(params, args.num_heads, props->multiProcessorCount, stream);
   } else if (split_kernel == PrefillKernel::kHopperSmall) {
-    cuda::launch_sparse_mla_decode_hopper_small(params, props->multiProcessorCount, stream);
+    cuda::launch_sparse_mla_decode_hopper_small(params, int(plan.head_tiles), props->multiProcessorCount, stream);
   } else {
     TORCH_CHECK_VALUE(cuda::launch_sparse_mla_decode_split(variant, params, stream), "head_tiles: no decode kernel "
                       "instance for ", plan.head_tiles);

@@ -138,9 +138,9 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
   DecodeSplitRules rules;
   if (family != PrefillKernel::kPortable) rules.min_chunks_per_split = cuda::kHopperDecodeMinChunksPerSplit;
   if (family != PrefillKernel::kHopperSmall) return rules;
-  // The small-heads kernel's split form runs units of G heads whatever the head tile (G = 32 where
-  // it divides H, else 16: cuda::launch_sparse_mla_decode_hopper_small), ceil(H / G) a token.
-  const int64_t unit_heads = cuda::hopper_small::group_heads_for(num_heads);
+  // The small-heads kernel's split form runs units of G heads (G = 32 where it divides H and the
+  // head tile is 2 or more, else 16: cuda::launch_sparse_mla_decode_hopper_small), ceil(H / G) a token.
+  const int64_t unit_heads = cuda::hopper_small::decode_unit_heads(num_heads, head_tiles);
   rules.split_items_per_token = (num_heads + unit_heads - 1) / unit_heads;
   if (is_prefill_head_count(num_heads)) {
     // One split runs the prefill's launches (run_decode_cuda): one grid, or two one after the

@@ -142,7 +142,7 @@ struct DecodeSplitRules {
   int64_t unsplit_grid_items = 0;
   int64_t unsplit_cost_percent = 100;
   // The work items a token gives each split count, where not the head blocks (0): the small-heads
-  // kernel's split form runs units of 32 heads where 32 divides H, else 16, whatever the head tile
+  // kernel's split form runs units of 32 heads where 32 divides H and the head tile is 2 or more, else 16
   // (H = 120 at head tile 4: eight units a token, not two blocks).
   int64_t split_items_per_token = 0;
 };

@@ -41,8 +41,9 @@ void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int num
   }
 }
 
-void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int max_ctas, cudaStream_t stream) {
-  const int group_heads = hopper_small::group_heads_for(params.num_heads);
+void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int head_tiles, int max_ctas,
+                                           cudaStream_t stream) {
+  const int group_heads = hopper_small::decode_unit_heads(params.num_heads, head_tiles);
   DecodeParams unit_params = params;
   unit_params.num_head_blocks = (params.num_heads + group_heads - 1) / group_heads;
   using hopper_small::UnitEnd;

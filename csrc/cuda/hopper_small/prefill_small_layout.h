@@ -23,6 +23,11 @@ constexpr int kWarpgroupThreads = 128;
 // 32, and the heads past the first 64 of H = 80, 96), or all of H = 64, 128 with head_tiles below
 // 4; H = 48 and 112 run on the 64-head kernel (../prefill_kernel_choice.h), so no unit has 48.
 constexpr int group_heads_for(long long num_heads) { return num_heads % 32 == 0 ? 32 : 16; }
+// The heads of a decode split unit: as group_heads_for, but 16 at head tile 1 (twice the CTAs for
+// a decode whose units would leave most SMs idle; the planner's head tile says which).
+constexpr int decode_unit_heads(long long num_heads, long long head_tiles) {
+  return head_tiles >= 2 ? group_heads_for(num_heads) : 16;
+}
 
 // Warpgroup 0 attends (softmax, PV, the unit's epilogue); warpgroups 1 and 2 convert: converter h
 // gathers and converts dims half h of every candidate row of a chunk (h = 0: NoPE dims 0..255;
