@@ -132,7 +132,8 @@ def test_fewest_chunks_a_split():
         plan = _C.plan_decode_on_device(8, num_heads, 1024, 0, 132, 16, kernel=kernel, **kwargs)
         return plan["num_splits"], plan["chunks_per_block"]
 
-    assert on("hopper") == (8, 2) and on("hopper", head_tiles=2) == (8, 2) and on("hopper", num_heads=8) == (8, 2)
+    assert on("hopper", head_tiles=4) == (8, 2) and on("hopper", head_tiles=2) == (8, 2)
+    assert on("hopper", num_heads=8) == (8, 2)
     # An explicit count below two chunks a split is still accepted (the portable body runs it).
     assert on("hopper", num_splits=16) == (16, 1)
     assert on("portable") == (16, 1) and on("cpu") == (16, 1)
@@ -141,15 +142,19 @@ def test_fewest_chunks_a_split():
         {"head_tiles": 4, "num_splits": 16, "chunks_per_block": 1}
 
 
+CHUNK_WEIGHT = {64: 142, 16: 100}  # cuda::hopper_chunk_weight: a chunk's time by the heads an item runs
+
+
 @settings(max_examples=200, deadline=None)
 @given(num_tokens=st.integers(0, 300), num_heads=st.sampled_from([8, 16, 32, 48, 64, 96, 128]),
        topk=st.integers(1, 4096), extra_topk=st.sampled_from([0, 64, 512]), num_sms=st.integers(1, 264),
        max_splits=st.sampled_from([1, 2, 16, 32]))
 def test_few_ctas_narrow_the_64_head_blocks(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits):
-    """On the Hopper family the planner's head tile (none asked for) is 2 instead of 4 where the
-    plan of 64-head blocks launches at most a quarter of the SMs' worth of CTAs (T x head blocks x
-    splits): 32-head blocks on the small-heads kernel's split form, whose splits are then planned
-    by that kernel's rules. Elsewhere, and with an explicit head tile, the largest tile stays."""
+    """On the Hopper family, with no head tile asked for, where T x the 64-head blocks are less
+    than a wave of the SMs, the planner takes head tile 1 (16-head units on the small-heads
+    kernel's split form) where that plan splits into two chunks or more a split and costs less in
+    the split rule's model weighted by the heads a work item runs (142 for 64, 100 for 16); ties
+    keep the 64-head blocks. Elsewhere, and with an explicit head tile, the largest tile stays."""
     if -(-topk // 64) + -(-extra_topk // 64) > 16 * max_splits:
         return
 
@@ -157,29 +162,33 @@ def test_few_ctas_narrow_the_64_head_blocks(num_tokens, num_heads, topk, extra_t
         return _C.plan_decode_on_device(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, kernel=kernel,
                                         **kwargs)
 
+    chunks = -(-topk // 64) + -(-extra_topk // 64)
     largest = 4 if num_heads % 64 == 0 else max(t for t in head_tiles(num_heads))
-    wide = on("hopper", head_tiles=largest)
-    ctas = num_tokens * (num_heads // 16 // largest) * wide["num_splits"]
-    narrow = on("hopper", head_tiles=2) if largest == 4 else None
-    # Only onto the small-heads kernel's split form: several splits of two chunks or more.
-    narrows = (largest == 4 and num_tokens > 0 and 4 * ctas <= num_sms and narrow["num_splits"] > 1
-               and narrow["chunks_per_block"] >= 2)
-    assert on("hopper") == (narrow if narrows else wide)
+    expected = wide = on("hopper", head_tiles=largest)
+    if largest == 4 and num_tokens > 0 and num_tokens * (num_heads // 64) < num_sms:
+        best = CHUNK_WEIGHT[64] * split_cost(num_tokens * (num_heads // 64), chunks, num_sms, wide["num_splits"])
+        narrow = on("hopper", head_tiles=1)
+        if narrow["num_splits"] > 1 and narrow["chunks_per_block"] >= 2 and CHUNK_WEIGHT[16] * split_cost(
+                num_tokens * (num_heads // 16), chunks, num_sms, narrow["num_splits"]) < best:
+            expected = narrow
+    assert on("hopper") == expected
     for kernel in ("portable", "cpu"):
         assert on(kernel) == on(kernel, head_tiles=largest)
 
 
 def test_few_ctas_narrow_the_64_head_blocks_at_the_measured_rows():
     """The rows the rule was measured at on the H200 (132 SMs, docs/planner.md)."""
-    def tiles(num_tokens, num_heads, topk):
-        return _C.plan_decode_on_device(num_tokens, num_heads, topk, 0, 132, 16, kernel="hopper")["head_tiles"]
+    def plan(num_tokens, num_heads, topk):
+        p = _C.plan_decode_on_device(num_tokens, num_heads, topk, 0, 132, 16, kernel="hopper")
+        return p["head_tiles"], p["num_splits"]
 
-    assert tiles(1, 64, 2048) == 2 and tiles(1, 128, 2048) == 2 and tiles(2, 64, 1024) == 2  # 16, 32, 16 CTAs
-    assert tiles(8, 64, 1024) == 4 and tiles(4, 128, 1024) == 4  # 64 CTAs each
-    assert tiles(128, 128, 2048) == 4 and tiles(8, 16, 1024) == 1 and tiles(0, 64, 2048) == 4
-    # Not where the 32-head plan would be one split or one-chunk splits (not measured against 64-head
+    # 16-head units where the 64-head blocks leave most SMs idle.
+    assert plan(1, 64, 2048) == (1, 16) and plan(1, 128, 2048) == (1, 16) and plan(2, 64, 1024) == (1, 8)
+    assert plan(4, 64, 1024) == (1, 8) and plan(8, 64, 1024) == (1, 4) and plan(4, 128, 1024) == (1, 4)
+    assert plan(128, 128, 2048)[0] == 4 and plan(8, 16, 1024)[0] == 1 and plan(0, 64, 2048)[0] == 4
+    # Not where the narrow plans would be one split or one-chunk splits (not measured against 64-head
     # blocks; one-chunk splits run the portable body): lists of up to 3 chunks, or one split asked for.
-    assert tiles(1, 64, 128) == 4 and tiles(1, 64, 192) == 4 and tiles(1, 64, 256) == 2
+    assert plan(1, 64, 128)[0] == 4 and plan(1, 64, 192)[0] == 4 and plan(1, 64, 256)[0] == 1
     assert _C.plan_decode_on_device(1, 64, 2048, 0, 132, 16, num_splits=1, kernel="hopper")["head_tiles"] == 4
     assert _C.plan_decode_on_device(1, 64, 1024, 0, 132, 1, kernel="hopper")["head_tiles"] == 4
 
@@ -272,7 +281,7 @@ def test_one_split_in_two_grids():
 
 def test_small_heads_splits_count_the_units():
     """On the Hopper family the small-heads kernel's split form runs units of 32 heads where 32
-    divides H, else 16, whatever the head tile: the split rule counts T x those units (H = 120 at
+    divides H and the head tile is 2 or more, else 16: the split rule counts T x those units (H = 120 at
     its head tile 4: eight a token, not two 64-head blocks; H = 24 at head tile 2: two, not one);
     elsewhere (the portable kernel, the CPU) T x head blocks."""
     def on(num_tokens, num_heads, topk, kernel="hopper", **kwargs):

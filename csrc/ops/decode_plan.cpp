@@ -158,6 +158,24 @@ DecodeSplitRules decode_split_rules(const PrefillTarget& target, int64_t num_hea
   return rules;
 }
 
+namespace {
+
+// A plan's time in the split rule's model, in hundredths of a 16-head unit's chunk: its work items'
+// waves (decode_split_cost) times the chunk weight of the heads each item runs, so that plans of
+// different head tiles (64-head blocks, the small-heads kernel's 32- or 16-head units) compare.
+__int128 decode_plan_weighted_cost(const PrefillTarget& target, int64_t num_tokens, int64_t num_heads,
+                                   int64_t num_chunks, const DecodePlan& plan) {
+  const DecodeSplitRules rules = decode_split_rules(target, num_heads, plan.head_tiles);
+  const bool units = rules.split_items_per_token > 0;
+  const int64_t items_per_token = units ? rules.split_items_per_token : decode_head_blocks(num_heads, plan.head_tiles);
+  const int64_t item_heads = units ? cuda::hopper_small::decode_unit_heads(num_heads, plan.head_tiles)
+                                   : nvfp4::kHeadsPerTile * plan.head_tiles;
+  return cuda::hopper_chunk_weight(item_heads) *
+         decode_split_cost(__int128(num_tokens) * items_per_token, num_chunks, target.num_sms, plan.num_splits);
+}
+
+}  // namespace
+
 DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens, int64_t num_heads,
                                  int64_t num_chunks, int64_t max_splits, std::optional<int64_t> head_tiles,
                                  std::optional<int64_t> num_splits) {
@@ -167,21 +185,26 @@ DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens
   };
   const int64_t tiles = plan_decode_head_tiles(num_heads, head_tiles, target.max_head_tiles);
   const DecodePlan plan = plan_with(tiles);
-  constexpr int64_t kNarrowTiles = 2;
-  // (A head count whose 64-head blocks run the 64-head kernel has a multiple of 4 tiles, so 2 is
-  // one of its choices.)
+  // Narrowing to 16-head units: only where no head tile was asked for, the 64-head kernel runs the
+  // planned blocks, and they are less than a wave of the SMs unsplit (the split rule's domain).
+  // (Head tile 2, 32-head units, measured slower than both at every row where it was timed.)
+  constexpr int64_t kNarrowTiles = 1;
   const bool narrows = !head_tiles.has_value() && num_tokens > 0 &&
                        decode_split_family(target, num_heads, tiles) == PrefillKernel::kHopper &&
-                       decode_split_family(target, num_heads, kNarrowTiles) == PrefillKernel::kHopperSmall;
+                       __int128(num_tokens) * decode_head_blocks(num_heads, tiles) < target.num_sms;
   if (!narrows) return plan;
-  const __int128 ctas = __int128(num_tokens) * decode_head_blocks(num_heads, tiles) * plan.num_splits;
-  if (ctas * kNarrowHeadBlockSmShare > target.num_sms) return plan;
-  // Only where the 32-head plan splits onto the small-heads kernel's split form (splits of one
-  // chunk would run the portable kernel's body, cuda::select_decode_split_kernel; one split, the
-  // prefill's small-heads kernels, was not measured against 64-head blocks here).
+  // Only onto the small-heads kernel's split form: several splits of two chunks or more (one-chunk
+  // splits would run the portable kernel's body, cuda::select_decode_split_kernel; one split, the
+  // prefill's small-heads kernels, was not measured against 64-head blocks).
+  if (decode_split_family(target, num_heads, kNarrowTiles) != PrefillKernel::kHopperSmall) return plan;
   const DecodePlan narrow = plan_with(kNarrowTiles);
-  return narrow.num_splits > 1 && cuda::decode_splits_fit_hopper(narrow.num_splits, narrow.chunks_per_block) ? narrow
-                                                                                                           : plan;
+  if (narrow.num_splits <= 1 || !cuda::decode_splits_fit_hopper(narrow.num_splits, narrow.chunks_per_block)) {
+    return plan;
+  }
+  return decode_plan_weighted_cost(target, num_tokens, num_heads, num_chunks, narrow) <
+                 decode_plan_weighted_cost(target, num_tokens, num_heads, num_chunks, plan)
+             ? narrow
+             : plan;
 }
 
 std::vector<DecodePlanStep> decode_plan_steps_on_target(const PrefillTarget& target, int64_t num_heads,

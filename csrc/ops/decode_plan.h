@@ -173,16 +173,17 @@ struct DecodePlanStep {
 
 // The decode op's whole plan on `target` (the device its call runs on): the head tile
 // (plan_decode_head_tiles) and the splits (plan_decode under decode_split_rules), checked as those
-// check them. Where the call names no head tile and the target runs 64-head blocks on the 64-head
-// Hopper kernel and 32-head blocks on the small-heads kernel's split form, a plan of 64-head
-// blocks whose CTAs (T x head blocks x splits) fill at most a quarter of the SMs
-// (kNarrowHeadBlockSmShare) runs 32-head blocks instead, where their plan splits with two chunks
-// a split or more (the small-heads kernel's split form, where it was measured): twice the
-// CTAs, each dequantizing its rows for half the heads and writing half the partial. Measured on
-// the H200 (docs/planner.md): T = 1, H = 64, 2048 candidates (16 CTAs) 17.9 us against 19.7;
-// T = 1, H = 128, 2048 (32 CTAs) 18.4 against 19.7; T = 2, H = 64, 1024 (16 CTAs) 17.2 against
-// 18.9; T = 8, H = 64, 1024 (64 CTAs) 20.6 against 20.3, where it stays at 64 heads.
-constexpr int64_t kNarrowHeadBlockSmShare = 4;
+// check them. Where the call names no head tile, the target runs the planned 64-head blocks on the
+// 64-head Hopper kernel and T x those blocks are less than a wave of the SMs, the plan of head
+// tile 1 (16-head units on the small-heads kernel's split form) is taken instead where it splits
+// into two chunks or more a split and the split rule's model costs it less: decode_split_cost over
+// each plan's work items times the chunk weight of the heads an item runs
+// (cuda::hopper_chunk_weight: 142 for 64 heads, 100 for 16). Narrower units mean more CTAs, each
+// dequantizing its rows for fewer heads and writing a smaller partial. Measured on the H200
+// (docs/planner.md, "16-head units for few CTAs"): T = 1, H = 64, 2048 candidates 15.4 us at head
+// tile 1 against 18.0 at 2 and 19.6 at 4; T = 8, H = 64, 1024 19.0 (head tile 1, 4 splits)
+// against 20.1 (4, 8 splits) and 20.5 (2, 8 splits). Head tile 2 (32-head units) was the slower
+// narrowing at every row timed, so it is not a candidate.
 DecodePlan plan_decode_on_target(const PrefillTarget& target, int64_t num_tokens, int64_t num_heads,
                                  int64_t num_chunks, int64_t max_splits, std::optional<int64_t> head_tiles,
                                  std::optional<int64_t> num_splits);
