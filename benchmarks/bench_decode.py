@@ -27,7 +27,9 @@ tiles) other than the planner's, at the split count the op plans for them and at
 count (rows marked "forced"): which kernel and head unit suits the small rows. --graph adds, per
 row, the decode captured once in a CUDA graph and timed as replays (same flush, warm-up and
 median), as a serving loop that captures its decode step runs it: no Python or launch overhead
-between the kernels beyond what the graph keeps. The header line (and
+between the kernels beyond what the graph keeps. Each row's JSON also holds host_us, the median
+host path of one call (wrapper, planner, launches; the GPU idle before it), and the table flags a
+row whose host path exceeds half its event time. The header line (and
 meta.launch_floor_us) gives the same method's time for one and for two back-to-back kernels that
 do nothing: the floor under a decode step's two launches, for reading the small rows.
 """
@@ -36,6 +38,7 @@ import collections
 import json
 import math
 import statistics
+import time
 
 import torch
 
@@ -75,6 +78,21 @@ def kernel_times(fn, repeats, flush):
         per_call.append(totals)
     names = sorted({name for totals in per_call for name in totals})
     return {name: statistics.median(totals.get(name, 0.0) for totals in per_call) for name in names}
+
+
+def host_time(fn, repeats):
+    """Median time (us) of a call's host path alone: the Python wrapper, the planner and the
+    launches, the GPU idle before each call. A row whose host path is near its event time is
+    timing the host, not the kernels (the flush before each timed call gives the host a head start
+    of the flush's own time only)."""
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
 
 
 def capture_graph(fn):
@@ -134,6 +152,7 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
                select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
                    num_tokens=num_tokens, num_heads=num_heads, topk=candidates,
                    num_sms=torch.cuda.get_device_properties(0).multi_processor_count))
+    row["host_us"] = host_time(decode, args.repeats)
     if num_splits is not None or head_tiles is not None:
         row["forced"] = True
     if args.kernels:
@@ -171,6 +190,8 @@ def print_row(row):
           f"{row.get('faster', '-')} |", flush=True)
     if "graph_us" in row:
         print(f"|   | CUDA graph replay: {row['graph_us']:.1f} us |", flush=True)
+    if row.get("host_us", 0) > 0.5 * row["us"]:
+        print(f"|   | host path {row['host_us']:.1f} us a call: the event time may hold host time |", flush=True)
     if "kernels_us" in row:
         print("|   | kernels: " + ", ".join(f"{name} {us:.1f} us" for name, us in row["kernels_us"].items()) + " |",
               flush=True)

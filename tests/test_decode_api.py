@@ -281,3 +281,44 @@ def test_inputs_requiring_grad_raise_clearly():
     with torch.no_grad():
         torch_ops.sparse_mla_decode(q, *positional[1:], **args)
     assert not torch.isnan(positional[3].float()).any()
+
+
+def test_planners_ask_the_cpp_planner_once_per_device_and_shape(monkeypatch):
+    """The decode and prefill calls read their plans off steps the C++ planner computes once per
+    device, shape and kernel override (an eager decode step would otherwise plan every token count
+    up to the SM count on each call, more host time than its kernels take on a GPU); the CPU's key
+    holds its intra-op threads, which the planner counts as SMs."""
+    from torch_ops import _C, decode_planner, planner
+
+    calls = []
+    real = _C.decode_plan_steps
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("device"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_C, "decode_plan_steps", counted)
+    decode_planner._cached_decode_plan_steps.cache_clear()
+    threads = torch.get_num_threads()
+    cpu = torch.device("cpu")
+    try:
+        first = decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None)
+        assert decode_planner.decode_plan_for_call(cpu, 5, 64, 1024, 0, 16, None, None) is not None
+        assert decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None) == first
+        assert len(calls) == 1
+        decode_planner.decode_plan_for_call(cpu, 3, 64, 2048, 0, 16, None, None)  # another shape
+        assert len(calls) == 2
+        torch.set_num_threads(threads + 1)  # other CPU "SMs": planned again
+        decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None)
+        assert len(calls) == 3
+        torch_ops.set_prefill_kernel_override(kernel="portable")  # another override generation
+        decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None)
+        assert len(calls) == 4
+    finally:
+        torch.set_num_threads(threads)
+        torch_ops.set_prefill_kernel_override(kernel=None)
+        decode_planner._cached_decode_plan_steps.cache_clear()
+    planner._cached_plan_steps.cache_clear()
+    steps = planner._plan_steps("cpu", None, 64, None, 0)
+    assert planner._plan_steps("cpu", None, 64, None, 0) is steps
+    assert planner._cached_plan_steps.cache_info().misses == 1

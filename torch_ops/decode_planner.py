@@ -5,13 +5,14 @@ C++; the decode op uses them when ``head_tiles`` / ``num_splits`` are None and t
 them through ``torch_ops._C``. Nothing here re-implements them. docs/contract.md section 12 says
 what a plan is; docs/planner.md says which of the rules are still provisional.
 """
+import functools
 from typing import Dict, Optional, Tuple, Union
 
 import torch
 
 from . import _C
 from . import kernel_override as _kernel_override
-from .planner import DeviceLike, _device_name
+from .planner import DeviceLike, _device_name, resolved_device
 
 DEFAULT_MAX_SPLITS = _C.DEFAULT_MAX_SPLITS
 MAX_CHUNKS_PER_SPLIT = _C.MAX_CHUNKS_PER_SPLIT
@@ -217,8 +218,17 @@ def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads:
     """The C++ planner's decode plan on a device for every token count, or None when the op
     rejects these ints (a constant while tracing; ``override_generation`` ties it to the kernel
     override in force, which decides whether the splits run the Hopper kernels)."""
-    device = device_type if device_index is None else f"{device_type}:{device_index}"
-    return _C.decode_plan_steps(num_heads, topk, extra_topk, max_splits, head_tiles, num_splits, device=device)
+    return _cached_decode_plan_steps(resolved_device(device_type, device_index), num_heads, topk, extra_topk,
+                                     max_splits, head_tiles, num_splits, override_generation)
+
+
+# Computed once per device and shape (see planner._cached_plan_steps).
+@functools.lru_cache(maxsize=4096)
+def _cached_decode_plan_steps(device: Tuple[str, int], num_heads: int, topk: int, extra_topk: int, max_splits: int,
+                              head_tiles: Optional[int], num_splits: Optional[int],
+                              override_generation: int) -> Optional[tuple]:
+    steps = _C.decode_plan_steps(num_heads, topk, extra_topk, max_splits, head_tiles, num_splits, device=device[0])
+    return None if steps is None else tuple(tuple(step) for step in steps)
 
 
 def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk: int, extra_topk: int,
@@ -252,5 +262,9 @@ def decode_token_limit(device_type: str, device_index: Optional[int], num_heads:
                        extra_topk: int) -> Optional[int]:
     """From which token count ``select_kernel`` picks the prefill on a device (-1: never; None:
     neither op serves the shape). A constant while tracing."""
-    device = device_type if device_index is None else f"{device_type}:{device_index}"
-    return _C.decode_token_limit(num_heads, topk, extra_topk, device=device)
+    return _cached_decode_token_limit(resolved_device(device_type, device_index), num_heads, topk, extra_topk)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_decode_token_limit(device: Tuple[str, int], num_heads: int, topk: int, extra_topk: int) -> Optional[int]:
+    return _C.decode_token_limit(num_heads, topk, extra_topk, device=device[0])

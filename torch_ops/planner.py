@@ -4,6 +4,7 @@ The rule, its tables, the kernel choice and the grid size live in one place,
 ``csrc/ops/prefill_plan.h``; the op uses it when ``head_tiles`` is None and this module asks it
 through ``torch_ops._C``. Nothing here re-implements it.
 """
+import functools
 from typing import Dict, Optional, Tuple, Union
 
 import torch
@@ -115,13 +116,32 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
         kernel=kernel)["head_tiles"]
 
 
+def resolved_device(device_type: str, device_index: Optional[int]) -> Tuple[str, int]:
+    """The device a planner call asks about, as the key of the planners' cached answers: its name,
+    with the current CUDA device's index where none is given, and what its plans depend on that can
+    change in a process besides the kernel override (whose generation the callers add): on the CPU
+    the intra-op threads, which the planner counts as its SMs (0 elsewhere)."""
+    if device_index is None and device_type == "cuda":
+        device_index = torch.cuda.current_device()
+    name = device_type if device_index is None else f"{device_type}:{device_index}"
+    return name, torch.get_num_threads() if device_type == "cpu" else 0
+
+
+# The planners' answers for a device and a shape do not change within a process unless the key
+# does, so each is computed once: a decode step would otherwise spend more host time planning (the
+# C++ planner over every token count up to the SM count) than its kernels take on the GPU.
+@functools.lru_cache(maxsize=4096)
+def _cached_plan_steps(device: Tuple[str, int], num_heads: int, head_tiles: Optional[int],
+                       override_generation: int) -> tuple:
+    return tuple(tuple(step) for step in _C.prefill_plan_steps(num_heads, head_tiles, device=device[0]))
+
+
 @torch.compiler.assume_constant_result
 def _plan_steps(device_type: str, device_index: Optional[int], num_heads: int, head_tiles: Optional[int],
                 override_generation: int) -> tuple:
     """The C++ planner's answer on a device for every token count (a constant while tracing;
     ``override_generation`` ties it to the kernel override in force)."""
-    device = device_type if device_index is None else f"{device_type}:{device_index}"
-    return tuple(_C.prefill_plan_steps(num_heads, head_tiles, device=device))
+    return _cached_plan_steps(resolved_device(device_type, device_index), num_heads, head_tiles, override_generation)
 
 
 def plan_for_tokens(steps: tuple, num_tokens) -> Dict[str, Union[int, str]]:
