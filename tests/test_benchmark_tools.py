@@ -47,6 +47,14 @@ def test_decode_benchmark_command_line():
     assert "--head-tiles" in result.stdout
 
 
+def test_host_path_benchmark_command_line():
+    """The host-path benchmark imports (bench_prefill's helpers, the decode planner) and lists its
+    layers and rows."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_path.py"), "--help"], check=True,
+                            capture_output=True, text=True, cwd=ROOT / "benchmarks")
+    assert "--rows" in result.stdout and "--repeats" in result.stdout
+
+
 @pytest.mark.parametrize("num_heads", [8, 16, 24, 32, 48, 64, 96, 128])
 def test_decode_benchmark_head_tiles_are_what_the_decode_plans(num_heads):
     """--head-tiles times the head tiles decode_head_tiles(H) allows: the decode's planner takes

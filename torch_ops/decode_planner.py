@@ -243,6 +243,14 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
                                num_splits, _kernel_override._generation)
     if steps is None:
         return None
+    if isinstance(num_tokens, int):  # the last step T has reached (what the sum below gives an int T)
+        plan = steps[0][1:]
+        for min_tokens, *step in steps[1:]:
+            if num_tokens < min_tokens:
+                break
+            plan = step
+        head_tiles, num_splits, chunks_per_block = plan
+        return {"head_tiles": head_tiles, "num_splits": num_splits, "chunks_per_block": chunks_per_block}
     # The first step's values plus each later step's change times 0 or 1 (T has reached it): plain
     # ints for an int T, symbolic values and no guard for a symbolic one.
     plan = previous = list(steps[0][1:])

@@ -1,0 +1,95 @@
+"""Host time of one call of the decode and the prefill, by layer, on the GPU.
+
+    python benchmarks/host_path.py [--rows 1x64x2048 8x16x1024] [--repeats 200] [--json host.json]
+
+A call's host path (the Python wrapper, the planner, the op's dispatch and checks, the kernel
+launches) runs before the GPU starts its kernels; in a serving loop that launches each decode
+step eagerly (no CUDA graph), a host path longer than the kernels bounds the step. Per row this
+times, with the GPU idle before each call (synchronized, not counted), the median over --repeats
+calls of: the public wrapper (torch_ops.sparse_mla_decode / sparse_mla_prefill, planning
+included), the registered op called directly with the wrapper's plan (torch.ops.cake.*: dispatch,
+checks, launches), and the planner alone (the wrapper's plan lookup). Inputs as in bench_decode.py.
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+
+import torch_ops
+from bench_prefill import POOL_TOKENS, git_commit, prepare_run
+from torch_ops import decode_planner
+
+
+def host_median(fn, repeats):
+    fn()
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def time_row(num_tokens, num_heads, candidates, cache, repeats):
+    sm_scale = 1 / math.sqrt(512)
+    q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
+    indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(candidates, dim=1).indices.to(torch.int32)
+    sink = torch.randn(num_heads, device="cuda")
+    output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
+    out_lse = torch.empty(num_tokens, num_heads, device="cuda")
+    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
+        num_tokens, num_heads, candidates, device="cuda")
+    plan = torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
+                                       mid_out=mid_out, mid_lse=mid_lse)
+    row = dict(T=num_tokens, H=num_heads, candidates=candidates, head_tiles=plan["head_tiles"],
+               num_splits=plan["num_splits"])
+    row["decode_wrapper_us"] = host_median(
+        lambda: torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
+                                            mid_out=mid_out, mid_lse=mid_lse), repeats)
+    row["decode_op_us"] = host_median(
+        lambda: torch.ops.cake.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
+                                                 mid_out=mid_out, mid_lse=mid_lse, num_splits=plan["num_splits"],
+                                                 head_tiles=plan["head_tiles"]), repeats)
+    row["decode_planner_us"] = host_median(
+        lambda: decode_planner.decode_plan_for_call(q.device, num_tokens, num_heads, candidates, 0, 16, None, None),
+        repeats)
+    if torch_ops._C.prefill_serves(num_heads, candidates, 0):
+        row["prefill_wrapper_us"] = host_median(
+            lambda: torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink),
+            repeats)
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", nargs="+", default=["1x64x2048", "8x64x1024", "8x16x1024", "64x8x4096",
+                                                       "128x128x2048"], metavar="TxHxCANDIDATES")
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    _, _, device_name, _, cache = prepare_run()
+    print(f"device {device_name}, commit {git_commit()}, host time of one call (us, median of {args.repeats})")
+    print("| T | H | candidates | plan | decode wrapper | decode op | decode planner | prefill wrapper |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = []
+    for text in args.rows:
+        num_tokens, num_heads, candidates = (int(x) for x in text.split("x"))
+        row = time_row(num_tokens, num_heads, candidates, cache, args.repeats)
+        rows.append(row)
+        prefill = f"{row['prefill_wrapper_us']:.1f}" if "prefill_wrapper_us" in row else "-"
+        print(f"| {num_tokens} | {num_heads} | {candidates} | ht={row['head_tiles']} s={row['num_splits']} | "
+              f"{row['decode_wrapper_us']:.1f} | {row['decode_op_us']:.1f} | {row['decode_planner_us']:.1f} | "
+              f"{prefill} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=dict(device=device_name, commit=git_commit(), repeats=args.repeats,
+                                     torch=torch.__version__), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
