@@ -243,7 +243,9 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
                                num_splits, _kernel_override._generation)
     if steps is None:
         return None
-    if isinstance(num_tokens, int):  # the last step T has reached (what the sum below gives an int T)
+    # Eager: the last step T has reached (what the sum below gives an int T). Not while tracing,
+    # where a symbolic T passes for an int and the comparisons would become guards.
+    if not torch.compiler.is_compiling() and isinstance(num_tokens, int):
         plan = steps[0][1:]
         for min_tokens, *step in steps[1:]:
             if num_tokens < min_tokens:
