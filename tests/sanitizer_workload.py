@@ -94,10 +94,10 @@ def main():
         assert torch.isnan(storage[:offset]).all() and torch.isnan(storage[offset + size:]).all(), "a guard was written"
     decode_cases = [
         # (problem, [(num_splits, head_tiles, max_splits), ...]). On Hopper the plans of 8, 24 and
-        # 128 heads at head tile 2 that split into two chunks or more run the small-heads kernel's
-        # split form (H = 8, 24: its padded units), and so do the one-split plans of 24 and 56 heads
-        # (its one-split form, which writes the output); the rest the portable body or the 64-head
-        # kernel.
+        # 128 heads at head tile 2 (32-head units) and of 64 and 128 heads at head tile 1 (16-head
+        # units) that split into two chunks or more run the small-heads kernel's split form (H = 8,
+        # 24: its padded units), and so do the one-split plans of 24 and 56 heads (its one-split
+        # form, which writes the output); the rest the portable body or the 64-head kernel.
         (dict(num_tokens=3, num_heads=8, topk=1100, main=CacheSpec(20, 64, "NHD", 16), extra=CacheSpec(9, 1),
               extra_topk=70, lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.3),
          [(None, None, 16), (2, 1, 16), (19, 1, 19)]),
@@ -105,7 +105,7 @@ def main():
               extra_topk=33, sink=20.0, invalid_fraction=0.5),
          [(1, 2, 16), (3, 2, 16), (6, 1, 16)]),
         (dict(num_tokens=2, num_heads=128, topk=200, main=CacheSpec(5, 64), lengths="random", sink=1.0),
-         [(1, 4, 16), (4, 4, 16), (2, 2, 16)]),
+         [(1, 4, 16), (4, 4, 16), (2, 2, 16), (2, 1, 16)]),
         (dict(num_tokens=1, num_heads=56, topk=64, main=CacheSpec(1, 64), invalid_fraction=1.0), [(1, 4, 16)]),
         # One split of more than 16 chunks (32 and 18 over both caches) at head counts the prefill's
         # launches take: the small-heads kernel's whole-list units at 16 heads, the 64-head kernel
@@ -126,7 +126,7 @@ def main():
         # chunks; 13 splits, one chunk each, run the portable body).
         (dict(num_tokens=3, num_heads=64, topk=700, main=CacheSpec(12, 64, "NHD", 16), extra=CacheSpec(5, 2),
               extra_topk=100, lengths="random", extra_lengths="random", sink=1.0, invalid_fraction=0.2),
-         [(1, 4, 16), (5, 4, 16), (7, 4, 16), (13, 4, 16)]),
+         [(1, 4, 16), (5, 4, 16), (7, 4, 16), (13, 4, 16), (5, 1, 16)]),
     ]
     for i, (case, plans) in enumerate(decode_cases):
         problem = make_problem(device="cuda", seed=100 + i, **case)
