@@ -676,8 +676,9 @@ def test_decode_benchmark_selection_misses():
     the faster op. Each recorded grid's own rule (its `select` column) against its times: b744884
     missed at 6 shapes, abf6f3a at 2, a287762 at none, fef7ec9 (the ops faster since, the decode
     most) at 5; the rule now in the planner, set from the fef7ec9 grid, misses none of its shapes,
-    nor of the 44fa309 grid (one-split decodes of 16 heads on the small-heads kernels since), whose
-    recorded picks are the rule's. (Older grids' times are not the kernels' of today.)"""
+    nor of the 44fa309 grid (one-split decodes of 16 heads on the small-heads kernels since) or the
+    89c2db8 grid (16-head units for the decode's few CTAs), whose recorded picks are the rule's.
+    (Older grids' times are not the kernels' of today.)"""
     bench_decode = import_benchmark("bench_decode")
 
     def grid(commit):
@@ -696,12 +697,16 @@ def test_decode_benchmark_selection_misses():
     now = [dict(row, select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
         num_tokens=row["T"], num_heads=row["H"], topk=row["candidates"], num_sms=132)) for row in rows]
     assert bench_decode.selection_misses(now) == []
-    newest = grid("44fa309")
-    assert len({(r["T"], r["H"], r["candidates"]) for r in newest if r.get("prefill_us") is not None}) == 48
-    for row in newest:
-        assert row["select"] == torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
-            num_tokens=row["T"], num_heads=row["H"], topk=row["candidates"], num_sms=132)
-    assert missed(newest) == []
+    for newest in (grid("44fa309"), grid("89c2db8")):
+        assert len({(r["T"], r["H"], r["candidates"]) for r in newest if r.get("prefill_us") is not None}) == 48
+        for row in newest:
+            assert row["select"] == torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+                num_tokens=row["T"], num_heads=row["H"], topk=row["candidates"], num_sms=132)
+        assert missed(newest) == []
+    # The 89c2db8 grid ran today's decode plans (16-head units for few CTAs at H = 64 and 128).
+    for row in grid("89c2db8"):
+        plan = torch_ops._C.plan_decode_on_device(row["T"], row["H"], row["candidates"], 0, 132, 16, kernel="hopper")
+        assert (row["head_tiles"], row["num_splits"]) == (plan["head_tiles"], plan["num_splits"]), row
     assert bench_decode.selection_misses([dict(rows[0], forced=True, select="prefill", us=1.0, prefill_us=9.0)]) == []
 
 

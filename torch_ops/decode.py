@@ -80,9 +80,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
             ``16 * max_splits`` chunks of 64 (16384 candidates at the default).
         head_tiles: sixteen-head tiles per head block, one of
             ``cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(H)`` that the device runs; None:
-            the largest of them, except on Hopper for H = 64 and 128 where a plan of 64-head blocks
-            would launch at most a quarter of the SMs' worth of CTAs and the plan of 32-head blocks
-            splits with two chunks a split or more: 2 there (twice the CTAs).
+            the largest of them, except on Hopper for H = 64 and 128 where T x the 64-head blocks
+            are less than the SM count and the plan of 16-head units splits with two chunks a
+            split or more and costs less in the planner's model: 1 there (four times the CTAs).
 
     Invalid arguments raise ``ValueError`` naming the argument before anything is written;
     ``T == 0`` runs nothing. No allocation: the call captures in CUDA graphs. Results are bitwise
