@@ -308,12 +308,20 @@ def test_planners_ask_the_cpp_planner_once_per_device_and_shape(monkeypatch):
         assert len(calls) == 1
         decode_planner.decode_plan_for_call(cpu, 3, 64, 2048, 0, 16, None, None)  # another shape
         assert len(calls) == 2
+        # Widths of the same chunks share the entry (the plan depends on the chunks only).
+        assert decode_planner.decode_plan_for_call(cpu, 3, 64, 1000, 0, 16, None, None) == first
+        assert decode_planner.decode_plan_for_call(cpu, 3, 64, 2000, 0, 16, None, None) is not None
+        assert len(calls) == 2
+        # A float where an int belongs reaches the C++ planner, which rejects it, whatever is cached.
+        with pytest.raises(TypeError):
+            decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16.0, None, None)
+        assert len(calls) == 3
         torch.set_num_threads(threads + 1)  # other CPU "SMs": planned again
         decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None)
-        assert len(calls) == 3
+        assert len(calls) == 4
         torch_ops.set_prefill_kernel_override(kernel="portable")  # another override generation
         decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None)
-        assert len(calls) == 4
+        assert len(calls) == 5
     finally:
         torch.set_num_threads(threads)
         torch_ops.set_prefill_kernel_override(kernel=None)

@@ -275,7 +275,8 @@ def test_planned_splits_on_the_device_kernels(num_heads, head_tiles):
             assert plan["chunks_per_block"] >= 2 and ran != "portable"
 
 
-@pytest.mark.parametrize("num_heads,head_tiles", [(64, 4), (128, 4), (16, 1), (24, 2), (64, 2)])
+@pytest.mark.parametrize("num_heads,head_tiles", [(64, 4), (128, 4), (16, 1), (24, 2), (64, 2), (64, 1), (32, 1),
+                                                  (96, 1)])
 def test_items_of_more_than_16_chunks_on_every_kernel(num_heads, head_tiles):
     """A work item holds up to 32 chunks (kMaxChunksPerSplit) on every kernel that runs a decode:
     2048 candidates in one split (the 64-head kernel's whole-list instance for 64 heads per item,

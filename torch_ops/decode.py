@@ -82,7 +82,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
             ``cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(H)`` that the device runs; None:
             the largest of them, except on Hopper for H = 64 and 128 where T x the 64-head blocks
             are less than the SM count and the plan of 16-head units splits with two chunks a
-            split or more and costs less in the planner's model: 1 there (four times the CTAs).
+            split or more and costs less in the planner's model: 1 there (four times the work
+            items a split).
 
     Invalid arguments raise ``ValueError`` naming the argument before anything is written;
     ``T == 0`` runs nothing. No allocation: the call captures in CUDA graphs. Results are bitwise

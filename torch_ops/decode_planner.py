@@ -124,9 +124,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
         max_splits: the most splits per (token, head block).
         head_tiles: an explicit head tile to describe (checked as the op checks it); None: the
             planner's: the largest choice the device runs, or, for H = 64 and 128 on a device whose
-            64-head blocks run the 64-head Hopper kernel, 2 where their plan would launch at most a
-            quarter of its SMs' worth of CTAs (T x head blocks x splits) and the plan of 2 splits
-            with two chunks a split or more.
+            64-head blocks run the 64-head Hopper kernel, 1 (16-head units on the small-heads
+            kernel's split form) where T x the 64-head blocks are less than the SM count and the
+            plan of 1 splits with two chunks a split or more and costs less in the planner's model
+            (docs/contract.md section 12).
         num_splits: an explicit split count to describe (checked as the op checks it); None: the
             planner's (``cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits`` with the device's
             ``min_chunks_per_split``: 2 where its splits run the Hopper kernels, else 1; and
@@ -218,12 +219,18 @@ def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads:
     """The C++ planner's decode plan on a device for every token count, or None when the op
     rejects these ints (a constant while tracing; ``override_generation`` ties it to the kernel
     override in force, which decides whether the splits run the Hopper kernels)."""
+    # The plan depends on the lists' widths only through their chunks of 64: a width rounded up to
+    # its chunks shares the cache entry (a serving loop whose widths grow by a token a step asks
+    # the C++ planner once a chunk, not once a step); widths the op rejects go as they are.
+    topk, extra_topk = (-(-width // 64) * 64 if isinstance(width, int) and width >= 1 else width
+                        for width in (topk, extra_topk))
     return _cached_decode_plan_steps(resolved_device(device_type, device_index), num_heads, topk, extra_topk,
                                      max_splits, head_tiles, num_splits, override_generation)
 
 
-# Computed once per device and shape (see planner._cached_plan_steps).
-@functools.lru_cache(maxsize=4096)
+# Computed once per device and shape (see planner._cached_plan_steps); typed, so that a float
+# argument reaches the C++ planner (which rejects it) rather than an int's entry.
+@functools.lru_cache(maxsize=4096, typed=True)
 def _cached_decode_plan_steps(device: Tuple[str, int], num_heads: int, topk: int, extra_topk: int, max_splits: int,
                               head_tiles: Optional[int], num_splits: Optional[int],
                               override_generation: int) -> Optional[tuple]:
@@ -275,6 +282,6 @@ def decode_token_limit(device_type: str, device_index: Optional[int], num_heads:
     return _cached_decode_token_limit(resolved_device(device_type, device_index), num_heads, topk, extra_topk)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096, typed=True)
 def _cached_decode_token_limit(device: Tuple[str, int], num_heads: int, topk: int, extra_topk: int) -> Optional[int]:
     return _C.decode_token_limit(num_heads, topk, extra_topk, device=device[0])

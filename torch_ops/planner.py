@@ -130,7 +130,7 @@ def resolved_device(device_type: str, device_index: Optional[int]) -> Tuple[str,
 # The planners' answers for a device and a shape do not change within a process unless the key
 # does, so each is computed once: a decode step would otherwise spend more host time planning (the
 # C++ planner over every token count up to the SM count) than its kernels take on the GPU.
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096, typed=True)
 def _cached_plan_steps(device: Tuple[str, int], num_heads: int, head_tiles: Optional[int],
                        override_generation: int) -> tuple:
     return tuple(tuple(step) for step in _C.prefill_plan_steps(num_heads, head_tiles, device=device[0]))

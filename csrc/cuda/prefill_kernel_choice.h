@@ -98,8 +98,9 @@ inline long long hopper_chunk_weight(long long heads) { return heads >= 64 ? 142
 
 // The kernel of a call in the Hopper family: the 64-head kernel for its shapes; the small-heads
 // kernel for every other call where the device runs it (16 or 32 heads a unit,
-// prefill_small_layout.h: group_heads_for, several units per token above 32 heads, whatever
-// head_tiles says; faster than the portable kernel at every shape measured on the H200,
+// prefill_small_layout.h: group_heads_for, several units per token above 32 heads; in the prefill
+// whatever head_tiles says, in the decode's split form 16 at head tile 1, decode_unit_heads;
+// faster than the portable kernel at every shape measured on the H200,
 // docs/hopper_small_kernel.md); else the portable kernel. The planner (csrc/ops/prefill_plan.cpp)
 // and select_prefill_kernel both ask it.
 inline PrefillKernel hopper_family_kernel(bool runs_small_heads, long long num_heads, long long head_tiles) {
