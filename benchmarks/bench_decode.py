@@ -82,9 +82,10 @@ def kernel_times(fn, repeats, flush):
 
 def host_time(fn, repeats):
     """Median time (us) of a call's host path alone: the Python wrapper, the planner and the
-    launches, the GPU idle before each call. A row whose host path is near its event time is
+    launches, the GPU idle before each call (after one call that is not counted). A row whose host path is near its event time is
     timing the host, not the kernels (the flush before each timed call gives the host a head start
     of the flush's own time only)."""
+    fn()
     times = []
     for _ in range(repeats):
         torch.cuda.synchronize()
@@ -126,17 +127,25 @@ def split_range(candidates, max_splits):
     return range((chunks + per_split - 1) // per_split, min(chunks, max_splits) + 1)
 
 
-def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None, head_tiles=None):
-    """Times the decode (at the planner's plan, or at `num_splits` / `head_tiles` where given) and,
-    where it runs the shape and the plan is the planner's, the prefill; returns the row's dict."""
-    sm_scale = 1 / math.sqrt(512)
+def decode_inputs(num_tokens, num_heads, candidates, max_splits):
+    """A row's inputs on the GPU: random bf16 q, unique random slots of the pool per token, a sink,
+    the output and LSE, and scratch for every plan up to max_splits."""
     q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
     indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(candidates, dim=1).indices.to(torch.int32)
     sink = torch.randn(num_heads, device="cuda")
     output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
     out_lse = torch.empty(num_tokens, num_heads, device="cuda")
     mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
-        num_tokens, num_heads, candidates, max_splits=args.max_splits, device="cuda")
+        num_tokens, num_heads, candidates, max_splits=max_splits, device="cuda")
+    return q, indices, sink, output, out_lse, mid_out, mid_lse
+
+
+def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num_splits=None, head_tiles=None):
+    """Times the decode (at the planner's plan, or at `num_splits` / `head_tiles` where given) and,
+    where it runs the shape and the plan is the planner's, the prefill; returns the row's dict."""
+    sm_scale = 1 / math.sqrt(512)
+    q, indices, sink, output, out_lse, mid_out, mid_lse = decode_inputs(num_tokens, num_heads, candidates,
+                                                                        args.max_splits)
     flops = 4 * num_tokens * num_heads * candidates * 512
     decode_plan = {}
 

@@ -13,53 +13,35 @@ checks, launches), and the planner alone (the wrapper's plan lookup). Inputs as 
 import argparse
 import json
 import math
-import statistics
-import time
 
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, git_commit, prepare_run
+from bench_decode import decode_inputs, host_time
+from bench_prefill import git_commit, prepare_run
 from torch_ops import decode_planner
-
-
-def host_median(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    torch.cuda.synchronize()
-    return statistics.median(times) * 1e6
 
 
 def time_row(num_tokens, num_heads, candidates, cache, repeats):
     sm_scale = 1 / math.sqrt(512)
-    q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
-    indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(candidates, dim=1).indices.to(torch.int32)
-    sink = torch.randn(num_heads, device="cuda")
-    output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
-    out_lse = torch.empty(num_tokens, num_heads, device="cuda")
-    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
-        num_tokens, num_heads, candidates, device="cuda")
+    q, indices, sink, output, out_lse, mid_out, mid_lse = decode_inputs(num_tokens, num_heads, candidates,
+                                                                        decode_planner.DEFAULT_MAX_SPLITS)
     plan = torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
                                        mid_out=mid_out, mid_lse=mid_lse)
     row = dict(T=num_tokens, H=num_heads, candidates=candidates, head_tiles=plan["head_tiles"],
                num_splits=plan["num_splits"])
-    row["decode_wrapper_us"] = host_median(
+    row["decode_wrapper_us"] = host_time(
         lambda: torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
                                             mid_out=mid_out, mid_lse=mid_lse), repeats)
-    row["decode_op_us"] = host_median(
+    row["decode_op_us"] = host_time(
         lambda: torch.ops.cake.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
                                                  mid_out=mid_out, mid_lse=mid_lse, num_splits=plan["num_splits"],
                                                  head_tiles=plan["head_tiles"]), repeats)
-    row["decode_planner_us"] = host_median(
+    row["decode_planner_us"] = host_time(
         lambda: decode_planner.decode_plan_for_call(q.device, num_tokens, num_heads, candidates, 0, 16, None, None),
         repeats)
     if torch_ops._C.prefill_serves(num_heads, candidates, 0):
-        row["prefill_wrapper_us"] = host_median(
+        row["prefill_wrapper_us"] = host_time(
             lambda: torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink),
             repeats)
     return row
