@@ -82,9 +82,9 @@ def kernel_times(fn, repeats, flush):
 
 def host_time(fn, repeats):
     """Median time (us) of a call's host path alone: the Python wrapper, the planner and the
-    launches, the GPU idle before each call (after one call that is not counted). A row whose host path is near its event time is
-    timing the host, not the kernels (the flush before each timed call gives the host a head start
-    of the flush's own time only)."""
+    launches, the GPU idle before each call (after one call that is not counted). A row whose host
+    path is near its event time is timing the host, not the kernels (the flush before each timed
+    call gives the host a head start of the flush's own time only)."""
     fn()
     times = []
     for _ in range(repeats):

@@ -38,8 +38,8 @@ def time_row(num_tokens, num_heads, candidates, cache, repeats):
                                                  mid_out=mid_out, mid_lse=mid_lse, num_splits=plan["num_splits"],
                                                  head_tiles=plan["head_tiles"]), repeats)
     row["decode_planner_us"] = host_time(
-        lambda: decode_planner.decode_plan_for_call(q.device, num_tokens, num_heads, candidates, 0, 16, None, None),
-        repeats)
+        lambda: decode_planner.decode_plan_for_call(q.device, num_tokens, num_heads, candidates, 0,
+                                                    decode_planner.DEFAULT_MAX_SPLITS, None, None), repeats)
     if torch_ops._C.prefill_serves(num_heads, candidates, 0):
         row["prefill_wrapper_us"] = host_time(
             lambda: torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink),

@@ -55,6 +55,16 @@ int64_t plan_decode_head_tiles(int64_t num_heads, std::optional<int64_t> head_ti
   return *head_tiles;
 }
 
+namespace {
+
+// The work items a token gives a plan of `head_tiles` under `rules`: the small-heads split form's
+// units where the rules count them, else the head blocks.
+int64_t decode_items_per_token(const DecodeSplitRules& rules, int64_t num_heads, int64_t head_tiles) {
+  return rules.split_items_per_token > 0 ? rules.split_items_per_token : decode_head_blocks(num_heads, head_tiles);
+}
+
+}  // namespace
+
 __int128 decode_split_cost(__int128 items, int64_t num_chunks, int64_t num_sms, int64_t num_splits) {
   // The waves in two parts, so that no product passes 2^127 (items / num_sms is below the items a
   // token where the model runs, at most 8).
@@ -91,8 +101,7 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
     // fewer than `fewest` (a split holds 32 at most).
     const int64_t by_chunks = std::max<int64_t>(1, num_chunks / rules.min_chunks_per_split);
     const int64_t planned_most = std::max(fewest, std::min(most, by_chunks));
-    const int64_t items_per_token =
-        rules.split_items_per_token > 0 ? rules.split_items_per_token : decode_head_blocks(num_heads, head_tiles);
+    const int64_t items_per_token = decode_items_per_token(rules, num_heads, head_tiles);
     const int64_t unsplit_items_per_token = rules.unsplit_grid_items > 0 ? rules.unsplit_grid_items : items_per_token;
     plan.num_splits = fewest;
     if (__int128(num_tokens) * unsplit_items_per_token < num_sms) {  // less than a wave unsplit: the cheapest count
@@ -166,12 +175,11 @@ namespace {
 __int128 decode_plan_weighted_cost(const PrefillTarget& target, int64_t num_tokens, int64_t num_heads,
                                    int64_t num_chunks, const DecodePlan& plan) {
   const DecodeSplitRules rules = decode_split_rules(target, num_heads, plan.head_tiles);
-  const bool units = rules.split_items_per_token > 0;
-  const int64_t items_per_token = units ? rules.split_items_per_token : decode_head_blocks(num_heads, plan.head_tiles);
-  const int64_t item_heads = units ? cuda::hopper_small::decode_unit_heads(num_heads, plan.head_tiles)
-                                   : nvfp4::kHeadsPerTile * plan.head_tiles;
-  return cuda::hopper_chunk_weight(item_heads) *
-         decode_split_cost(__int128(num_tokens) * items_per_token, num_chunks, target.num_sms, plan.num_splits);
+  const int64_t item_heads = rules.split_items_per_token > 0
+                                 ? cuda::hopper_small::decode_unit_heads(num_heads, plan.head_tiles)
+                                 : nvfp4::kHeadsPerTile * plan.head_tiles;
+  const __int128 items = __int128(num_tokens) * decode_items_per_token(rules, num_heads, plan.head_tiles);
+  return cuda::hopper_chunk_weight(item_heads) * decode_split_cost(items, num_chunks, target.num_sms, plan.num_splits);
 }
 
 }  // namespace

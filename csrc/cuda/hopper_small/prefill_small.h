@@ -18,12 +18,13 @@ void launch_sparse_mla_prefill_hopper_small(const PrefillParams& params, int num
                                             cudaStream_t stream);
 
 // The decode's split units over every head of `params`: a token, decode_unit_heads(num_heads,
-// head_tiles) heads (32 where that divides H and head_tiles >= 2, else 16; where H is not a multiple of 16, H = 8, 24, ..., the last
-// unit's rows past head H - 1 are padding: zero Q, nothing stored) and one of params.num_splits
-// splits, each writing its partial into params.mid_out / mid_lse for the merge (with one split,
-// the output and out_lse, sink included, and no scratch: 16-head units only, H = 8, 24, ..., 120,
-// since the prefill's launches take the other head counts); min(units, max_ctas) persistent CTAs
-// (params.num_head_blocks is ignored). The caller skips empty launches.
+// head_tiles) heads (32 where that divides H and head_tiles >= 2, else 16; where H is not a
+// multiple of 16, H = 8, 24, ..., the last unit's rows past head H - 1 are padding: zero Q,
+// nothing stored) and one of params.num_splits splits, each writing its partial into
+// params.mid_out / mid_lse for the merge (with one split, the output and out_lse, sink included,
+// and no scratch: 16-head units only, H = 8, 24, ..., 120, since the prefill's launches take the
+// other head counts); min(units, max_ctas) persistent CTAs (params.num_head_blocks is ignored).
+// The caller skips empty launches.
 void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int head_tiles, int max_ctas,
                                            cudaStream_t stream);
 
