@@ -6,6 +6,9 @@
 #include "prefill_hopper.h"
 #include "../common/tensor_map.h"
 #include "prefill_hopper_kernel.cuh"
+#ifdef CAKE_HOPPER_FUSED
+#include "../hopper_fused/fused.h"
+#endif
 
 namespace cake::cuda {
 
@@ -55,6 +58,14 @@ void launch_sparse_mla_attention_hopper(const DecodeParams& params, int max_ctas
   if (max_ctas > CAKE_HOPPER_MAX_CTAS) max_ctas = CAKE_HOPPER_MAX_CTAS;
 #endif
   const unsigned num_ctas = unsigned(num_items < max_ctas ? num_items : max_ctas);
+#ifdef CAKE_HOPPER_FUSED
+  // Development build: the fused kernel runs the whole-list launches of whole 64-head blocks (not the
+  // padded blocks of H = 48, 112, nor a range of heads given apart).
+  if (params.num_splits == 1 && params.num_heads == 64 * params.num_head_blocks) {
+    launch_sparse_mla_prefill_hopper_fused(params, int(num_ctas), stream);
+    return;
+  }
+#endif
   // One split keeps the split arithmetic out of the block loop (the prefill's instance).
   const HopperParams hopper = hopper_params(params);
   if (params.num_splits > 1) {
