@@ -129,7 +129,12 @@ class AccumulateRole {
       for (int kk = 0; kk < kPvKSteps; ++kk) {
         const uint32_t v = smem_address(smem_.k[c]) + (4 * kAccumulator + 2 * half) * kKColumnBlockBytes +
                            kk * 16 * kTileRowBytes;
+#ifdef CAKE_FUSED_NO_PV  // development timing only: wrong results
+        (void)v;
+        (void)p_desc;
+#else
         wgmma_m64n128k16_ss_bt(o_[half], p_desc + ((kk * 32) >> 4), smem_descriptor(v, kKColumnBlockBytes, 1024), true);
+#endif
       }
     }
   }
@@ -191,6 +196,60 @@ class AccumulateRole {
     sm90::cp_async_arrive_noinc(smem_address(&smem_.rope_full[a % 2]));
   }
 
+  // O's value at NoPE K-tile chunk `chunk` (of this accumulator's 32), column 2 q + e, row r.
+  __device__ __forceinline__ float o_at(int chunk, int e, int r) const {
+    return o_[chunk / 16][4 * (chunk % 16) + 2 * r + e];
+  }
+  // O normalised, from registers to the output in bf16. The NoPE dims: the thread holds, of each
+  // code word w of its groups (8 dims), all 8 (its K-tile chunks 32 p + 2 s + hi, s = 4 i + 2 b + t
+  // of the word, columns 2 q + e: dim 8 w + 2 t + hi + 4 e), so a word is one 16-byte store where
+  // the output is 16-byte aligned (4 stores of adjacent pairs otherwise). The RoPE dims (chunks
+  // 56 .., accumulator 1): columns 2 q, 2 q + 1 are adjacent dims, one 4-byte store.
+  __device__ __forceinline__ void store_output(const Unit& u, const float (&scale)[2]) {
+    const int quad = lane_ % 4;
+    const bool aligned = (reinterpret_cast<uintptr_t>(params_.output) & 15u) == 0;
+    constexpr int kSlots = hopper_small::group_slots(kAccumulator);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      __nv_bfloat16* out = output_row(params_, u.token, u.head0 + head_ + 8 * r);
+      // PV took V as the converters wrote it: 2^-9 times the cache's values in the NoPE dims.
+      const float nope_scale = scale[r] * hopper::kBitDecodeUnscale;
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i) {
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const int word = 2 * hopper_small::slot_group(kAccumulator, quad, i) + b;
+          float v[8];
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+              const int chunk = 2 * (4 * i + 2 * b + t) + hi;
+#pragma unroll
+              for (int e = 0; e < 2; ++e) v[2 * t + hi + 4 * e] = o_at(chunk, e, r) * nope_scale;
+            }
+          }
+          const uint32_t pairs[4] = {pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]),
+                                     pack_bf16x2(v[6], v[7])};
+          if (aligned) {
+            st_global_16(out + 8 * word, pairs);
+          } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) *reinterpret_cast<uint32_t*>(out + 8 * word + 2 * k) = pairs[k];
+          }
+        }
+      }
+      if constexpr (kAccumulator == 1) {
+#pragma unroll
+        for (int k = 0; k < nvfp4::kRopeDim / 8; ++k) {
+          const int chunk = 8 * kRopeColumnBlock - 32 + k;  // this accumulator's chunks start at 32
+          *reinterpret_cast<uint32_t*>(out + nvfp4::kNopeDim + 8 * k + 2 * quad) =
+              pack_bf16x2(o_at(chunk, 0, r) * scale[r], o_at(chunk, 1, r) * scale[r]);
+        }
+      }
+    }
+  }
+
   // ---- the item's end
   __device__ void finish_item(const Unit& u) {
     using namespace sm90;
@@ -208,29 +267,9 @@ class AccumulateRole {
     }
     named_barrier<kAccumulatorScales, kAccumulators * kWarpgroupThreads>();
     const float scale[2] = {smem_.out_scale[head_], smem_.out_scale[head_ + 8]};
-    __nv_bfloat16* out[2] = {output_row(params_, u.token, u.head0 + head_),
-                             output_row(params_, u.token, u.head0 + head_ + 8)};
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int chunk = 32 * kAccumulator + 16 * half + j;
-        const int d0 = fused_tile_dim(chunk, 2 * quad), d1 = fused_tile_dim(chunk, 2 * quad + 1);
-        const bool rope = chunk >= 8 * kRopeColumnBlock;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          // PV took V as the converters wrote it: 2^-9 times the cache's values in the NoPE dims.
-          const float s = rope ? scale[r] : scale[r] * hopper::kBitDecodeUnscale;
-          const float v0 = o_[half][4 * j + 2 * r] * s, v1 = o_[half][4 * j + 2 * r + 1] * s;
-          if (rope) {  // adjacent dims
-            *reinterpret_cast<uint32_t*>(out[r] + d0) = pack_bf16x2(v0, v1);
-          } else {
-            out[r][d0] = __float2bfloat16_rn(v0);
-            out[r][d1] = __float2bfloat16_rn(v1);
-          }
-        }
-      }
-    }
+#ifndef CAKE_FUSED_NO_STORES  // development timing only: no output
+    store_output(u, scale);
+#endif
     named_barrier<kAccumulatorScales, kAccumulators * kWarpgroupThreads>();  // scales read before the next item's
   }
 };

@@ -34,7 +34,13 @@ class ConvertRole {
   static constexpr int kSlots0 = hopper_small::group_slots(0);
   static constexpr int kSlots = kSlots0 + hopper_small::group_slots(1);  // 7
   static constexpr int kQLoads = kHeads * (nvfp4::kHeadDim / 8) / kWarpgroupThreads;  // 32 16-byte words a thread
-  static constexpr int kQBatch = 4;
+  // Q's loads in flight a thread (batches of them, each stored before the next is loaded).
+#ifdef CAKE_FUSED_Q_BATCH
+  static constexpr int kQBatch = CAKE_FUSED_Q_BATCH;
+#else
+  static constexpr int kQBatch = 8;
+#endif
+  static_assert(kQLoads % kQBatch == 0, "whole batches");
 
  public:
   __device__ ConvertRole(const DecodeParams& params, SharedStorage& smem, int thread)
