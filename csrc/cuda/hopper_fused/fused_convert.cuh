@@ -222,7 +222,14 @@ class ConvertRole {
       const uint32_t a[4] = {row0[2 * t], row1[2 * t], row0[2 * t + 1], row1[2 * t + 1]};
       stmatrix_x4(k_tile + (4 * half + step / 4) * kKColumnBlockBytes + (lane_offset_ ^ (32 * (step % 4))), a);
       const uint32_t offset = (step / 4) * kQColumnBlockBytes + (step % 4) * 32;
+#ifdef CAKE_FUSED_NO_QK  // development timing only: no QK^T (the scores are whatever s_acc holds)
+      keep_registers(a);
+      (void)offset;
+      (void)q_desc;
+      (void)first;
+#else
       wgmma_m64n64k16_rs(s_acc, a, q_desc + (offset >> 4), !(first && t == 0));
+#endif
     }
     wgmma_commit();
     wgmma_wait<1>();
@@ -235,6 +242,10 @@ class ConvertRole {
     const uint32_t k_tile = smem_address(smem_.k[g % 2]);
     uint32_t scales[2][2];
     read_scales(g, scales);
+#ifdef CAKE_FUSED_NO_QK
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s_acc[i] = 0.0f;
+#endif
     RowEntry next[2];
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
@@ -272,7 +283,12 @@ class ConvertRole {
       ldmatrix_x4(k_tile + kRopeColumnBlock * kKColumnBlockBytes + (lane_offset_ ^ (32 * i)), a);
       wgmma_fence();
       const uint32_t offset = (step / 4) * kQColumnBlockBytes + (step % 4) * 32;
+#ifdef CAKE_FUSED_NO_QK
+      keep_registers(a);
+      (void)offset;
+#else
       wgmma_m64n64k16_rs(s_acc, a, q_desc + (offset >> 4), true);
+#endif
       wgmma_commit();
       wgmma_wait<1>();
     }
