@@ -41,12 +41,16 @@ class ConvertRole {
   static constexpr int kQBatch = 8;
 #endif
   static_assert(kQLoads % kQBatch == 0, "whole batches");
+  // QK^T groups (two k-steps each) left in flight while the next pair converts: their A registers
+  // stay live until they retire.
+#ifdef CAKE_FUSED_GROUPS_IN_FLIGHT
+  static constexpr int kGroupsInFlight = CAKE_FUSED_GROUPS_IN_FLIGHT;
+#else
+  static constexpr int kGroupsInFlight = 1;
+#endif
 
  public:
-  __device__ ConvertRole(const DecodeParams& params, SharedStorage& smem, int thread)
-      : params_(params), smem_(smem), thread_(thread), warp_(thread / 32), lane_(thread % 32),
-        quad_(thread % 4), row0_((thread / 32) * 16 + (thread % 32) / 4),
-        lane_offset_(fragment_lane_offset(thread)) {}
+  __device__ ConvertRole(const DecodeParams& params, SharedStorage& smem) : params_(params), smem_(smem) {}
 
   __device__ void run() {
     using namespace sm90;
@@ -91,12 +95,20 @@ class ConvertRole {
   const DecodeParams& params_;
   SharedStorage& smem_;
   static constexpr int converter_ = kConverter;
-  const int thread_;
-  const int warp_;
-  const int lane_;
-  const int quad_;
-  const int row0_;  // its candidate rows in a chunk: row0 and row0 + 8
-  const uint32_t lane_offset_;
+  // The thread's place, read from %tid.x where it is used (asm volatile: not kept in registers
+  // across the chunk loop, where ptxas would rather spill them at 96 registers a thread).
+  static __device__ __forceinline__ int thread_index() {
+    uint32_t t;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+    return int(t % kWarpgroupThreads);
+  }
+  static __device__ __forceinline__ int thread_() { return thread_index(); }
+  static __device__ __forceinline__ int warp_() { return thread_index() / 32; }
+  static __device__ __forceinline__ int lane_() { return thread_index() % 32; }
+  static __device__ __forceinline__ int quad_() { return thread_index() % 4; }
+  // its candidate rows in a chunk: row0 and row0 + 8
+  static __device__ __forceinline__ int row0_() { return (thread_index() / 32) * 16 + (thread_index() % 32) / 4; }
+  static __device__ __forceinline__ uint32_t lane_offset_() { return fragment_lane_offset(thread_index()); }
   RowBytes rows_[2];
   bool valid_[2];
 
@@ -108,14 +120,14 @@ class ConvertRole {
   __device__ __forceinline__ void table_rows(int g, RowEntry (&rows)[2]) const {
     const int slot = g % kTableSlots;
     sm90::mbarrier_wait(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
-    rows[0] = smem_.rows[slot][row0_];
-    rows[1] = smem_.rows[slot][row0_ + 8];
+    rows[0] = smem_.rows[slot][row0_()];
+    rows[1] = smem_.rows[slot][row0_() + 8];
   }
 
   // Slot `slot`'s 8 code bytes of a row (zeros for a masked row: nothing read).
   __device__ __forceinline__ void load_group(RowBytes& row, RowEntry e, int slot) const {
-    const int group = slot < kSlots0 ? hopper_small::slot_group(0, quad_, slot)
-                                     : hopper_small::slot_group(1, quad_, slot - kSlots0);
+    const int group = slot < kSlots0 ? hopper_small::slot_group(0, quad_(), slot)
+                                     : hopper_small::slot_group(1, quad_(), slot - kSlots0);
     row.groups[slot] = entry_valid(e) ? ld_global_nc_8_no_l1(entry_data(e) + 8 * group) : make_uint2(0, 0);
   }
   __device__ __forceinline__ void load_rows(const RowEntry (&rows)[2]) {
@@ -133,10 +145,10 @@ class ConvertRole {
   __device__ __forceinline__ void read_scales(int g, uint32_t (&scales)[2][2]) const {
     const int slot = g % kTableSlots;
     sm90::mbarrier_wait(smem_address(&smem_.scales_full[slot]), (g / kTableSlots) & 1);
-    const uint32_t pick = uint32_t(quad_) | (uint32_t(quad_ + 4) << 4);  // byte q of two words
+    const uint32_t pick = uint32_t(quad_()) | (uint32_t(quad_() + 4) << 4);  // byte q of two words
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const uint4* raw = reinterpret_cast<const uint4*>(smem_.scale_rows[slot][row0_ + 8 * r]);
+      const uint4* raw = reinterpret_cast<const uint4*>(smem_.scale_rows[slot][row0_() + 8 * r]);
       const uint4 low = raw[0], high = raw[1];
       scales[r][0] = byte_perm(byte_perm(low.x, low.y, pick), byte_perm(low.z, low.w, pick), 0x5410u);
       scales[r][1] = byte_perm(byte_perm(high.x, high.y, pick), byte_perm(high.z, high.w, pick), 0x5410u);
@@ -157,19 +169,19 @@ class ConvertRole {
       uint4 words[kQBatch];
 #pragma unroll
       for (int k = 0; k < kQBatch; ++k) {
-        const int index = thread_ + kWarpgroupThreads * (kQBatch * batch + k);  // head * 64 + word
+        const int index = thread_() + kWarpgroupThreads * (kQBatch * batch + k);  // head * 64 + word
         words[k] = sm90::ld_global_nc_16(q_item + (index / 64) * nvfp4::kHeadDim + 8 * (index % 64));
       }
 #pragma unroll
       for (int k = 0; k < kQBatch; ++k) {
-        const int index = thread_ + kWarpgroupThreads * (kQBatch * batch + k);
+        const int index = thread_() + kWarpgroupThreads * (kQBatch * batch + k);
         store_q_word(index / 64, index % 64, words[k]);
       }
     }
     fence_proxy_async();  // Q is read by wgmma
     named_barrier<kQStored + kConverter, kWarpgroupThreads>();  // its own warps' QK^T
     mbarrier_arrive(smem_address(&smem_.q_full));
-    if (thread_ == 0) {
+    if (thread_() == 0) {
       const int later = info.item + gridDim.x;
       if (later < num_items(params_)) {
         const WorkRows next = work_rows<kHeads, false>(params_, later);
@@ -220,7 +232,7 @@ class ConvertRole {
     for (int t = 0; t < 2; ++t) {
       const int step = kstep + t;
       const uint32_t a[4] = {row0[2 * t], row1[2 * t], row0[2 * t + 1], row1[2 * t + 1]};
-      stmatrix_x4(k_tile + (4 * half + step / 4) * kKColumnBlockBytes + (lane_offset_ ^ (32 * (step % 4))), a);
+      stmatrix_x4(k_tile + (4 * half + step / 4) * kKColumnBlockBytes + (lane_offset_() ^ (32 * (step % 4))), a);
       const uint32_t offset = (step / 4) * kQColumnBlockBytes + (step % 4) * 32;
 #ifdef CAKE_FUSED_NO_QK  // development timing only: no QK^T (the scores are whatever s_acc holds)
       keep_registers(a);
@@ -232,7 +244,7 @@ class ConvertRole {
 #endif
     }
     wgmma_commit();
-    wgmma_wait<1>();
+    wgmma_wait<kGroupsInFlight>();
   }
 
   // Converts this thread's part of the chunk's two rows into K tile g % 2 and the 28 NoPE k-steps
@@ -246,7 +258,6 @@ class ConvertRole {
 #pragma unroll
     for (int i = 0; i < 32; ++i) s_acc[i] = 0.0f;
 #endif
-    RowEntry next[2];
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
       const int half = slot < kSlots0 ? 0 : 1;
@@ -261,12 +272,16 @@ class ConvertRole {
         hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scale[1], pairs1);
         store_and_multiply(s_acc, k_tile, half, 4 * local_slot + 2 * b, pairs0, pairs1, slot == 0 && b == 0);
       }
-      if (slot == 0) table_rows(g + 2, next);  // accumulator 0 wrote them after PV of chunk g - 2
+      // Chunk g + 2's rows (accumulator 0 wrote them after PV of chunk g - 2), read from the table
+      // at each reload rather than kept in registers.
+      const int next_slot = (g + 2) % kTableSlots;
+      if (slot == 0) sm90::mbarrier_wait(smem_address(&smem_.table_full[next_slot]), ((g + 2) / kTableSlots) & 1);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) load_group(rows_[r], next[r], slot);
+      for (int r = 0; r < 2; ++r) load_group(rows_[r], smem_.rows[next_slot][row0_() + 8 * r], slot);
     }
-    next_valid[0] = entry_valid(next[0]);
-    next_valid[1] = entry_valid(next[1]);
+    const int next_slot = (g + 2) % kTableSlots;
+    next_valid[0] = entry_valid(smem_.rows[next_slot][row0_()]);
+    next_valid[1] = entry_valid(smem_.rows[next_slot][row0_() + 8]);
   }
 
   // The 4 RoPE k-steps: their A fragments from the K tile's RoPE column block (accumulator 1's
@@ -280,7 +295,7 @@ class ConvertRole {
     for (int i = 0; i < 4; ++i) {
       const int step = kRopeKStep + i;
       uint32_t a[4];
-      ldmatrix_x4(k_tile + kRopeColumnBlock * kKColumnBlockBytes + (lane_offset_ ^ (32 * i)), a);
+      ldmatrix_x4(k_tile + kRopeColumnBlock * kKColumnBlockBytes + (lane_offset_() ^ (32 * i)), a);
       wgmma_fence();
       const uint32_t offset = (step / 4) * kQColumnBlockBytes + (step % 4) * 32;
 #ifdef CAKE_FUSED_NO_QK
@@ -317,7 +332,7 @@ class ConvertRole {
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const float2 ref = first ? make_float2(-INFINITY, -INFINITY)
-                               : *reinterpret_cast<const float2*>(&ref_in[8 * n + 2 * quad_]);
+                               : *reinterpret_cast<const float2*>(&ref_in[8 * n + 2 * quad_()]);
       may_move = may_move || fmaxf(s_acc[4 * n], s_acc[4 * n + 2]) > ref.x + kLazyRescaleLog2 ||
                  fmaxf(s_acc[4 * n + 1], s_acc[4 * n + 3]) > ref.y + kLazyRescaleLog2;
     }
@@ -325,7 +340,7 @@ class ConvertRole {
     const float* ref_now = ref_in;  // the references the weights take (the previous ones, or the moved)
     if (may_move) {
       exchange_maxima(s_acc, first);
-      ref_now = smem_.chunk_max[c][warp_];
+      ref_now = smem_.chunk_max[c][warp_()];
     }
     // Weights, P, sums (per head: over this thread's two rows).
     float exact[16], rounded[16];
@@ -333,7 +348,7 @@ class ConvertRole {
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const float2 ref = !may_move && first ? make_float2(-INFINITY, -INFINITY)
-                                            : *reinterpret_cast<const float2*>(&ref_now[8 * n + 2 * quad_]);
+                                            : *reinterpret_cast<const float2*>(&ref_now[8 * n + 2 * quad_()]);
       const float reference0 = softmax_reference(ref.x), reference1 = softmax_reference(ref.y);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -347,8 +362,8 @@ class ConvertRole {
           exact[2 * n] += w0, exact[2 * n + 1] += w1, rounded[2 * n] += r0, rounded[2 * n + 1] += r1;
         }
       }
-      if (warp_ == 0 && lane_ < 4) {  // the references the next chunk starts from
-        *reinterpret_cast<float2*>(&smem_.reference[c][8 * n + 2 * quad_]) =
+      if (warp_() == 0 && lane_() < 4) {  // the references the next chunk starts from
+        *reinterpret_cast<float2*>(&smem_.reference[c][8 * n + 2 * quad_()]) =
             !may_move && first ? make_float2(-INFINITY, -INFINITY) : ref;
       }
     }
@@ -357,9 +372,9 @@ class ConvertRole {
     const uint32_t p_tile = smem_address(smem_.p[g % 2]);
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const int i = lane_ / 8;
-      const int head = 8 * (2 * m + i / 2) + lane_ % 8;
-      const int block = 2 * warp_ + i % 2;
+      const int i = lane_() / 8;
+      const int head = 8 * (2 * m + i / 2) + lane_() % 8;
+      const int block = 2 * warp_() + i % 2;
       const uint32_t regs[4] = {packed[2 * m][0], packed[2 * m][1], packed[2 * m + 1][0], packed[2 * m + 1][1]};
       stmatrix_x4_trans(p_tile + head * kTileRowBytes + ((block ^ (head % 8)) * 16), regs);
     }
@@ -367,13 +382,13 @@ class ConvertRole {
     // l with heads 8 (l / 4) + 2 q + e.
     reduce_columns(exact);
     reduce_columns(rounded);
-    const int head = 8 * (lane_ / 4) + 2 * quad_;
-    *reinterpret_cast<float2*>(&smem_.exact_sums[c][warp_][head]) = make_float2(exact[0], exact[1]);
-    *reinterpret_cast<float2*>(&smem_.rounded_sums[c][warp_][head]) = make_float2(rounded[0], rounded[1]);
-    if (!may_move && warp_ == 0 && lane_ < 4) {
+    const int head = 8 * (lane_() / 4) + 2 * quad_();
+    *reinterpret_cast<float2*>(&smem_.exact_sums[c][warp_()][head]) = make_float2(exact[0], exact[1]);
+    *reinterpret_cast<float2*>(&smem_.rounded_sums[c][warp_()][head]) = make_float2(rounded[0], rounded[1]);
+    if (!may_move && warp_() == 0 && lane_() < 4) {
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        *reinterpret_cast<float2*>(&smem_.rescale[c][8 * n + 2 * quad_]) = make_float2(1.0f, 1.0f);
+        *reinterpret_cast<float2*>(&smem_.rescale[c][8 * n + 2 * quad_()]) = make_float2(1.0f, 1.0f);
       }
     }
   }
@@ -395,7 +410,7 @@ class ConvertRole {
   template <int kWidth>
   __device__ __forceinline__ void reduce_round(float (&v)[16]) const {
     constexpr int kBit = 2 * kWidth;
-    const bool upper = (lane_ & kBit) != 0;
+    const bool upper = (lane_() & kBit) != 0;
 #pragma unroll
     for (int j = 0; j < kWidth; ++j) {
       // selp: a select of the values (a select of the elements' addresses puts v in local memory)
@@ -422,10 +437,10 @@ class ConvertRole {
 #pragma unroll
       for (int bit = 4; bit < 32; bit *= 2) m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], bit));
     }
-    if (lane_ < 4) {
+    if (lane_() < 4) {
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        *reinterpret_cast<float2*>(&smem_.chunk_max[c][warp_][8 * n + 2 * quad_]) = make_float2(m[2 * n], m[2 * n + 1]);
+        *reinterpret_cast<float2*>(&smem_.chunk_max[c][warp_()][8 * n + 2 * quad_()]) = make_float2(m[2 * n], m[2 * n + 1]);
       }
     }
     named_barrier<kMaximaStored + kConverter, kWarpgroupThreads>();
@@ -434,26 +449,26 @@ class ConvertRole {
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const float2 ref = first ? make_float2(-INFINITY, -INFINITY)
-                               : *reinterpret_cast<const float2*>(&ref_in[8 * n + 2 * quad_]);
-      float2 cm = *reinterpret_cast<const float2*>(&smem_.chunk_max[c][0][8 * n + 2 * quad_]);
+                               : *reinterpret_cast<const float2*>(&ref_in[8 * n + 2 * quad_()]);
+      float2 cm = *reinterpret_cast<const float2*>(&smem_.chunk_max[c][0][8 * n + 2 * quad_()]);
 #pragma unroll
       for (int w = 1; w < kWarpsPerWarpgroup; ++w) {
-        const float2 other = *reinterpret_cast<const float2*>(&smem_.chunk_max[c][w][8 * n + 2 * quad_]);
+        const float2 other = *reinterpret_cast<const float2*>(&smem_.chunk_max[c][w][8 * n + 2 * quad_()]);
         cm.x = fmaxf(cm.x, other.x);
         cm.y = fmaxf(cm.y, other.y);
       }
       now[n] = make_float2(next_reference(ref.x, cm.x), next_reference(ref.y, cm.y));
-      if (warp_ == 0 && lane_ < 4) {
+      if (warp_() == 0 && lane_() < 4) {
         const float2 factor = make_float2(now[n].x != ref.x ? fast_exp2(ref.x - now[n].x) : 1.0f,
                                           now[n].y != ref.y ? fast_exp2(ref.y - now[n].y) : 1.0f);
-        *reinterpret_cast<float2*>(&smem_.rescale[c][8 * n + 2 * quad_]) = factor;
+        *reinterpret_cast<float2*>(&smem_.rescale[c][8 * n + 2 * quad_()]) = factor;
       }
     }
     // Every warp has read the maxima: each warp's copy of the new references in its own row.
     named_barrier<kMaximaStored + kConverter, kWarpgroupThreads>();
-    if (lane_ < 4) {
+    if (lane_() < 4) {
 #pragma unroll
-      for (int n = 0; n < 8; ++n) *reinterpret_cast<float2*>(&smem_.chunk_max[c][warp_][8 * n + 2 * quad_]) = now[n];
+      for (int n = 0; n < 8; ++n) *reinterpret_cast<float2*>(&smem_.chunk_max[c][warp_()][8 * n + 2 * quad_()]) = now[n];
     }
     __syncwarp();
   }

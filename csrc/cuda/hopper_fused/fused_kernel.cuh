@@ -52,9 +52,9 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mla_fused_kernel(const __g
   } else {
     release_registers<kConverterRegisters>();
     if (warpgroup == kAccumulators) {
-      ConvertRole<0>(params, smem, thread).run();
+      ConvertRole<0>(params, smem).run();
     } else {
-      ConvertRole<1>(params, smem, thread).run();
+      ConvertRole<1>(params, smem).run();
     }
   }
 #endif
