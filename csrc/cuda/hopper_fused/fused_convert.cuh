@@ -55,8 +55,7 @@ class ConvertRole {
   __device__ void run() {
     using namespace sm90;
     int g = converter_;  // this converter's chunks: g, g + 2, ... over the CTA's walk
-    ChunkInfo info = wait_info(g);
-    if (info.item < 0) return;
+    if (wait_info(g).item < 0) return;
     {
       RowEntry first[2];
       table_rows(g, first);
@@ -64,6 +63,9 @@ class ConvertRole {
     }
     for (;; g += 2) {
       const int c = converter_;
+      // The chunk's place in its item, read from the table where needed (its slot keeps chunk g
+      // until PV of it has retired): not kept in registers across the chunk.
+      const ChunkInfo& info = smem_.info[g % kTableSlots];
       if (info.flags & kFirstChunk) {
         load_q(info);
       } else if (info.flags & kSecondChunk) {
@@ -71,19 +73,15 @@ class ConvertRole {
       }
       if (g >= 2) mbarrier_wait(smem_address(&smem_.k_empty[c]), ((g >> 1) - 1) & 1);
       float s_acc[32];
-      bool next_valid[2];
-      convert(g, s_acc, next_valid);
+      convert(g, s_acc);
       rope_steps(g, s_acc);
       wgmma_wait<0>();
       pin_registers(s_acc);
-      if (info.flags & kLastChunk) mbarrier_arrive(smem_address(&smem_.q_free));
-      softmax(g, s_acc, info);
+      if (smem_.info[g % kTableSlots].flags & kLastChunk) mbarrier_arrive(smem_address(&smem_.q_free));
+      softmax(g, s_acc);
       fence_proxy_async();  // the K tile and P are read by wgmma
       mbarrier_arrive(smem_address(&smem_.p_full[c]));
-      info = wait_info(g + 2);
-      if (info.item < 0) break;
-      valid_[0] = next_valid[0];
-      valid_[1] = next_valid[1];
+      if (wait_info(g + 2).item < 0) break;
     }
   }
 
@@ -110,7 +108,6 @@ class ConvertRole {
   static __device__ __forceinline__ int row0_() { return (thread_index() / 32) * 16 + (thread_index() % 32) / 4; }
   static __device__ __forceinline__ uint32_t lane_offset_() { return fragment_lane_offset(thread_index()); }
   RowBytes rows_[2];
-  bool valid_[2];
 
   __device__ __forceinline__ ChunkInfo wait_info(int g) const {
     const int slot = g % kTableSlots;
@@ -135,7 +132,6 @@ class ConvertRole {
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) load_group(rows_[r], rows[r], slot);
-      valid_[r] = entry_valid(rows[r]);
     }
   }
 
@@ -250,7 +246,7 @@ class ConvertRole {
   // Converts this thread's part of the chunk's two rows into K tile g % 2 and the 28 NoPE k-steps
   // of QK^T, reloading each group slot (and each half's scales) with chunk g + 2's rows once it is
   // converted.
-  __device__ void convert(int g, float (&s_acc)[32], bool (&next_valid)[2]) {
+  __device__ void convert(int g, float (&s_acc)[32]) {
     const uint32_t k_tile = smem_address(smem_.k[g % 2]);
     uint32_t scales[2][2];
     read_scales(g, scales);
@@ -279,9 +275,6 @@ class ConvertRole {
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_group(rows_[r], smem_.rows[next_slot][row0_() + 8 * r], slot);
     }
-    const int next_slot = (g + 2) % kTableSlots;
-    next_valid[0] = entry_valid(smem_.rows[next_slot][row0_()]);
-    next_valid[1] = entry_valid(smem_.rows[next_slot][row0_() + 8]);
   }
 
   // The 4 RoPE k-steps: their A fragments from the K tile's RoPE column block (accumulator 1's
@@ -315,17 +308,20 @@ class ConvertRole {
   // the maxima exchanged among this warpgroup's warps). The weights go into P (transposed: P
   // [head][candidate]), their sums by warp and head into exact_sums / rounded_sums, each head's
   // new reference into reference[c] and its O rescale factor into rescale[c].
-  __device__ void softmax(int g, float (&s_acc)[32], const ChunkInfo& info) {
+  __device__ void softmax(int g, float (&s_acc)[32]) {
     using namespace sm90;
     const int c = converter_;
-    const bool first = (info.flags & kFirstChunk) != 0;
+    const bool first = (smem_.info[g % kTableSlots].flags & kFirstChunk) != 0;
+    // The chunk's rows' flags, from the table (its slot keeps chunk g until PV of it has retired).
+    const bool valid[2] = {entry_valid(smem_.rows[g % kTableSlots][row0_()]),
+                           entry_valid(smem_.rows[g % kTableSlots][row0_() + 8])};
     // The other converter wrote the reference after chunk g - 1 (its p_full arrival), and has read
     // this converter's from chunk g - 2, which this chunk's rewrites (also at an item's first chunk:
     // the other converter may still be in the softmax of the previous item's last).
     if (g >= 1) mbarrier_wait(smem_address(&smem_.p_full[1 - c]), ((g - 1) >> 1) & 1);
     const float score_scale = score_scale_or_nan(params_.score_scale_log2);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s_acc[i] = masked_logit2(s_acc[i], valid_[(i / 2) % 2], score_scale);
+    for (int i = 0; i < 32; ++i) s_acc[i] = masked_logit2(s_acc[i], valid[(i / 2) % 2], score_scale);
     const float* ref_in = smem_.reference[1 - c];
     // Does any head of the chunk pass its reference by the lazy margin?
     bool may_move = false;
