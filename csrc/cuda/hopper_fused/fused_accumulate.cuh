@@ -60,7 +60,7 @@ class AccumulateRole {
           row_max_[0] = smem_.reference[c][head_];
           row_max_[1] = smem_.reference[c][head_ + 8];
         }
-        mbarrier_arrive(smem_address(&smem_.k_empty[c]));
+        mbarrier_arrive(smem_address(&smem_.k_empty[c][kAccumulator]));
         if constexpr (kWritesTable) write_table_chunk(items, g + kTableSlots, table_index);
         if constexpr (kCopiesRope) copy_rope(g + 2);
       }

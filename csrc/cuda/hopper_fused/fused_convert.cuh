@@ -71,7 +71,7 @@ class ConvertRole {
       } else if (info.flags & kSecondChunk) {
         mbarrier_wait(smem_address(&smem_.q_full), info.ordinal & 1);
       }
-      if (g >= 2) mbarrier_wait(smem_address(&smem_.k_empty[c]), ((g >> 1) - 1) & 1);
+      wait_tile_half(g, 0);  // half 1: in convert(), before its first k-step
       float s_acc[32];
       convert(g, s_acc);
       rope_steps(g, s_acc);
@@ -119,6 +119,12 @@ class ConvertRole {
     sm90::mbarrier_wait(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
     rows[0] = smem_.rows[slot][row0_()];
     rows[1] = smem_.rows[slot][row0_() + 8];
+  }
+
+  // K tile g % 2's column blocks of half `half` are free: accumulator `half`'s PV of chunk g - 2
+  // has retired.
+  __device__ __forceinline__ void wait_tile_half(int g, int half) const {
+    if (g >= 2) sm90::mbarrier_wait(smem_address(&smem_.k_empty[g % 2][half]), ((g >> 1) - 1) & 1);
   }
 
   // Slot `slot`'s 8 code bytes of a row (zeros for a masked row: nothing read).
@@ -258,6 +264,7 @@ class ConvertRole {
     for (int slot = 0; slot < kSlots; ++slot) {
       const int half = slot < kSlots0 ? 0 : 1;
       const int local_slot = slot - (half == 0 ? 0 : kSlots0);
+      if (slot == kSlots0) wait_tile_half(g, 1);
       uint32_t scale[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) scale[r] = hopper::e4m3_to_decode_scale(uint8_t(scales[r][half] >> (8 * local_slot)));

@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mla_fused_kernel(const __g
     if ((smem_address(smem_bytes) & 1023u) != 0) __trap();  // the swizzled tiles need 1024-byte alignment
     for (int c = 0; c < 2; ++c) {
       mbarrier_init(smem_address(&smem.p_full[c]), kWarpgroupThreads);
-      mbarrier_init(smem_address(&smem.k_empty[c]), kAccumulators * kWarpgroupThreads);
+      for (int p = 0; p < kAccumulators; ++p) mbarrier_init(smem_address(&smem.k_empty[c][p]), kWarpgroupThreads);
       mbarrier_init(smem_address(&smem.rope_full[c]), kChunkRows);
     }
     for (int slot = 0; slot < kTableSlots; ++slot) {

@@ -111,7 +111,9 @@ struct alignas(1024) SharedStorage {
   float out_scale[kHeads];                         // the item's epilogue
   // mbarriers
   uint64_t p_full[2];      // converter c: chunk's K tile (NoPE), P, the sums and the factors written (128)
-  uint64_t k_empty[2];     // both accumulators' PV of the tile's chunk retired (256)
+  // [tile][p]: accumulator p's PV of the tile's chunk retired (128): column blocks 4 p .. 4 p + 3,
+  // which the converter's half p writes (P, the sums and the factors are rewritten only after both).
+  uint64_t k_empty[2][kAccumulators];
   uint64_t rope_full[2];   // accumulator 1's RoPE copies of the tile's chunk landed (64, cp.async)
   uint64_t table_full[kTableSlots];   // the slot's chunk's rows and info written (64)
   uint64_t scales_full[kTableSlots];  // the slot's chunk's scale rows landed (64, cp.async)
