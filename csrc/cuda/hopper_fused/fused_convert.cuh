@@ -69,7 +69,7 @@ class ConvertRole {
       if (info.flags & kFirstChunk) {
         load_q(info);
       } else if (info.flags & kSecondChunk) {
-        mbarrier_wait(smem_address(&smem_.q_full), info.ordinal & 1);
+        mbarrier_wait_suspended(smem_address(&smem_.q_full), info.ordinal & 1);
       }
       wait_tile_half(g, 0);  // half 1: in convert(), before its first k-step
       float s_acc[32];
@@ -111,12 +111,12 @@ class ConvertRole {
 
   __device__ __forceinline__ ChunkInfo wait_info(int g) const {
     const int slot = g % kTableSlots;
-    sm90::mbarrier_wait(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
+    sm90::mbarrier_wait_suspended(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
     return smem_.info[slot];
   }
   __device__ __forceinline__ void table_rows(int g, RowEntry (&rows)[2]) const {
     const int slot = g % kTableSlots;
-    sm90::mbarrier_wait(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
+    sm90::mbarrier_wait_suspended(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
     rows[0] = smem_.rows[slot][row0_()];
     rows[1] = smem_.rows[slot][row0_() + 8];
   }
@@ -124,7 +124,7 @@ class ConvertRole {
   // K tile g % 2's column blocks of half `half` are free: accumulator `half`'s PV of chunk g - 2
   // has retired.
   __device__ __forceinline__ void wait_tile_half(int g, int half) const {
-    if (g >= 2) sm90::mbarrier_wait(smem_address(&smem_.k_empty[g % 2][half]), ((g >> 1) - 1) & 1);
+    if (g >= 2) sm90::mbarrier_wait_suspended(smem_address(&smem_.k_empty[g % 2][half]), ((g >> 1) - 1) & 1);
   }
 
   // Slot `slot`'s 8 code bytes of a row (zeros for a masked row: nothing read).
@@ -146,7 +146,7 @@ class ConvertRole {
   // scales[r][0], of words 4..6 (half 1's) in scales[r][1], slot order.
   __device__ __forceinline__ void read_scales(int g, uint32_t (&scales)[2][2]) const {
     const int slot = g % kTableSlots;
-    sm90::mbarrier_wait(smem_address(&smem_.scales_full[slot]), (g / kTableSlots) & 1);
+    sm90::mbarrier_wait_suspended(smem_address(&smem_.scales_full[slot]), (g / kTableSlots) & 1);
     const uint32_t pick = uint32_t(quad_()) | (uint32_t(quad_() + 4) << 4);  // byte q of two words
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -163,22 +163,24 @@ class ConvertRole {
   // the other converter. Also asks L2 for the CTA's next item's Q.
   __device__ void load_q(const ChunkInfo& info) {
     using namespace sm90;
-    if (info.ordinal > 0) mbarrier_wait(smem_address(&smem_.q_free), (info.ordinal - 1) & 1);
+    if (info.ordinal > 0) mbarrier_wait_suspended(smem_address(&smem_.q_free), (info.ordinal - 1) & 1);
     const WorkRows rows = work_rows<kHeads, false>(params_, info.item);
     const __nv_bfloat16* q_item = params_.q + (int64_t(rows.token) * params_.num_heads + rows.head0) * nvfp4::kHeadDim;
+    // This thread's word of each of its heads is the same (index % 64 = thread % 64), its heads
+    // thread / 64 + 2 k: where the word's pieces go in a head's row is computed once (QWordPlace),
+    // each head adds its row and its swizzle.
+    const int word = thread_() % 64;
+    const QWordPlace place = q_word_place(word);
 #pragma unroll 1
     for (int batch = 0; batch < kQLoads / kQBatch; ++batch) {
       uint4 words[kQBatch];
 #pragma unroll
       for (int k = 0; k < kQBatch; ++k) {
-        const int index = thread_() + kWarpgroupThreads * (kQBatch * batch + k);  // head * 64 + word
-        words[k] = sm90::ld_global_nc_16(q_item + (index / 64) * nvfp4::kHeadDim + 8 * (index % 64));
+        const int head = thread_() / 64 + 2 * (kQBatch * batch + k);
+        words[k] = sm90::ld_global_nc_16(q_item + head * nvfp4::kHeadDim + 8 * word);
       }
 #pragma unroll
-      for (int k = 0; k < kQBatch; ++k) {
-        const int index = thread_() + kWarpgroupThreads * (kQBatch * batch + k);
-        store_q_word(index / 64, index % 64, words[k]);
-      }
+      for (int k = 0; k < kQBatch; ++k) store_q_word(place, thread_() / 64 + 2 * (kQBatch * batch + k), words[k]);
     }
     fence_proxy_async();  // Q is read by wgmma
     named_barrier<kQStored + kConverter, kWarpgroupThreads>();  // its own warps' QK^T
@@ -193,14 +195,19 @@ class ConvertRole {
     }
   }
 
-  // Q's 8 dims of word `word` (dims 8 word ..) of row `head` at the positions the K tile holds them.
-  __device__ __forceinline__ void store_q_word(int head, int word, uint4 dims) const {
-    using namespace sm90;
+  // Where Q's word `word` (dims 8 word ..) goes in a head's row of the Q halves, the head's row
+  // (head * 128) and swizzle ((16-byte chunk ^ head % 8) * 16) left out: NoPE words 4 pairs (each
+  // the byte offset of its 16-byte chunk in the row, its offset within the chunk and its column
+  // block), RoPE words one 16-byte chunk.
+  struct QWordPlace {
+    uint32_t base;        // the Q half's shared address plus the column block's offset (pair 0)
+    uint32_t block_step;  // 0 or one column block: pairs 2, 3 (k-step + 1) may cross into the next
+    uint32_t chunk[4];    // 16-byte chunk (0..7) of each pair in the row
+    uint32_t within[4];   // byte offset of each pair within its chunk
+  };
+  __device__ __forceinline__ QWordPlace q_word_place(int word) const {
+    QWordPlace place{};
     if (word < hopper_small::kRopeFirstWord) {
-      dims.x = bf16x2_mul(dims.x, hopper::kBitDecodeUnscaleBf16x2);
-      dims.y = bf16x2_mul(dims.y, hopper::kBitDecodeUnscaleBf16x2);
-      dims.z = bf16x2_mul(dims.z, hopper::kBitDecodeUnscaleBf16x2);
-      dims.w = bf16x2_mul(dims.w, hopper::kBitDecodeUnscaleBf16x2);
       // Word 2 g + b of group g = first_group(h) + local: lane q = local % 4, slot local / 4; k-step
       // 4 slot + 2 b + t holds (dim 2t, 2t + 4) at position 2 q and (2t + 1, 2t + 5) at 2 q + 8.
       const int group = word / 2;
@@ -208,16 +215,42 @@ class ConvertRole {
       const int local = group - hopper_small::first_group(half);
       const int q = hopper_small::group_lane(half, local);
       const int kstep = 4 * hopper_small::group_slot(half, local) + 2 * (word % 2);
-      const uint32_t base = smem_address(smem_.q[half]);
-      st_shared_4(base + q_pair_offset(head, kstep, 2 * q), byte_perm(dims.x, dims.z, 0x5410u));
-      st_shared_4(base + q_pair_offset(head, kstep, 2 * q + 8), byte_perm(dims.x, dims.z, 0x7632u));
-      st_shared_4(base + q_pair_offset(head, kstep + 1, 2 * q), byte_perm(dims.y, dims.w, 0x5410u));
-      st_shared_4(base + q_pair_offset(head, kstep + 1, 2 * q + 8), byte_perm(dims.y, dims.w, 0x7632u));
+      place.base = smem_address(smem_.q[half]) + (kstep / 4) * kQColumnBlockBytes;
+      const int positions[4] = {2 * q, 2 * q + 8, 2 * q, 2 * q + 8};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int byte_in_row = ((kstep + i / 2) % 4) * 32 + 2 * positions[i];
+        place.chunk[i] = byte_in_row / 16;
+        place.within[i] = byte_in_row % 16;
+      }
+      place.block_step = ((kstep + 1) / 4 != kstep / 4) ? kQColumnBlockBytes : 0;
     } else {
-      // RoPE word k = word - 56 (dims 448 + 8 k ..): k-step 12 + k / 2, positions 8 (k % 2) ..
-      const int k = word - hopper_small::kRopeFirstWord;
-      st_shared_16(smem_address(smem_.q[1]) + q_pair_offset(head, kRopeKStep + k / 2, 8 * (k % 2)), dims.x, dims.y,
-                   dims.z, dims.w);
+      const int k = word - hopper_small::kRopeFirstWord;  // RoPE dims 448 + 8 k ..: k-step 12 + k / 2
+      const int kstep = kRopeKStep + k / 2;
+      place.base = smem_address(smem_.q[1]) + (kstep / 4) * kQColumnBlockBytes;
+      place.chunk[0] = ((kstep % 4) * 32 + 16 * (k % 2)) / 16;
+    }
+    return place;
+  }
+  // Q's word (8 dims) of row `head` at the positions the K tile holds them, the NoPE dims times
+  // 2^9 (the converted K is 2^-9 times the cache's values there).
+  __device__ __forceinline__ void store_q_word(const QWordPlace& place, int head, uint4 dims) const {
+    using namespace sm90;
+    const uint32_t row = place.base + head * kTileRowBytes;
+    const uint32_t swizzle = head % 8;
+    if (thread_() % 64 < hopper_small::kRopeFirstWord) {
+      dims.x = bf16x2_mul(dims.x, hopper::kBitDecodeUnscaleBf16x2);
+      dims.y = bf16x2_mul(dims.y, hopper::kBitDecodeUnscaleBf16x2);
+      dims.z = bf16x2_mul(dims.z, hopper::kBitDecodeUnscaleBf16x2);
+      dims.w = bf16x2_mul(dims.w, hopper::kBitDecodeUnscaleBf16x2);
+      const uint32_t value[4] = {byte_perm(dims.x, dims.z, 0x5410u), byte_perm(dims.x, dims.z, 0x7632u),
+                                 byte_perm(dims.y, dims.w, 0x5410u), byte_perm(dims.y, dims.w, 0x7632u)};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        st_shared_4(row + (i / 2) * place.block_step + ((place.chunk[i] ^ swizzle) * 16 | place.within[i]), value[i]);
+      }
+    } else {
+      st_shared_16(row + (place.chunk[0] ^ swizzle) * 16, dims.x, dims.y, dims.z, dims.w);
     }
   }
 
@@ -278,7 +311,7 @@ class ConvertRole {
       // Chunk g + 2's rows (accumulator 0 wrote them after PV of chunk g - 2), read from the table
       // at each reload rather than kept in registers.
       const int next_slot = (g + 2) % kTableSlots;
-      if (slot == 0) sm90::mbarrier_wait(smem_address(&smem_.table_full[next_slot]), ((g + 2) / kTableSlots) & 1);
+      if (slot == 0) sm90::mbarrier_wait_suspended(smem_address(&smem_.table_full[next_slot]), ((g + 2) / kTableSlots) & 1);
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_group(rows_[r], smem_.rows[next_slot][row0_() + 8 * r], slot);
     }
@@ -289,7 +322,7 @@ class ConvertRole {
   __device__ __forceinline__ void rope_steps(int g, float (&s_acc)[32]) {
     using namespace sm90;
     const uint32_t k_tile = smem_address(smem_.k[g % 2]);
-    mbarrier_wait(smem_address(&smem_.rope_full[g % 2]), (g >> 1) & 1);
+    mbarrier_wait_suspended(smem_address(&smem_.rope_full[g % 2]), (g >> 1) & 1);
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q[1]), 16, 1024);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -325,7 +358,7 @@ class ConvertRole {
     // The other converter wrote the reference after chunk g - 1 (its p_full arrival), and has read
     // this converter's from chunk g - 2, which this chunk's rewrites (also at an item's first chunk:
     // the other converter may still be in the softmax of the previous item's last).
-    if (g >= 1) mbarrier_wait(smem_address(&smem_.p_full[1 - c]), ((g - 1) >> 1) & 1);
+    if (g >= 1) mbarrier_wait_suspended(smem_address(&smem_.p_full[1 - c]), ((g - 1) >> 1) & 1);
     const float score_scale = score_scale_or_nan(params_.score_scale_log2);
 #pragma unroll
     for (int i = 0; i < 32; ++i) s_acc[i] = masked_logit2(s_acc[i], valid[(i / 2) % 2], score_scale);

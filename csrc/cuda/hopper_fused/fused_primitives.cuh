@@ -36,4 +36,17 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t address, uint32_t (&r)[4]) 
                : "memory");
 }
 
+// Blocks until the phase with parity `parity` of the barrier has completed, the warp suspended
+// meanwhile (a time hint of 10 ms: it resumes when the phase completes) rather than polling: a
+// polling wait issues a try_wait and a branch in a loop, issue slots that the warps converting
+// beside it on the same scheduler need.
+__device__ __forceinline__ void mbarrier_wait_suspended(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity), "n"(10000000)
+      : "memory");
+}
+
 }  // namespace cake::cuda::sm90
