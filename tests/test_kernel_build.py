@@ -26,7 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # compiling for the ablation runs, the small-heads kernel's trace build and its development builds
 # (the row table written by a converter at 16 heads, two QK^T groups in flight a converter, the
 # ablation without PV; docs/hopper_small_kernel.md,
-# "To run on an H200"), and the operand-path probe (a serialised wgmma there would time the wrong
+# "To run on an H200"), the fused 64-head development kernel (docs/hopper_kernel.md, "Development
+# builds"), and the operand-path probe (a serialised wgmma there would time the wrong
 # thing).
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", (switch,))
@@ -35,6 +36,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
+    ("csrc/cuda/hopper_fused/fused.cu", ("-DCAKE_HOPPER_FUSED",)),
     ("benchmarks/operand_path_probe.cu", ())]
 
 

@@ -1,7 +1,7 @@
 // Geometry, roles, register budgets, shared-memory plan and barrier ids of the fused 64-head Hopper
 // (sm_90a) prefill kernel, a development kernel (built with -DCAKE_HOPPER_FUSED, which makes the
-// 64-head kernel's whole-list launches run this one instead; docs/hopper_kernel.md, "The fused
-// design"). Plain C++: the host checks the fit.
+// 64-head kernel's whole-list launches run this one instead; docs/hopper_kernel.md, "What would
+// close the gap", item 4, and "Development builds"). Plain C++: the host checks the fit.
 //
 // The converters that turn a chunk's NVFP4 rows into bf16 also multiply them: S^T = K Q^T with the
 // freshly converted K as the register A operand of wgmma (M = 64 candidates, N = 64 heads), so QK^T
