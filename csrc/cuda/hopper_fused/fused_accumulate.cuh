@@ -67,6 +67,8 @@ class AccumulateRole {
       }
       finish_item(u);
     }
+    // The table's scale rows of the chunks past the CTA's last (zero-fills) may still be landing.
+    if constexpr (kWritesTable) cp_async_wait<0>();
   }
 
  private:

@@ -38,7 +38,7 @@ constexpr int kAccumulatorRegisters = CAKE_FUSED_ACCUMULATOR_REGISTERS;
 #else
 constexpr int kAccumulatorRegisters = 160;
 #endif
-constexpr int kConverterRegisters = 2 * kLaunchRegisters - kAccumulatorRegisters;  // 104
+constexpr int kConverterRegisters = 2 * kLaunchRegisters - kAccumulatorRegisters;  // 96
 static_assert(kAccumulatorRegisters % 8 == 0 && kConverterRegisters % 8 == 0, "setmaxnreg takes multiples of 8");
 
 // Tiles are [column blocks][rows][128 bytes], 128-byte swizzled (16-byte chunk k of row r at chunk
@@ -72,6 +72,9 @@ constexpr int kAccumulatorPositions = 256;
 // code loads) and its scales at its start.
 using RowEntry = uint64_t;
 constexpr int kTableSlots = 4;
+// Entries are written four chunks ahead and a converter reads chunk g + 2's while converting g:
+// fewer than 3 slots would have a writer wait for a read that waits for it.
+static_assert(kTableSlots >= 3, "the row table's hand-overs need 3 slots or more");
 // Flags of ChunkInfo.
 constexpr int kFirstChunk = 1;   // the item's first chunk (the reference restarts; its converter loads Q)
 constexpr int kSecondChunk = 2;  // the item's second (the other converter's first: it waits for Q)

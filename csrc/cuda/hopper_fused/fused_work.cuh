@@ -77,14 +77,6 @@ __device__ __forceinline__ ChunkInfo chunk_info(int items, const ChunkCursor& c)
 // k-steps 12..15): k-step 12 + i holds the RoPE dims 16 i .. 16 i + 15 in order, i.e. K-tile
 // chunk 56 + k holds RoPE dims 8 k .. 8 k + 7: the cache's RoPE bytes copied as they are.
 
-// Byte offset in a Q half of the bf16 pair at `position`, `position` + 1 (even) of k-step `kstep`
-// in row `head`.
-__host__ __device__ constexpr uint32_t q_pair_offset(int head, int kstep, int position) {
-  const int byte_in_row = (kstep % 4) * 32 + 2 * position;
-  return uint32_t((kstep / 4) * kQColumnBlockBytes + head * kTileRowBytes +
-                  ((((byte_in_row / 16) ^ (head % 8)) * 16) | (byte_in_row % 16)));
-}
-
 // The output dim that column `column` (0..7) of K-tile chunk `chunk` (0..63) holds.
 __host__ __device__ constexpr int fused_tile_dim(int chunk, int column) {
   return chunk < 8 * kRopeColumnBlock ? hopper_small::k_tile_dim(chunk, column)
@@ -104,11 +96,6 @@ constexpr bool fused_tile_dims_permute() {
 static_assert(fused_tile_dims_permute(), "the K tile holds each of the 512 dims once");
 static_assert(hopper_small::k_tile_chunk(1, kRopeKStep - 1, 1) < 8 * kRopeColumnBlock,
               "the converters' NoPE k-steps stay out of the RoPE column block");
-
-// Byte offset of 16-byte chunk `chunk` (0..63) of candidate row `row` in a K tile.
-__device__ __forceinline__ uint32_t k_chunk_offset(int row, int chunk) {
-  return (chunk / 8) * kKColumnBlockBytes + row * kTileRowBytes + (((chunk % 8) ^ (row % 8)) * 16);
-}
 
 // stmatrix / ldmatrix .x4 of a k-step's A fragment: lanes 8 i .. 8 i + 7 address matrix i (rows
 // 16 w + 8 (i % 2) .., positions 8 (i / 2) ..). The lane's part of the address within a column
