@@ -204,6 +204,7 @@ class ConvertRole {
     uint32_t block_step;  // 0 or one column block: pairs 2, 3 (k-step + 1) may cross into the next
     uint32_t chunk[4];    // 16-byte chunk (0..7) of each pair in the row
     uint32_t within[4];   // byte offset of each pair within its chunk
+    bool rope;            // a RoPE word: one 16-byte chunk, as loaded
   };
   __device__ __forceinline__ QWordPlace q_word_place(int word) const {
     QWordPlace place{};
@@ -225,6 +226,7 @@ class ConvertRole {
       }
       place.block_step = ((kstep + 1) / 4 != kstep / 4) ? kQColumnBlockBytes : 0;
     } else {
+      place.rope = true;
       const int k = word - hopper_small::kRopeFirstWord;  // RoPE dims 448 + 8 k ..: k-step 12 + k / 2
       const int kstep = kRopeKStep + k / 2;
       place.base = smem_address(smem_.q[1]) + (kstep / 4) * kQColumnBlockBytes;
@@ -238,7 +240,7 @@ class ConvertRole {
     using namespace sm90;
     const uint32_t row = place.base + head * kTileRowBytes;
     const uint32_t swizzle = head % 8;
-    if (thread_() % 64 < hopper_small::kRopeFirstWord) {
+    if (!place.rope) {
       dims.x = bf16x2_mul(dims.x, hopper::kBitDecodeUnscaleBf16x2);
       dims.y = bf16x2_mul(dims.y, hopper::kBitDecodeUnscaleBf16x2);
       dims.z = bf16x2_mul(dims.z, hopper::kBitDecodeUnscaleBf16x2);

@@ -47,7 +47,7 @@ __device__ __forceinline__ int32_t chunk_row_index(const DecodeParams& params, i
                                                    int row) {
   if (c.item >= items) return -1;
   const bool in_main = c.chunk < c.u.chunks0;
-  const CandidateListParams& list = params.lists[in_main ? 0 : 1];
+  const CandidateListParams& list = chunk_list(params, items, c);
   const int position = (in_main ? c.chunk : c.chunk - c.u.chunks0) * kChunkRows + row;
   const int length = in_main ? c.u.length0 : c.u.length1;
   return position < length ? __ldg(list.indices + int64_t(c.u.token) * list.width + position) : -1;
