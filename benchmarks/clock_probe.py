@@ -42,8 +42,9 @@ def sample_clocks(query, duration_s, interval_ms):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def parse_samples(proc):
-    text = proc.communicate()[0]
+def parse_samples(text):
+    """nvidia-smi's CSV lines (the fields of the clock query, no header, no units) as dicts; lines
+    that are not such a sample (a driver message) are skipped."""
     rows = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
@@ -54,7 +55,7 @@ def parse_samples(proc):
                          "temp_c": float(parts[3]), "reasons": parts[4]})
         except ValueError:
             continue
-    return rows, text
+    return rows
 
 
 def run_for(fn, seconds, group, flush):
@@ -146,7 +147,8 @@ def main():
             run_for(fn, 1.0, args.group, fl)  # warm-up: clocks and power settle
             proc = sample_clocks(query, args.seconds, args.interval_ms)
             seconds, calls = run_for(fn, args.seconds - 0.3, args.group, fl)
-            samples, raw = parse_samples(proc)
+            raw = proc.communicate()[0]
+            samples = parse_samples(raw)
             if not samples:
                 raise SystemExit(f"nvidia-smi gave no samples:\n{raw}")
             summary = summarise(samples, 0.1)

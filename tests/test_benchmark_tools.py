@@ -953,3 +953,35 @@ def test_ncu_roles_sets_builds_side_by_side(tmp_path):
     assert "| samples at FMNMX | 30 | 50 |" in consumers and "| samples at BAR | 0 | 20 |" in consumers
     dequant = lines[lines.index("## dequant"):]
     assert "| samples | 5 | 0 |" in dequant and "| samples at STS | 5 | 0 |" in dequant
+
+
+def test_clock_probe_reads_nvidia_smi_samples():
+    """clock_probe.py's parsing of nvidia-smi's CSV samples and its summary after the settling part."""
+    clock_probe = import_benchmark("clock_probe")
+    text = "\n".join([
+        "1980, 3201, 350.10, 40, 0x0000000000000000",
+        "No devices were found",  # a driver message between samples is skipped
+        "1500, 3201, 690.00, 55, 0x0000000000000004",
+        "1485, 3201, 691.50, 56, 0x0000000000000004",
+        "1515, 3201, 692.25, 57, 0x0000000000000004",
+        "[N/A], 3201, 692.25, 57, 0x0000000000000004",  # a field nvidia-smi could not read
+    ])
+    samples = clock_probe.parse_samples(text)
+    assert [s["sm_mhz"] for s in samples] == [1980.0, 1500.0, 1485.0, 1515.0]
+    summary = clock_probe.summarise(samples, 0.25)  # the first of four samples is the settling part
+    assert summary["samples"] == 3
+    assert summary["sm_mhz_median"] == 1500.0 and summary["sm_mhz_min"] == 1485.0 and summary["sm_mhz_max"] == 1515.0
+    assert summary["power_w_median"] == 691.5 and summary["temp_c_max"] == 57.0
+    assert summary["event_reasons"] == {"0x0000000000000004": 3}
+
+
+def test_clock_probe_recorded_run_is_consistent():
+    """The recorded sustained-load run: each row's fraction is its TFLOP/s over the same form's
+    matmul, and its cycle count is its time at its median clock."""
+    run = json.loads((ROOT / "docs" / "data" / "clock_probe_h200_8b0fece.json").read_text())
+    matmul = {r["form"]: r["tflops"] for r in run["rows"] if r["workload"].startswith("matmul")}
+    assert set(matmul) == {"back to back", "L2 flushed before each call"}
+    for row in run["rows"]:
+        assert row["of_matmul"] == pytest.approx(row["tflops"] / matmul[row["form"]])
+        assert row["cycles_per_call_at_median_clock"] == pytest.approx(row["call_us"] * row["sm_mhz_median"])
+        assert row["sm_mhz_min"] <= row["sm_mhz_median"] <= row["sm_mhz_max"]
