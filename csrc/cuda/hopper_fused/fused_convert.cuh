@@ -106,7 +106,9 @@ class ConvertRole {
   static __device__ __forceinline__ int quad_() { return thread_index() % 4; }
   // its candidate rows in a chunk: row0 and row0 + 8
   static __device__ __forceinline__ int row0_() { return (thread_index() / 32) * 16 + (thread_index() % 32) / 4; }
-  static __device__ __forceinline__ uint32_t lane_offset_() { return fragment_lane_offset(thread_index()); }
+  static __device__ __forceinline__ uint32_t lane_offset_() {
+    return hopper_small::fragment_x4_lane_offset(thread_index());
+  }
   RowBytes rows_[2];
 
   __device__ __forceinline__ ChunkInfo wait_info(int g) const {

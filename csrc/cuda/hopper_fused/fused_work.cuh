@@ -97,13 +97,4 @@ static_assert(fused_tile_dims_permute(), "the K tile holds each of the 512 dims 
 static_assert(hopper_small::k_tile_chunk(1, kRopeKStep - 1, 1) < 8 * kRopeColumnBlock,
               "the converters' NoPE k-steps stay out of the RoPE column block");
 
-// stmatrix / ldmatrix .x4 of a k-step's A fragment: lanes 8 i .. 8 i + 7 address matrix i (rows
-// 16 w + 8 (i % 2) .., positions 8 (i / 2) ..). The lane's part of the address within a column
-// block for k-step chunk pair 0; k-step s adds an XOR of 32 (s % 4).
-__device__ __forceinline__ uint32_t fragment_lane_offset(int thread) {
-  const int lane = thread % 32;
-  const int row = (thread / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
-  return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
-}
-
 }  // namespace cake::cuda::hopper_fused

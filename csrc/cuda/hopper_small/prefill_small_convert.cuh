@@ -47,7 +47,7 @@ class ConvertRole {
  public:
   __device__ ConvertRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
-        row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(stmatrix_lane_offset(thread)),
+        row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(fragment_x4_lane_offset(thread)),
         num_units_(num_work_units<kSplitItems>(params)) {
     if constexpr (kRopeLast) {  // a masked row's registers keep what they hold: start from zeros
       rows_[0] = RowBytes{};
@@ -164,17 +164,6 @@ class ConvertRole {
   static constexpr int kGroupsInFlight = 1;
 #endif
   static_assert(kGroupsInFlight >= 1 && kGroupsInFlight <= 7, "wgmma.wait_group takes 0..7");
-
-  // stmatrix.x4 of a k-step's fragment: lanes 8 i .. 8 i + 7 address matrix i = register a_i, whose
-  // rows are the warp's candidates 16 w + 8 (i % 2) .. and whose columns are positions 8 (i / 2) ..,
-  // i.e. chunk 2 (step % 4) + i / 2 of the row in column block step / 4 of the half. The part of
-  // k_chunk_offset that does not depend on the step: row * 128 + ((i / 2) ^ row % 8) * 16 (the
-  // step's 2 (step % 4) enters the swizzle as an XOR of 32 (step % 4)).
-  static __device__ __forceinline__ uint32_t stmatrix_lane_offset(int thread) {
-    const int lane = thread % 32;
-    const int row = (thread / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
-    return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
-  }
 
   // Where the attend warpgroup does not write the row table (32 heads a unit, !G::kAttendWritesTable)
   // converter 0's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
