@@ -163,14 +163,27 @@ __device__ __forceinline__ void bulk_wait_group() {
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Blocks until the phase with parity `parity` of the barrier has completed.
+// Blocks until the phase with parity `parity` of the barrier has completed. kSuspendHintNs > 0
+// passes try_wait a suspend-time hint: the warp sleeps until the phase completes (or the hint
+// runs out) instead of re-issuing the test, which frees issue slots for warps beside it on the
+// same scheduler (the fused development kernel's converters); 0, the default, polls.
+template <uint32_t kSuspendHintNs = 0>
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
+  if constexpr (kSuspendHintNs == 0) {
+    asm volatile(
+        "{\n.reg .pred done;\nwait_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+  } else {
+    asm volatile(
+        "{\n.reg .pred done;\nwait_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+        "@!done bra wait_%=;\n}\n" ::"r"(bar),
+        "r"(parity), "n"(kSuspendHintNs)
+        : "memory");
+  }
 }
 
 template <int kRegisters>

@@ -48,7 +48,7 @@ class AccumulateRole {
         const int c = g % 2;
         int32_t table_index = -1;
         if constexpr (kWritesTable) table_index = load_table_index(items, g + kTableSlots);
-        mbarrier_wait_suspended(smem_address(&smem_.p_full[c]), (g >> 1) & 1);
+        mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.p_full[c]), (g >> 1) & 1);
         fence_proxy_async();  // the converter's stmatrix stores (K tile, P) are read by wgmma
         rescale(c);
         wgmma_fence();
@@ -186,7 +186,7 @@ class AccumulateRole {
   __device__ void copy_rope(int a) {
     if (thread_ >= kChunkRows) return;
     const int slot = a % kTableSlots;
-    sm90::mbarrier_wait_suspended(smem_address(&smem_.table_full[slot]), (a / kTableSlots) & 1);
+    sm90::mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.table_full[slot]), (a / kTableSlots) & 1);
     if (smem_.info[slot].item < 0) return;  // past the CTA's chunks
     const RowEntry e = smem_.rows[slot][thread_];
     const bool valid = entry_valid(e);

@@ -21,6 +21,7 @@
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "../hopper/sm90_primitives.cuh"
 #include "../hopper_small/sm90_small_primitives.cuh"
+#include "../portable/sm80_primitives.cuh"  // ldmatrix_x4
 #include "fused_layout.h"
 #include "fused_primitives.cuh"
 #include "fused_work.cuh"
@@ -69,7 +70,7 @@ class ConvertRole {
       if (info.flags & kFirstChunk) {
         load_q(info);
       } else if (info.flags & kSecondChunk) {
-        mbarrier_wait_suspended(smem_address(&smem_.q_full), info.ordinal & 1);
+        mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.q_full), info.ordinal & 1);
       }
       wait_tile_half(g, 0);  // half 1: in convert(), before its first k-step
       float s_acc[32];
@@ -113,12 +114,12 @@ class ConvertRole {
 
   __device__ __forceinline__ ChunkInfo wait_info(int g) const {
     const int slot = g % kTableSlots;
-    sm90::mbarrier_wait_suspended(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
+    sm90::mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
     return smem_.info[slot];
   }
   __device__ __forceinline__ void table_rows(int g, RowEntry (&rows)[2]) const {
     const int slot = g % kTableSlots;
-    sm90::mbarrier_wait_suspended(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
+    sm90::mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.table_full[slot]), (g / kTableSlots) & 1);
     rows[0] = smem_.rows[slot][row0_()];
     rows[1] = smem_.rows[slot][row0_() + 8];
   }
@@ -126,7 +127,7 @@ class ConvertRole {
   // K tile g % 2's column blocks of half `half` are free: accumulator `half`'s PV of chunk g - 2
   // has retired.
   __device__ __forceinline__ void wait_tile_half(int g, int half) const {
-    if (g >= 2) sm90::mbarrier_wait_suspended(smem_address(&smem_.k_empty[g % 2][half]), ((g >> 1) - 1) & 1);
+    if (g >= 2) sm90::mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.k_empty[g % 2][half]), ((g >> 1) - 1) & 1);
   }
 
   // Slot `slot`'s 8 code bytes of a row (zeros for a masked row: nothing read).
@@ -148,7 +149,7 @@ class ConvertRole {
   // scales[r][0], of words 4..6 (half 1's) in scales[r][1], slot order.
   __device__ __forceinline__ void read_scales(int g, uint32_t (&scales)[2][2]) const {
     const int slot = g % kTableSlots;
-    sm90::mbarrier_wait_suspended(smem_address(&smem_.scales_full[slot]), (g / kTableSlots) & 1);
+    sm90::mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.scales_full[slot]), (g / kTableSlots) & 1);
     const uint32_t pick = uint32_t(quad_()) | (uint32_t(quad_() + 4) << 4);  // byte q of two words
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -165,7 +166,7 @@ class ConvertRole {
   // the other converter. Also asks L2 for the CTA's next item's Q.
   __device__ void load_q(const ChunkInfo& info) {
     using namespace sm90;
-    if (info.ordinal > 0) mbarrier_wait_suspended(smem_address(&smem_.q_free), (info.ordinal - 1) & 1);
+    if (info.ordinal > 0) mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.q_free), (info.ordinal - 1) & 1);
     const WorkRows rows = work_rows<kHeads, false>(params_, info.item);
     const __nv_bfloat16* q_item = params_.q + (int64_t(rows.token) * params_.num_heads + rows.head0) * nvfp4::kHeadDim;
     // This thread's word of each of its heads is the same (index % 64 = thread % 64), its heads
@@ -315,7 +316,7 @@ class ConvertRole {
       // Chunk g + 2's rows (accumulator 0 wrote them after PV of chunk g - 2), read from the table
       // at each reload rather than kept in registers.
       const int next_slot = (g + 2) % kTableSlots;
-      if (slot == 0) sm90::mbarrier_wait_suspended(smem_address(&smem_.table_full[next_slot]), ((g + 2) / kTableSlots) & 1);
+      if (slot == 0) sm90::mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.table_full[next_slot]), ((g + 2) / kTableSlots) & 1);
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_group(rows_[r], smem_.rows[next_slot][row0_() + 8 * r], slot);
     }
@@ -326,13 +327,13 @@ class ConvertRole {
   __device__ __forceinline__ void rope_steps(int g, float (&s_acc)[32]) {
     using namespace sm90;
     const uint32_t k_tile = smem_address(smem_.k[g % 2]);
-    mbarrier_wait_suspended(smem_address(&smem_.rope_full[g % 2]), (g >> 1) & 1);
+    mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.rope_full[g % 2]), (g >> 1) & 1);
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q[1]), 16, 1024);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int step = kRopeKStep + i;
       uint32_t a[4];
-      ldmatrix_x4(k_tile + kRopeColumnBlock * kKColumnBlockBytes + (lane_offset_() ^ (32 * i)), a);
+      cake::cuda::ldmatrix_x4(a, k_tile + kRopeColumnBlock * kKColumnBlockBytes + (lane_offset_() ^ (32 * i)));
       wgmma_fence();
       const uint32_t offset = (step / 4) * kQColumnBlockBytes + (step % 4) * 32;
 #ifdef CAKE_FUSED_NO_QK
@@ -362,7 +363,7 @@ class ConvertRole {
     // The other converter wrote the reference after chunk g - 1 (its p_full arrival), and has read
     // this converter's from chunk g - 2, which this chunk's rewrites (also at an item's first chunk:
     // the other converter may still be in the softmax of the previous item's last).
-    if (g >= 1) mbarrier_wait_suspended(smem_address(&smem_.p_full[1 - c]), ((g - 1) >> 1) & 1);
+    if (g >= 1) mbarrier_wait<kWaitSuspendHintNs>(smem_address(&smem_.p_full[1 - c]), ((g - 1) >> 1) & 1);
     const float score_scale = score_scale_or_nan(params_.score_scale_log2);
 #pragma unroll
     for (int i = 0; i < 32; ++i) s_acc[i] = masked_logit2(s_acc[i], valid[(i / 2) % 2], score_scale);

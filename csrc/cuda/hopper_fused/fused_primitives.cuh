@@ -1,6 +1,6 @@
 // The sm_90a instructions the fused 64-head Hopper kernel adds to ../hopper/sm90_primitives.cuh:
-// QK^T at N = 64 with a register A operand, and the matrix stores / loads of the converters (P
-// transposed into its tile, the RoPE k-steps' A fragments out of the K tile). One instruction each.
+// QK^T at N = 64 with a register A operand, and the converters' transposed matrix stores (P into
+// its tile). One instruction each.
 #pragma once
 
 #include <cstdint>
@@ -25,28 +25,6 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t address, const uint32
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]),
                "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
-}
-
-// Loads four 8x8 bf16 matrices into the mma fragment layout; lanes 8 i .. 8 i + 7 give the
-// addresses of matrix i's rows (16 bytes each).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t address, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-
-// Blocks until the phase with parity `parity` of the barrier has completed, the warp suspended
-// meanwhile (a time hint of 10 ms: it resumes when the phase completes) rather than polling: a
-// polling wait issues a try_wait and a branch in a loop, issue slots that the warps converting
-// beside it on the same scheduler need.
-__device__ __forceinline__ void mbarrier_wait_suspended(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(bar),
-      "r"(parity), "n"(10000000)
-      : "memory");
 }
 
 }  // namespace cake::cuda::sm90
