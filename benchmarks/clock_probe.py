@@ -3,12 +3,14 @@
 The goals are fractions of a bf16 matmul timed in the same call; this says whether the two run
 at the same clock. Each workload runs for --seconds (after a warm-up second) while nvidia-smi
 samples the SM clock, power and clock-event reasons every --interval-ms; the launches are timed
-with CUDA events in groups of --group calls. Two forms per workload: back to back, and with the
-benchmarks' L2 flush (a 256 MB memset) before each call, as bench_prefill.py times them.
+with CUDA events in groups of --group calls. Two forms per workload: back to back, and with an
+L2 flush (a 256 MB memset; bench_prefill.py's is 512 MB) before each call, outside its timed span.
+Each row's of_matmul is its TFLOP/s over the matmul's in the same form.
 
     python3 benchmarks/clock_probe.py --shapes 4096x64x512 4096x128x1024 --json clocks.json
 """
 import argparse
+import collections
 import json
 import math
 import statistics
@@ -89,9 +91,6 @@ def run_for(fn, seconds, group, flush):
 def summarise(samples, settle):
     """Medians over the samples after the first `settle` fraction (the warm-up inside the window)."""
     kept = samples[int(len(samples) * settle):] or samples
-    reasons = {}
-    for s in kept:
-        reasons[s["reasons"]] = reasons.get(s["reasons"], 0) + 1
     return {
         "samples": len(kept),
         "sm_mhz_median": statistics.median(s["sm_mhz"] for s in kept),
@@ -99,8 +98,15 @@ def summarise(samples, settle):
         "sm_mhz_max": max(s["sm_mhz"] for s in kept),
         "power_w_median": statistics.median(s["power_w"] for s in kept),
         "temp_c_max": max(s["temp_c"] for s in kept),
-        "event_reasons": reasons,
+        "event_reasons": dict(collections.Counter(s["reasons"] for s in kept)),
     }
+
+
+def add_of_matmul(rows, matmul_prefix="matmul"):
+    """Sets each row's of_matmul: its TFLOP/s over the TFLOP/s of the matmul row of the same form."""
+    matmul = {r["form"]: r["tflops"] for r in rows if r["workload"].startswith(matmul_prefix)}
+    for row in rows:
+        row["of_matmul"] = row["tflops"] / matmul[row["form"]]
 
 
 def prefill_workload(tokens, heads, topk, pool=65536):
@@ -159,6 +165,7 @@ def main():
             print(f"| {name} | {form} | {row['call_us']:.1f} us | {row['tflops']:.0f} TFLOP/s | "
                   f"SM {summary['sm_mhz_median']:.0f} MHz ({summary['sm_mhz_min']:.0f}-{summary['sm_mhz_max']:.0f}) | "
                   f"{summary['power_w_median']:.0f} W | reasons {summary['event_reasons']} |", flush=True)
+    add_of_matmul(rows)
     if args.json:
         meta = {"commit": git_commit(), "device": torch.cuda.get_device_name(), "torch": torch.__version__, "query": query,
                 "seconds": args.seconds, "interval_ms": args.interval_ms, "group": args.group}

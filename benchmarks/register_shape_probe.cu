@@ -37,9 +37,11 @@
 
 namespace {
 
+using cake::cuda::fast_exp2_ftz;
 using cake::cuda::mma_bf16_16x8x16;
 using cake::cuda::pack_bf16x2;
-using cake::cuda::smem_address;
+using cake::cuda::quad_max;
+using cake::cuda::quad_sum;
 
 constexpr int kPoolRows = 65536;
 constexpr int kRowBytes = 256;  // 224 code bytes (448 dims), 28 scale bytes, padding
@@ -54,11 +56,6 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
   uint32_t d;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
   return d;
-}
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 __device__ __forceinline__ void group_barrier(int group) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kWarpsPerGroup * 32) : "memory");
@@ -162,17 +159,15 @@ __global__ void __launch_bounds__(kGroups * kWarpsPerGroup * 32, 1)
       float step_max[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float m = fmaxf(fmaxf(sc[0][2 * h], sc[0][2 * h + 1]), fmaxf(sc[1][2 * h], sc[1][2 * h + 1])) * score_scale;
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        step_max[h] = m;
+        step_max[h] =
+            quad_max(fmaxf(fmaxf(sc[0][2 * h], sc[0][2 * h + 1]), fmaxf(sc[1][2 * h], sc[1][2 * h + 1])) * score_scale);
       }
       const bool moves = step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f;
       if (__any_sync(0xffffffffu, moves)) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const float now = fmaxf(reference[h], step_max[h]);
-          const float factor = fast_exp2(reference[h] - now);
+          const float factor = fast_exp2_ftz(reference[h] - now);
           reference[h] = now;
           sums[h] *= factor;
 #pragma unroll
@@ -189,8 +184,8 @@ __global__ void __launch_bounds__(kGroups * kWarpsPerGroup * 32, 1)
       for (int n = 0; n < 2; ++n)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float w0 = fast_exp2(sc[n][2 * h] * score_scale - reference[h]);
-          const float w1 = fast_exp2(sc[n][2 * h + 1] * score_scale - reference[h]);
+          const float w0 = fast_exp2_ftz(sc[n][2 * h] * score_scale - reference[h]);
+          const float w1 = fast_exp2_ftz(sc[n][2 * h + 1] * score_scale - reference[h]);
           sums[h] += w0 + w1;
           p[2 * n + h] = pack_bf16x2(w0, w1);
         }
@@ -207,9 +202,7 @@ __global__ void __launch_bounds__(kGroups * kWarpsPerGroup * 32, 1)
     // The unit's end: row sums over the quad, O normalised and stored as bf16.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      sums[h] += __shfl_xor_sync(0xffffffffu, sums[h], 1);
-      sums[h] += __shfl_xor_sync(0xffffffffu, sums[h], 2);
-      sums[h] = 1.f / sums[h];
+      sums[h] = 1.f / quad_sum(sums[h]);
     }
     uint32_t* out_row0 = reinterpret_cast<uint32_t*>(out + (size_t(unit) * kHeads + g) * kDims + wi * 128);
     uint32_t* out_row8 = out_row0 + 8 * kDims / 2;

@@ -975,6 +975,16 @@ def test_clock_probe_reads_nvidia_smi_samples():
     assert summary["event_reasons"] == {"0x0000000000000004": 3}
 
 
+def test_clock_probe_fraction_is_of_the_same_forms_matmul():
+    clock_probe = import_benchmark("clock_probe")
+    rows = [dict(workload="matmul 8192^3 bf16", form="a", tflops=800.0),
+            dict(workload="matmul 8192^3 bf16", form="b", tflops=600.0),
+            dict(workload="prefill 4096x64x512", form="a", tflops=400.0),
+            dict(workload="prefill 4096x64x512", form="b", tflops=400.0)]
+    clock_probe.add_of_matmul(rows)
+    assert [r["of_matmul"] for r in rows] == [1.0, 1.0, 0.5, 400.0 / 600.0]
+
+
 def test_clock_probe_recorded_run_is_consistent():
     """The recorded sustained-load run: each row's fraction is its TFLOP/s over the same form's
     matmul, and its cycle count is its time at its median clock."""
