@@ -20,7 +20,8 @@
 //     (bf16) over the logits, meet, and run O += P V (4 k-steps of two m64n128k16, A and B from
 //     shared memory), then free the block's tiles.
 // kAblate leaves parts out (timing only): 1 the K tile stores, 2 the converter's wgmma, 4 the
-// decode, 8 the PV wgmma. Random bytes and random Q; the values mean nothing, the time does.
+// decode, 8 the PV wgmma; 16 changes one: the converter's wgmma reads A from the K tile it has just
+// stored (fence and warpgroup barrier first) instead of from its registers. Random bytes and random Q; the values mean nothing, the time does.
 // Prints per variant the median over CTAs of the cycles a block (the whole walk), the converter's
 // busy and waiting cycles a block and the PV side's wait for the logits (blocks after the first 8).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o converter_stream_probe \
@@ -90,7 +91,7 @@ struct Config {
 
 // The converter of blocks b = first, first + step, ...: 14 NoPE groups and 4 RoPE k-steps a block.
 // Ablations (timing only; bits): 1 no K tile stores, 2 no QK^T wgmma, 4 no decode (the code words
-// are the fragments), 8 no PV wgmma.
+// are the fragments), 8 no PV wgmma; 16 QK^T with A from the K tile (both operands in shared memory).
 template <int kConverters, int kGroups, int kAblate, int kBatch>
 __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* __restrict__ rows, int first,
                         int thread) {
@@ -156,25 +157,53 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
       }
       if (g % kBatch != kBatch - 1 && g != kGroupsPerBlock - 1) continue;
       const int g_first = g - g % kBatch;
-      wgmma_fence();
+      if constexpr ((kAblate & 16) != 0) {
+        // A from the fragments just stored (both operands in shared memory): the warp's registers
+        // are free once stored; the batch's stores fenced for the async proxy, the warpgroup met.
 #pragma unroll
-      for (int gi = g_first; gi <= g; ++gi) {
+        for (int gi = g_first; gi <= g; ++gi) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int step = 2 * gi + h;  // 0..27
-          const uint32_t(&fi)[8] = frag[gi % kRing];
-          const uint32_t a[4] = {fi[4 * h], fi[4 * h + 1], fi[4 * h + 2], fi[4 * h + 3]};
-          if constexpr ((kAblate & 1) == 0) {
+          for (int h = 0; h < 2; ++h) {
+            const int step = 2 * gi + h;
+            const uint32_t(&fi)[8] = frag[gi % kRing];
+            const uint32_t a[4] = {fi[4 * h], fi[4 * h + 1], fi[4 * h + 2], fi[4 * h + 3]};
             stmatrix_x4(k_tile + (step / 4) * kColumnBlockBytes + (lane_offset ^ (32 * (step % 4))), a);
           }
-          const uint64_t q_desc = smem_descriptor(smem_address(s.q[step / 4]) + (step % 4) * 32, 16, 1024);
-          if constexpr ((kAblate & 2) == 0) {
-            wgmma_m64n64k16_rs(acc, a, q_desc, !(gi == 0 && h == 0));
-          } else {
-            keep_registers(a);
-            if (gi == 0 && h == 0) {
+        }
+        fence_proxy_async();
+        named_barrier<2, kWarpgroup>();
+        wgmma_fence();
 #pragma unroll
-              for (int i = 0; i < 32; ++i) acc[i] = __uint_as_float(a[i % 4]);
+        for (int gi = g_first; gi <= g; ++gi) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int step = 2 * gi + h;
+            const uint64_t q_desc = smem_descriptor(smem_address(s.q[step / 4]) + (step % 4) * 32, 16, 1024);
+            const uint32_t k_step = k_tile + (step / 4) * kColumnBlockBytes + (step % 4) * 32;
+            wgmma_m64n64k16_ss(acc, smem_descriptor(k_step, 16, 1024), q_desc, !(gi == 0 && h == 0));
+          }
+        }
+      } else {
+        wgmma_fence();
+#pragma unroll
+        for (int gi = g_first; gi <= g; ++gi) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int step = 2 * gi + h;  // 0..27
+            const uint32_t(&fi)[8] = frag[gi % kRing];
+            const uint32_t a[4] = {fi[4 * h], fi[4 * h + 1], fi[4 * h + 2], fi[4 * h + 3]};
+            if constexpr ((kAblate & 1) == 0) {
+              stmatrix_x4(k_tile + (step / 4) * kColumnBlockBytes + (lane_offset ^ (32 * (step % 4))), a);
+            }
+            const uint64_t q_desc = smem_descriptor(smem_address(s.q[step / 4]) + (step % 4) * 32, 16, 1024);
+            if constexpr ((kAblate & 2) == 0) {
+              wgmma_m64n64k16_rs(acc, a, q_desc, !(gi == 0 && h == 0));
+            } else {
+              keep_registers(a);
+              if (gi == 0 && h == 0) {
+#pragma unroll
+                for (int i = 0; i < 32; ++i) acc[i] = __uint_as_float(a[i % 4]);
+              }
             }
           }
         }
@@ -434,6 +463,11 @@ int main() {
   run<1, 0, 0, 14>(d_pool, d_indices, d_out, sms);
   run<1, 0, 1, 14>(d_pool, d_indices, d_out, sms);
   run<1, 1, 8, 7>(d_pool, d_indices, d_out, sms);
+  run<1, 2, 10>(d_pool, d_indices, d_out, sms);
+  run<1, 2, 16>(d_pool, d_indices, d_out, sms);
+  run<1, 4, 16>(d_pool, d_indices, d_out, sms);
+  run<1, 1, 16, 7>(d_pool, d_indices, d_out, sms);
+  run<1, 2, 24>(d_pool, d_indices, d_out, sms);
   CHECK_CUDA(cudaFree(d_pool));
   CHECK_CUDA(cudaFree(d_indices));
   CHECK_CUDA(cudaFree(d_out));
