@@ -1,0 +1,185 @@
+// Cycles a wgmma takes on the H200 by shape and operand source, the figure the small-heads designs
+// turn on (docs/hopper_small_kernel.md: QK^T and PV at N = 16 and 32). One CTA a SM; kWarpgroups
+// warpgroups each issue kIssues wgmmas of one shape back to back (one commit group every 8,
+// at most two groups in flight), into kAccumulators accumulators in turn (1: each wgmma depends
+// on the one before; 2: two chains), A from registers ("rs") or from shared memory ("ss"; "ss_ta":
+// A MN-major, as the small-heads PV), B from shared memory. Random bf16 operands (the values mean
+// nothing). Prints the median over CTAs of the cycles a wgmma (the warpgroup's whole loop over
+// kIssues), and what the multiply-adds need at the peak rate (4,096 bf16 FLOP a cycle an SM).
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o wgmma_rate_probe \
+//       benchmarks/wgmma_rate_probe.cu && ./wgmma_rate_probe
+// (bash benchmarks/device_suite.sh wgmma-probe builds and runs it).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "../csrc/cuda/common/ptx_primitives.cuh"
+#include "../csrc/cuda/hopper/sm90_primitives.cuh"
+#include "../csrc/cuda/hopper_fused/fused_primitives.cuh"        // wgmma_m64n64k16_rs
+#include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"  // m64n16 / m64n32: rs, ss_ta
+#include "probe_check.h"
+
+namespace {
+
+using namespace cake::cuda::sm90;
+using cake::cuda::smem_address;
+
+constexpr int kWarpgroup = 128;
+constexpr int kIssues = 512;
+constexpr int kTileBytes = 64 * 1024;  // A and B tiles: 64 KB each, 128-byte swizzled rows
+
+// D[64 x 16] (+)= A[64 x 16] * B[16 x 16]: both K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b));
+}
+
+enum Shape { kN16Rs, kN16Ss, kN16SsTa, kN32Rs, kN32SsTa, kN64Rs, kN64Ss, kN128Rs, kN128Ss };
+constexpr int shape_n(Shape s) {
+  return s <= kN16SsTa ? 16 : s <= kN32SsTa ? 32 : s <= kN64Ss ? 64 : 128;
+}
+constexpr const char* shape_name(Shape s) {
+  return s == kN16Rs     ? "m64n16k16 rs"
+         : s == kN16Ss   ? "m64n16k16 ss"
+         : s == kN16SsTa ? "m64n16k16 ss_ta"
+         : s == kN32Rs   ? "m64n32k16 rs"
+         : s == kN32SsTa ? "m64n32k16 ss_ta"
+         : s == kN64Rs   ? "m64n64k16 rs"
+         : s == kN64Ss   ? "m64n64k16 ss"
+         : s == kN128Rs  ? "m64n128k16 rs (B MN-major)"
+                         : "m64n128k16 ss (B MN-major)";
+}
+
+template <Shape kShape>
+__device__ __forceinline__ void issue(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (kShape == kN16Rs) {
+    wgmma_m64n16k16_rs(reinterpret_cast<float(&)[8]>(d), a, desc_b, true);
+  } else if constexpr (kShape == kN16Ss) {
+    wgmma_m64n16k16_ss(reinterpret_cast<float(&)[8]>(d), desc_a, desc_b);
+  } else if constexpr (kShape == kN16SsTa) {
+    wgmma_m64n16k16_ss_ta(reinterpret_cast<float(&)[8]>(d), desc_a, desc_b);
+  } else if constexpr (kShape == kN32Rs) {
+    wgmma_m64n32k16_rs(reinterpret_cast<float(&)[16]>(d), a, desc_b, true);
+  } else if constexpr (kShape == kN32SsTa) {
+    wgmma_m64n32k16_ss_ta(reinterpret_cast<float(&)[16]>(d), desc_a, desc_b);
+  } else if constexpr (kShape == kN64Rs) {
+    wgmma_m64n64k16_rs(reinterpret_cast<float(&)[32]>(d), a, desc_b, true);
+  } else if constexpr (kShape == kN64Ss) {
+    wgmma_m64n64k16_ss(reinterpret_cast<float(&)[32]>(d), desc_a, desc_b, true);
+  } else if constexpr (kShape == kN128Rs) {
+    wgmma_m64n128k16_rs_bt(d, a, desc_b, true);
+  } else {
+    wgmma_m64n128k16_ss_bt(d, desc_a, desc_b, true);
+  }
+}
+
+template <Shape kShape, int kAccumulators, int kWarpgroups>
+__global__ void __launch_bounds__(kWarpgroups* kWarpgroup, 1) wgmma_rate(long long* __restrict__ out) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int thread = threadIdx.x;
+  for (int i = thread; i < 2 * kTileBytes / 4; i += kWarpgroups * kWarpgroup) {
+    const uint32_t h = (uint32_t(i) * 2654435761u) ^ (blockIdx.x * 40503u);
+    reinterpret_cast<uint32_t*>(smem)[i] = (h & 0x807F807Fu) | 0x3C003C00u;
+  }
+  fence_proxy_async();
+  __syncthreads();
+  const uint32_t a_tile = smem_address(smem), b_tile = a_tile + kTileBytes;
+  const uint32_t a[4] = {0x3C003C00u ^ uint32_t(thread), 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+  float d[kAccumulators][64];
+#pragma unroll
+  for (int k = 0; k < kAccumulators; ++k)
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[k][i] = 0.0f;
+  const long long start = clock64();
+  wgmma_fence();
+#pragma unroll 1
+  for (int g = 0; g < kIssues / 8; ++g) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      // Walks the tiles' k-steps: K-major operands a 32-byte slice of a column block's rows,
+      // MN-major ones 16 rows (2 KB) of the first column blocks.
+      const int step = (8 * g + j) % 32;
+      const uint32_t k_major = (step / 4) * 8192 + (step % 4) * 32;
+      const uint32_t mn_major = (step % 4) * 2048;
+      constexpr bool kAMnMajor = kShape == kN16SsTa || kShape == kN32SsTa;
+      constexpr bool kBMnMajor = kShape == kN128Rs || kShape == kN128Ss;
+      const uint64_t desc_a = smem_descriptor(a_tile + (kAMnMajor ? mn_major : k_major), kAMnMajor ? 8192 : 16, 1024);
+      const uint64_t desc_b = smem_descriptor(b_tile + (kBMnMajor ? mn_major : k_major), kBMnMajor ? 8192 : 16, 1024);
+      issue<kShape>(d[j % kAccumulators], a, desc_a, desc_b);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int k = 0; k < kAccumulators; ++k) pin_registers(d[k]);
+  const long long cycles = clock64() - start;
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kAccumulators; ++k)
+#pragma unroll
+    for (int i = 0; i < 64; ++i) total += d[k][i];
+  if (thread % kWarpgroup == 0) out[blockIdx.x * kWarpgroups + thread / kWarpgroup] = total == 12345.0f ? -1 : cycles;
+}
+
+template <Shape kShape, int kAccumulators, int kWarpgroups>
+void run(long long* out, int ctas) {
+  auto kernel = wgmma_rate<kShape, kAccumulators, kWarpgroups>;
+  const int bytes = 2 * kTileBytes;
+  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  std::vector<long long> host(size_t(ctas) * kWarpgroups);
+  std::vector<double> per;
+  for (int rep = 0; rep < 4; ++rep) {
+    kernel<<<ctas, kWarpgroups * kWarpgroup, bytes>>>(out);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    if (rep == 0) continue;
+    CHECK_CUDA(cudaMemcpy(host.data(), out, host.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+    for (long long c : host) per.push_back(double(c) / kIssues);
+  }
+  std::sort(per.begin(), per.end());
+  const double peak = 64.0 * shape_n(kShape) * 16 * 2 / 4096.0 * kWarpgroups;
+  std::printf("| %s | %d | %d | %.1f | %.1f |\n", shape_name(kShape), kAccumulators, kWarpgroups, per[per.size() / 2],
+              peak);
+}
+
+}  // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
+  int device = 0, sms = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  long long* d_out = nullptr;
+  CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * 4 * sizeof(long long)));
+  std::printf("wgmma rate probe: %d CTAs, %d wgmma a warpgroup\n\n", sms, kIssues);
+  std::printf("| shape, operands | accumulator chains | warpgroups issuing | cycles a wgmma (each warpgroup's) | at the peak rate, all warpgroups' |\n");
+  std::printf("|---|---|---|---|---|\n");
+  run<kN16Rs, 1, 1>(d_out, sms);
+  run<kN16Rs, 2, 1>(d_out, sms);
+  run<kN16Ss, 1, 1>(d_out, sms);
+  run<kN16Ss, 2, 1>(d_out, sms);
+  run<kN16SsTa, 1, 1>(d_out, sms);
+  run<kN16SsTa, 2, 1>(d_out, sms);
+  run<kN32Rs, 1, 1>(d_out, sms);
+  run<kN32SsTa, 1, 1>(d_out, sms);
+  run<kN64Rs, 1, 1>(d_out, sms);
+  run<kN64Ss, 1, 1>(d_out, sms);
+  run<kN128Rs, 1, 1>(d_out, sms);
+  run<kN128Ss, 1, 1>(d_out, sms);
+  run<kN16Rs, 1, 2>(d_out, sms);
+  run<kN16Rs, 1, 3>(d_out, sms);
+  run<kN16SsTa, 1, 2>(d_out, sms);
+  run<kN16SsTa, 1, 3>(d_out, sms);
+  run<kN64Rs, 1, 2>(d_out, sms);
+  run<kN64Ss, 1, 2>(d_out, sms);
+  run<kN32Rs, 1, 2>(d_out, sms);
+  run<kN128Ss, 1, 2>(d_out, sms);
+  CHECK_CUDA(cudaFree(d_out));
+  return 0;
+}
