@@ -344,16 +344,20 @@ class ConvertRole {
     wgmma_fence();
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
-      const int step = kstep + t;
       const uint32_t a[4] = {row0[2 * t], row1[2 * t], row0[2 * t + 1], row1[2 * t + 1]};
-      // Chunk k_tile_chunk(kHalf, step, hi) of row r: column block 4 kHalf + step / 4, chunk 2 (step % 4)
-      // + hi in it, swizzled with r % 8 (k_chunk_offset; the lane's row and hi are in st_lane_offset_).
-      stmatrix_x4(k_tile + (4 * kHalf + step / 4) * kKColumnBlockBytes + (st_lane_offset_ ^ (32 * (step % 4))), a);
-      const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
-      wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), !(first && t == 0));
+      store_and_issue(s_acc, k_tile, q_desc, kstep + t, a, !(first && t == 0));
     }
     wgmma_commit();
     wgmma_wait<kGroupsInFlight>();
+  }
+  // One k-step: its A fragment into the K tile and into QK^T.
+  __device__ __forceinline__ void store_and_issue(float (&s_acc)[G::kSAccumulators], uint32_t k_tile, uint64_t q_desc,
+                                                  int step, const uint32_t (&a)[4], bool accumulate) {
+    // Chunk k_tile_chunk(kHalf, step, hi) of row r: column block 4 kHalf + step / 4, chunk 2 (step % 4)
+    // + hi in it, swizzled with r % 8 (k_chunk_offset; the lane's row and hi are in st_lane_offset_).
+    sm90::stmatrix_x4(k_tile + (4 * kHalf + step / 4) * kKColumnBlockBytes + (st_lane_offset_ ^ (32 * (step % 4))), a);
+    const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
+    sm90::wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), accumulate);
   }
   // A group slot's four k-steps from both of its groups' pairs (pairs[b][r]: group b, row r), one
   // fence and one commit group.
@@ -366,11 +370,8 @@ class ConvertRole {
     for (int b = 0; b < 2; ++b) {
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-        const int step = kstep + 2 * b + t;
         const uint32_t a[4] = {pairs[b][0][2 * t], pairs[b][1][2 * t], pairs[b][0][2 * t + 1], pairs[b][1][2 * t + 1]};
-        stmatrix_x4(k_tile + (4 * kHalf + step / 4) * kKColumnBlockBytes + (st_lane_offset_ ^ (32 * (step % 4))), a);
-        const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
-        wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), !(first && b == 0 && t == 0));
+        store_and_issue(s_acc, k_tile, q_desc, kstep + 2 * b + t, a, !(first && b == 0 && t == 0));
       }
     }
     wgmma_commit();
