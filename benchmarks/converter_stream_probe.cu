@@ -40,6 +40,7 @@
 #include "../csrc/cuda/hopper_fused/fused_primitives.cuh"
 #include "../csrc/cuda/portable/sm80_primitives.cuh"  // ldmatrix_x4
 #include "probe_check.h"
+#include "probe_pool.h"
 
 namespace {
 
@@ -383,18 +384,12 @@ template <int kConverters, int kGroups, int kAblate = 0, int kBatch = 1>
 void run(const uint8_t* pool, const int* indices, long long* out, int ctas) {
   using C = Config<kConverters, kGroups>;
   auto kernel = converter_stream<kConverters, kGroups, kAblate, kBatch>;
-  const int bytes = int(sizeof(Shared));
-  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const auto launches = probe_launches(kernel, ctas, C::kThreads, int(sizeof(Shared)), 4, out, 4 * size_t(ctas), pool,
+                                       indices, out);
   cudaFuncAttributes attributes{};
   CHECK_CUDA(cudaFuncGetAttributes(&attributes, kernel));
-  std::vector<long long> host(4 * ctas);
   std::vector<double> per_block, busy, conv_wait, pv_wait;
-  for (int rep = 0; rep < 5; ++rep) {
-    kernel<<<ctas, C::kThreads, bytes>>>(pool, indices, out);
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaDeviceSynchronize());
-    if (rep == 0) continue;  // warm-up (the pool into L2)
-    CHECK_CUDA(cudaMemcpy(host.data(), out, host.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+  for (const auto& host : launches) {
     for (int c = 0; c < ctas; ++c) {
       const int counted = (kBlocks - kWarmBlocks) / kConverters;
       per_block.push_back(double(host[4 * c]) / kBlocks);
@@ -403,73 +398,49 @@ void run(const uint8_t* pool, const int* indices, long long* out, int ctas) {
       pv_wait.push_back(double(host[4 * c + 3]) / (kBlocks - kWarmBlocks));
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::printf("| %d x %d registers | %d x %d | %d | %d | %.0f | %.0f | %.0f | %.0f |\n", kConverters, C::kConverterRegisters,
-              kGroups, kBatch, kAblate, attributes.numRegs, median(per_block), median(busy), median(conv_wait), median(pv_wait));
+              kGroups, kBatch, kAblate, attributes.numRegs, probe_median(per_block), probe_median(busy), probe_median(conv_wait), probe_median(pv_wait));
 }
 
 }  // namespace
 
 int main() {
-  std::setvbuf(stdout, nullptr, _IONBF, 0);
-  int device = 0, sms = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  std::vector<uint8_t> pool(size_t(kPoolRows) * kRowBytes);
-  uint32_t x = 12345u;
-  for (auto& byte : pool) {
-    x = x * 1664525u + 1013904223u;
-    byte = uint8_t(x >> 24);
-  }
-  std::vector<int> indices(size_t(sms) * kBlocks * 64);
-  for (auto& i : indices) {
-    x = x * 1664525u + 1013904223u;
-    i = int((x >> 8) % kPoolRows);
-  }
-  uint8_t* d_pool = nullptr;
-  int* d_indices = nullptr;
+  const int sms = probe_sm_count();
+  ProbePool pool = make_probe_pool(kPoolRows, kRowBytes, size_t(sms) * kBlocks * 64);
   long long* d_out = nullptr;
-  CHECK_CUDA(cudaMalloc(&d_pool, pool.size()));
-  CHECK_CUDA(cudaMalloc(&d_indices, indices.size() * sizeof(int)));
   CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * 4 * sizeof(long long)));
-  CHECK_CUDA(cudaMemcpy(d_pool, pool.data(), pool.size(), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(d_indices, indices.data(), indices.size() * sizeof(int), cudaMemcpyHostToDevice));
   std::printf("Converter stream probe: %d CTAs, %d blocks of 64 rows each, %zu bytes of shared memory\n\n", sms,
               kBlocks, sizeof(Shared));
   std::printf("| converters | QK^T batches in flight x groups a batch | left out (bits) | registers (launch) | cycles a block | converter busy a block | converter waits a block | PV waits a block |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  run<2, 1>(d_pool, d_indices, d_out, sms);
-  run<2, 2>(d_pool, d_indices, d_out, sms);
-  run<1, 1>(d_pool, d_indices, d_out, sms);
-  run<1, 2>(d_pool, d_indices, d_out, sms);
-  run<1, 3>(d_pool, d_indices, d_out, sms);
-  run<1, 4>(d_pool, d_indices, d_out, sms);
-  run<1, 6>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 1>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 2>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 4>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 8>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 3>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 7>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 15>(d_pool, d_indices, d_out, sms);
-  run<2, 1, 8>(d_pool, d_indices, d_out, sms);
-  run<1, 1, 0, 2>(d_pool, d_indices, d_out, sms);
-  run<1, 1, 0, 4>(d_pool, d_indices, d_out, sms);
-  run<1, 1, 0, 7>(d_pool, d_indices, d_out, sms);
-  run<1, 0, 0, 7>(d_pool, d_indices, d_out, sms);
-  run<1, 0, 0, 14>(d_pool, d_indices, d_out, sms);
-  run<1, 0, 1, 14>(d_pool, d_indices, d_out, sms);
-  run<1, 1, 8, 7>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 10>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 16>(d_pool, d_indices, d_out, sms);
-  run<1, 4, 16>(d_pool, d_indices, d_out, sms);
-  run<1, 1, 16, 7>(d_pool, d_indices, d_out, sms);
-  run<1, 2, 24>(d_pool, d_indices, d_out, sms);
-  CHECK_CUDA(cudaFree(d_pool));
-  CHECK_CUDA(cudaFree(d_indices));
+  run<2, 1>(pool.rows, pool.indices, d_out, sms);
+  run<2, 2>(pool.rows, pool.indices, d_out, sms);
+  run<1, 1>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2>(pool.rows, pool.indices, d_out, sms);
+  run<1, 3>(pool.rows, pool.indices, d_out, sms);
+  run<1, 4>(pool.rows, pool.indices, d_out, sms);
+  run<1, 6>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 1>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 2>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 4>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 8>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 3>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 7>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 15>(pool.rows, pool.indices, d_out, sms);
+  run<2, 1, 8>(pool.rows, pool.indices, d_out, sms);
+  run<1, 1, 0, 2>(pool.rows, pool.indices, d_out, sms);
+  run<1, 1, 0, 4>(pool.rows, pool.indices, d_out, sms);
+  run<1, 1, 0, 7>(pool.rows, pool.indices, d_out, sms);
+  run<1, 0, 0, 7>(pool.rows, pool.indices, d_out, sms);
+  run<1, 0, 0, 14>(pool.rows, pool.indices, d_out, sms);
+  run<1, 0, 1, 14>(pool.rows, pool.indices, d_out, sms);
+  run<1, 1, 8, 7>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 10>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 16>(pool.rows, pool.indices, d_out, sms);
+  run<1, 4, 16>(pool.rows, pool.indices, d_out, sms);
+  run<1, 1, 16, 7>(pool.rows, pool.indices, d_out, sms);
+  run<1, 2, 24>(pool.rows, pool.indices, d_out, sms);
+  free_probe_pool(pool);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }

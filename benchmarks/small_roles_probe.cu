@@ -40,6 +40,7 @@
 #include "../csrc/cuda/hopper_fused/fused_primitives.cuh"        // stmatrix_x4_trans
 #include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"  // wgmma_m64n16k16_ss_ta
 #include "probe_check.h"
+#include "probe_pool.h"
 
 namespace {
 
@@ -299,66 +300,36 @@ template <int kPairs, int kTiles>
 void run(const uint8_t* pool, const int* indices, long long* out, int ctas) {
   using C = Config<kPairs>;
   auto kernel = small_roles<kPairs, kTiles>;
-  const int bytes = int(sizeof(Shared));
-  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  std::vector<long long> host(3 * ctas);
+  const auto launches = probe_launches(kernel, ctas, C::kThreads, int(sizeof(Shared)), 4, out, 3 * size_t(ctas), pool,
+                                       indices, out);
   std::vector<double> per_chunk, attend_wait, convert_wait;
-  for (int rep = 0; rep < 5; ++rep) {
-    kernel<<<ctas, C::kThreads, bytes>>>(pool, indices, out);
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaDeviceSynchronize());
-    if (rep == 0) continue;  // warm-up (the pool into L2)
-    CHECK_CUDA(cudaMemcpy(host.data(), out, host.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+  for (const auto& host : launches) {
     for (int c = 0; c < ctas; ++c) {
       per_chunk.push_back(double(host[3 * c]) / kChunks);
       attend_wait.push_back(double(host[3 * c + 1]) / (kChunks - kWarmChunks));
       convert_wait.push_back(double(host[3 * c + 2]) / ((kChunks - kWarmChunks) / kPairs));
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::printf("| %d (%d registers) | %d | %.0f | %.0f | %.0f |\n", kPairs, C::kConvertRegisters, kTiles,
-              median(per_chunk), median(attend_wait), median(convert_wait));
+              probe_median(per_chunk), probe_median(attend_wait), probe_median(convert_wait));
 }
 
 }  // namespace
 
 int main() {
-  std::setvbuf(stdout, nullptr, _IONBF, 0);
-  int device = 0, sms = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  std::vector<uint8_t> pool(size_t(kPoolRows) * kRowBytes);
-  uint32_t x = 12345u;
-  for (auto& byte : pool) {
-    x = x * 1664525u + 1013904223u;
-    byte = uint8_t(x >> 24);
-  }
-  std::vector<int> indices(size_t(sms) * kChunks * 64);
-  for (auto& i : indices) {
-    x = x * 1664525u + 1013904223u;
-    i = int((x >> 8) % kPoolRows);
-  }
-  uint8_t* d_pool = nullptr;
-  int* d_indices = nullptr;
+  const int sms = probe_sm_count();
+  ProbePool pool = make_probe_pool(kPoolRows, kRowBytes, size_t(sms) * kChunks * 64);
   long long* d_out = nullptr;
-  CHECK_CUDA(cudaMalloc(&d_pool, pool.size()));
-  CHECK_CUDA(cudaMalloc(&d_indices, indices.size() * sizeof(int)));
   CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * 3 * sizeof(long long)));
-  CHECK_CUDA(cudaMemcpy(d_pool, pool.data(), pool.size(), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(d_indices, indices.data(), indices.size() * sizeof(int), cudaMemcpyHostToDevice));
   std::printf("Small-heads roles probe: %d CTAs, %d chunks of 64 rows each, %zu bytes of shared memory\n\n", sms,
               kChunks, sizeof(Shared));
   std::printf("| converter pairs (registers) | K tiles | cycles a chunk | attend waits a chunk | converter waits a chunk |\n");
   std::printf("|---|---|---|---|---|\n");
-  run<1, 2>(d_pool, d_indices, d_out, sms);
-  run<1, 3>(d_pool, d_indices, d_out, sms);
-  run<2, 2>(d_pool, d_indices, d_out, sms);
-  run<2, 3>(d_pool, d_indices, d_out, sms);
-  CHECK_CUDA(cudaFree(d_pool));
-  CHECK_CUDA(cudaFree(d_indices));
+  run<1, 2>(pool.rows, pool.indices, d_out, sms);
+  run<1, 3>(pool.rows, pool.indices, d_out, sms);
+  run<2, 2>(pool.rows, pool.indices, d_out, sms);
+  run<2, 3>(pool.rows, pool.indices, d_out, sms);
+  free_probe_pool(pool);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "../csrc/cuda/hopper_fused/fused_primitives.cuh"        // wgmma_m64n64k16_rs
 #include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"  // m64n16 / m64n32: rs, ss_ta
 #include "probe_check.h"
+#include "probe_pool.h"
 
 namespace {
 
@@ -130,31 +131,21 @@ __global__ void __launch_bounds__(kWarpgroups* kWarpgroup, 1) wgmma_rate(long lo
 template <Shape kShape, int kAccumulators, int kWarpgroups>
 void run(long long* out, int ctas) {
   auto kernel = wgmma_rate<kShape, kAccumulators, kWarpgroups>;
-  const int bytes = 2 * kTileBytes;
-  CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  std::vector<long long> host(size_t(ctas) * kWarpgroups);
+  const size_t out_count = size_t(ctas) * kWarpgroups;
+  const auto launches = probe_launches(kernel, ctas, kWarpgroups * kWarpgroup, 2 * kTileBytes, 3, out, out_count, out);
   std::vector<double> per;
-  for (int rep = 0; rep < 4; ++rep) {
-    kernel<<<ctas, kWarpgroups * kWarpgroup, bytes>>>(out);
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaDeviceSynchronize());
-    if (rep == 0) continue;
-    CHECK_CUDA(cudaMemcpy(host.data(), out, host.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+  for (const auto& host : launches) {
     for (long long c : host) per.push_back(double(c) / kIssues);
   }
-  std::sort(per.begin(), per.end());
   const double peak = 64.0 * shape_n(kShape) * 16 * 2 / 4096.0 * kWarpgroups;
-  std::printf("| %s | %d | %d | %.1f | %.1f |\n", shape_name(kShape), kAccumulators, kWarpgroups, per[per.size() / 2],
+  std::printf("| %s | %d | %d | %.1f | %.1f |\n", shape_name(kShape), kAccumulators, kWarpgroups, probe_median(per),
               peak);
 }
 
 }  // namespace
 
 int main() {
-  std::setvbuf(stdout, nullptr, _IONBF, 0);
-  int device = 0, sms = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = probe_sm_count();
   long long* d_out = nullptr;
   CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * 4 * sizeof(long long)));
   std::printf("wgmma rate probe: %d CTAs, %d wgmma a warpgroup\n\n", sms, kIssues);
