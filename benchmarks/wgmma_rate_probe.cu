@@ -5,7 +5,8 @@
 // on the one before; 2: two chains), A from registers ("rs") or from shared memory ("ss"; "ss_ta":
 // A MN-major, as the small-heads PV), B from shared memory. Random bf16 operands (the values mean
 // nothing). Prints the median over CTAs of the cycles a wgmma (the warpgroup's whole loop over
-// kIssues), and what the multiply-adds need at the peak rate (4,096 bf16 FLOP a cycle an SM).
+// kIssues), and what the multiply-adds need at the peak rate (4,096 bf16 FLOP a cycle an SM); then
+// the same for mma.sync m16n8k16 by 4 to 16 warps (the other way to multiply at 16 heads).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o wgmma_rate_probe \
 //       benchmarks/wgmma_rate_probe.cu && ./wgmma_rate_probe
 // (bash benchmarks/device_suite.sh wgmma-probe builds and runs it).
@@ -20,6 +21,7 @@
 #include "../csrc/cuda/hopper/sm90_primitives.cuh"
 #include "../csrc/cuda/hopper_fused/fused_primitives.cuh"        // wgmma_m64n64k16_rs
 #include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"  // m64n16 / m64n32: rs, ss_ta
+#include "../csrc/cuda/portable/sm80_primitives.cuh"        // mma_bf16_16x8x16
 #include "probe_check.h"
 #include "probe_pool.h"
 
@@ -142,6 +144,48 @@ void run(long long* out, int ctas) {
               peak);
 }
 
+// The same for mma.sync m16n8k16 (bf16, fp32 accumulators, operands in registers): kWarps warps a
+// CTA, each issuing kIssues into kChains accumulators in turn (independent chains hide the
+// instruction's latency). Prints the cycles an mma of each warp and of the SM (over all warps).
+template <int kWarps, int kChains>
+__global__ void __launch_bounds__(kWarps * 32, 1) mma_sync_rate(long long* __restrict__ out) {
+  const int thread = threadIdx.x;
+  const uint32_t a[4] = {0x3C003C00u ^ uint32_t(thread), 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+  const uint32_t b0 = 0x3C003C00u ^ uint32_t(thread >> 3), b1 = 0x3C003C00u;
+  float d[kChains][4];
+#pragma unroll
+  for (int k = 0; k < kChains; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[k][i] = 0.0f;
+  __syncthreads();
+  const long long start = clock64();
+#pragma unroll 1
+  for (int g = 0; g < kIssues / 8; ++g) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) cake::cuda::mma_bf16_16x8x16(d[j % kChains], a, b0, b1);
+  }
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kChains; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) total += d[k][i];
+  const long long cycles = clock64() - start;
+  if (thread % 32 == 0) out[blockIdx.x * kWarps + thread / 32] = total == 12345.0f ? -1 : cycles;
+}
+
+template <int kWarps, int kChains>
+void run_mma_sync(long long* out, int ctas) {
+  const auto launches = probe_launches(mma_sync_rate<kWarps, kChains>, ctas, kWarps * 32, 0, 3, out,
+                                       size_t(ctas) * kWarps, out);
+  std::vector<double> per;
+  for (const auto& host : launches) {
+    for (long long c : host) per.push_back(double(c) / kIssues);
+  }
+  const double warp = probe_median(per);
+  std::printf("| mma.sync m16n8k16 | %d | %d warps | %.1f | %.2f | %.2f |\n", kChains, kWarps, warp, warp / kWarps,
+              4096.0 / 4096.0);
+}
+
 }  // namespace
 
 int main() {
@@ -171,6 +215,15 @@ int main() {
   run<kN64Ss, 1, 2>(d_out, sms);
   run<kN32Rs, 1, 2>(d_out, sms);
   run<kN128Ss, 1, 2>(d_out, sms);
+  run<kN16Rs, 1, 4>(d_out, sms);
+  run<kN16SsTa, 1, 4>(d_out, sms);
+  std::printf("\n| instruction | accumulator chains | warps issuing | cycles an mma (each warp's) | cycles an mma of the SM | at the peak rate |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  run_mma_sync<4, 1>(d_out, sms);
+  run_mma_sync<4, 4>(d_out, sms);
+  run_mma_sync<4, 8>(d_out, sms);
+  run_mma_sync<8, 4>(d_out, sms);
+  run_mma_sync<16, 4>(d_out, sms);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }
