@@ -111,7 +111,7 @@ for step in $steps; do
       run_probe small_roles_probe small_roles_probe -gencode=arch=compute_90a,code=sm_90a
       ;;
     wgmma-probe)
-      # Cycles a wgmma by shape (N = 16 .. 128), operand source and accumulator chains.
+      # Cycles a wgmma by shape (N = 16 .. 128), operand source and accumulator chains; an mma.sync.
       run_probe wgmma_rate_probe wgmma_probe -gencode=arch=compute_90a,code=sm_90a
       ;;
     arrive-probe)
