@@ -51,9 +51,6 @@ using cake::cuda::named_barrier;
 using cake::cuda::pack_bf16x2;
 using cake::cuda::smem_address;
 
-constexpr int kPoolRows = 65536;
-constexpr int kRowBytes = 256;
-constexpr int kScaleOffset = 224;
 constexpr int kBlocks = 96;        // blocks a CTA walks
 constexpr int kWarmBlocks = 8;     // not counted
 constexpr int kWarpgroup = 128;
@@ -106,10 +103,10 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
     const int bb = min(b, kBlocks - 1);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const uint8_t* row = pool + size_t(rows[bb * 64 + row0 + 8 * r]) * kRowBytes;
+      const uint8_t* row = pool + size_t(rows[bb * 64 + row0 + 8 * r]) * kProbeRowBytes;
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) codes[r][slot] = ld_global_nc_8_no_l1(row + 8 * (quad + 4 * slot));
-      scale_bytes[r] = ld_global_nc_8_no_l1(row + kScaleOffset + 8 * (quad % 3));
+      scale_bytes[r] = ld_global_nc_8_no_l1(row + kProbeScaleOffset + 8 * (quad % 3));
     }
   };
   load_block(first);
@@ -153,7 +150,7 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
       if (word == 1 && next < kBlocks) {  // the slot is decoded: the next block's codes into it
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          codes[r][slot] = ld_global_nc_8_no_l1(pool + size_t(next_row[r]) * kRowBytes + 8 * (quad + 4 * slot));
+          codes[r][slot] = ld_global_nc_8_no_l1(pool + size_t(next_row[r]) * kProbeRowBytes + 8 * (quad + 4 * slot));
         }
       }
       if (g % kBatch != kBatch - 1 && g != kGroupsPerBlock - 1) continue;
@@ -221,7 +218,7 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
     }
     if (next < kBlocks) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) scale_bytes[r] = ld_global_nc_8_no_l1(pool + size_t(next_row[r]) * kRowBytes + kScaleOffset + 8 * (quad % 3));
+      for (int r = 0; r < 2; ++r) scale_bytes[r] = ld_global_nc_8_no_l1(pool + size_t(next_row[r]) * kProbeRowBytes + kProbeScaleOffset + 8 * (quad % 3));
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {  // RoPE k-steps: fragments from the tile's RoPE column block
@@ -406,7 +403,7 @@ void run(const uint8_t* pool, const int* indices, long long* out, int ctas) {
 
 int main() {
   const int sms = probe_sm_count();
-  ProbePool pool = make_probe_pool(kPoolRows, kRowBytes, size_t(sms) * kBlocks * 64);
+  ProbePool pool = make_probe_pool(size_t(sms) * kBlocks * 64);
   long long* d_out = nullptr;
   CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * 4 * sizeof(long long)));
   std::printf("Converter stream probe: %d CTAs, %d blocks of 64 rows each, %zu bytes of shared memory\n\n", sms,

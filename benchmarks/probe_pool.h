@@ -1,5 +1,5 @@
 // The host side the timing probes share (converter_stream_probe.cu, small_roles_probe.cu,
-// wgmma_rate_probe.cu): the SM count, a pool of random bytes on the device (small enough to stay in
+// wgmma_rate_probe.cu, register_shape_probe.cu): the SM count, a pool of random bytes on the device (small enough to stay in
 // L2) with random row indices into it, the launches whose per-CTA figures they read back, and the
 // median of those. Each probe is still one nvcc command (header only).
 #pragma once
@@ -14,14 +14,19 @@
 
 #include "probe_check.h"
 
+// The pool's rows: 224 code bytes (448 NoPE dims), 28 scale bytes, padding; 16 MB in all.
+constexpr int kProbePoolRows = 65536;
+constexpr int kProbeRowBytes = 256;
+constexpr int kProbeScaleOffset = 224;
+
 struct ProbePool {
-  uint8_t* rows = nullptr;  // pool_rows x row_bytes random bytes
+  uint8_t* rows = nullptr;  // kProbePoolRows x kProbeRowBytes random bytes
   int* indices = nullptr;   // index_count random rows of the pool
 };
 
 // Fills both with a fixed linear congruential sequence: every run draws the same rows.
-inline ProbePool make_probe_pool(int pool_rows, int row_bytes, size_t index_count) {
-  std::vector<uint8_t> bytes(size_t(pool_rows) * row_bytes);
+inline ProbePool make_probe_pool(size_t index_count) {
+  std::vector<uint8_t> bytes(size_t(kProbePoolRows) * kProbeRowBytes);
   uint32_t x = 12345u;
   for (auto& byte : bytes) {
     x = x * 1664525u + 1013904223u;
@@ -30,7 +35,7 @@ inline ProbePool make_probe_pool(int pool_rows, int row_bytes, size_t index_coun
   std::vector<int> indices(index_count);
   for (auto& i : indices) {
     x = x * 1664525u + 1013904223u;
-    i = int((x >> 8) % uint32_t(pool_rows));
+    i = int((x >> 8) % uint32_t(kProbePoolRows));
   }
   ProbePool pool;
   CHECK_CUDA(cudaMalloc(&pool.rows, bytes.size()));

@@ -34,6 +34,7 @@
 #include "../csrc/cuda/hopper/nvfp4_bit_decode.cuh"
 #include "../csrc/cuda/portable/sm80_primitives.cuh"  // mma_bf16_16x8x16
 #include "probe_check.h"
+#include "probe_pool.h"
 
 namespace {
 
@@ -43,9 +44,6 @@ using cake::cuda::pack_bf16x2;
 using cake::cuda::quad_max;
 using cake::cuda::quad_sum;
 
-constexpr int kPoolRows = 65536;
-constexpr int kRowBytes = 256;  // 224 code bytes (448 dims), 28 scale bytes, padding
-constexpr int kScaleOffset = 224;
 constexpr int kHeads = 16;
 constexpr int kDims = 512;
 constexpr int kStep = 16;            // candidates a step
@@ -99,16 +97,16 @@ __global__ void __launch_bounds__(kGroups * kWarpsPerGroup * 32, 1)
     float sums[2] = {0.f, 0.f};
     // Two steps of indices and one of codes in flight.
     int index_next = list[kStep + lane % kStep < topk ? kStep + lane % kStep : 0];
-    uint32_t row_now = uint32_t(list[lane % kStep]) * kRowBytes;
+    uint32_t row_now = uint32_t(list[lane % kStep]) * kProbeRowBytes;
     uint4 codes_next[2];
     uint16_t scales_next[2];
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       const uint32_t row = __shfl_sync(0xffffffffu, row_now, g + 8 * n);
       codes_next[n] = *reinterpret_cast<const uint4*>(pool + row + wi * 64 + qd * 16);
-      scales_next[n] = *reinterpret_cast<const uint16_t*>(pool + row + kScaleOffset + wi * 8 + qd * 2);
+      scales_next[n] = *reinterpret_cast<const uint16_t*>(pool + row + kProbeScaleOffset + wi * 8 + qd * 2);
     }
-    row_now = uint32_t(index_next) * kRowBytes;
+    row_now = uint32_t(index_next) * kProbeRowBytes;
 #pragma unroll 1
     for (int s = 0; s < steps; ++s) {
       const uint4 codes[2] = {codes_next[0], codes_next[1]};
@@ -118,11 +116,11 @@ __global__ void __launch_bounds__(kGroups * kWarpsPerGroup * 32, 1)
         for (int n = 0; n < 2; ++n) {
           const uint32_t row = __shfl_sync(0xffffffffu, row_now, g + 8 * n);
           codes_next[n] = *reinterpret_cast<const uint4*>(pool + row + wi * 64 + qd * 16);
-          scales_next[n] = *reinterpret_cast<const uint16_t*>(pool + row + kScaleOffset + wi * 8 + qd * 2);
+          scales_next[n] = *reinterpret_cast<const uint16_t*>(pool + row + kProbeScaleOffset + wi * 8 + qd * 2);
         }
       }
       if (s + 2 < steps) index_next = list[(s + 2) * kStep + lane % kStep];
-      row_now = uint32_t(index_next) * kRowBytes;
+      row_now = uint32_t(index_next) * kProbeRowBytes;
 
       // K^T's B fragments: kf[n][word][pair], word w = dims 8 w .. of the thread's 32, pair k =
       // (element k, element k + 4); k-step ks takes word ks / 2, pairs 2 (ks % 2) and 2 (ks % 2) + 1.
@@ -218,11 +216,6 @@ __global__ void __launch_bounds__(kGroups * kWarpsPerGroup * 32, 1)
   if (lane == 0) cycles[size_t(blockIdx.x) * kGroups * kWarpsPerGroup + warp] = elapsed;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 uint32_t next_random(uint64_t& state) {
   state = state * 6364136223846793005ull + 1442695040888963407ull;
   return uint32_t(state >> 33);
@@ -251,24 +244,22 @@ void time_groups(int sms, int topk, const uint8_t* pool, int* indices, const uin
     per_chunk.push_back(double(worst) / chunks);
   }
   std::printf("| %d | %d | %d | %d | %.0f |\n", kGroups, threads, attributes.numRegs, int(attributes.localSizeBytes),
-              median(per_chunk));
+              probe_median(per_chunk));
 }
 
 }  // namespace
 
 int main() {
-  int device = 0, sms = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = probe_sm_count();
   const int topk = 512, max_groups = 3;
   const size_t units = size_t(sms) * max_groups * kUnitsPerGroup;
   uint64_t state = 12345;
-  std::vector<uint8_t> pool(size_t(kPoolRows) * kRowBytes);
+  std::vector<uint8_t> pool(size_t(kProbePoolRows) * kProbeRowBytes);
   for (auto& b : pool) b = uint8_t(next_random(state));
-  for (int r = 0; r < kPoolRows; ++r)  // scale bytes below the E4M3 NaN
-    for (int i = 0; i < 28; ++i) pool[size_t(r) * kRowBytes + kScaleOffset + i] &= 0x77;
+  for (int r = 0; r < kProbePoolRows; ++r)  // scale bytes below the E4M3 NaN
+    for (int i = 0; i < 28; ++i) pool[size_t(r) * kProbeRowBytes + kProbeScaleOffset + i] &= 0x77;
   std::vector<int> indices(units * topk);
-  for (auto& i : indices) i = int(next_random(state) % kPoolRows);
+  for (auto& i : indices) i = int(next_random(state) % kProbePoolRows);
   std::vector<uint16_t> q(units * kHeads * kDims);
   for (auto& v : q) v = uint16_t(0x3c00 | (next_random(state) & 0x80ff));  // bf16 of magnitude ~2^-7..2^-6
   uint8_t* pool_d = nullptr;

@@ -41,6 +41,7 @@
 #include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"  // wgmma_m64n16k16_ss_ta
 #include "probe_check.h"
 #include "probe_pool.h"
+#include "probe_wgmma.cuh"
 
 namespace {
 
@@ -52,9 +53,6 @@ using cake::cuda::named_barrier;
 using cake::cuda::pack_bf16x2;
 using cake::cuda::smem_address;
 
-constexpr int kPoolRows = 65536;
-constexpr int kRowBytes = 256;
-constexpr int kScaleOffset = 224;
 constexpr int kChunks = 96;      // chunks a CTA walks
 constexpr int kWarmChunks = 8;   // not counted
 constexpr int kWarpgroup = 128;
@@ -73,15 +71,6 @@ struct __align__(1024) Shared {
   uint64_t empty[kMaxTiles];                    // the attend's PV of the tile's chunk retired
   long long attend_wait, convert_wait;
 };
-
-// D[64 x 16] (+)= A[64 x 16] * B[16 x 16]: both K-major in shared memory (S^T = K Q^T).
-__device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
-}
 
 template <int kPairs>
 struct Config {
@@ -103,11 +92,11 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
   uint2 codes[kGroups];
   uint4 scale_words[2];
   auto load = [&](int c) {
-    const uint8_t* r = pool + size_t(rows[min(c, kChunks - 1) * 64 + row]) * kRowBytes;
+    const uint8_t* r = pool + size_t(rows[min(c, kChunks - 1) * 64 + row]) * kProbeRowBytes;
 #pragma unroll
     for (int i = 0; i < kGroups; ++i) codes[i] = ld_global_nc_8_no_l1(r + 8 * (part + 4 * i));
-    scale_words[0] = ld_global_nc_16(r + kScaleOffset);
-    scale_words[1] = ld_global_nc_16(r + kScaleOffset + 16);
+    scale_words[0] = ld_global_nc_16(r + kProbeScaleOffset);
+    scale_words[1] = ld_global_nc_16(r + kProbeScaleOffset + 16);
   };
   load(pair);
   long long waited = 0;
@@ -118,7 +107,7 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
     if (c >= kWarmChunks) waited += clock64() - t0;
     const uint32_t tile = smem_address(s.k[t]);
     const int next = c + kPairs;
-    const uint8_t* next_row = pool + size_t(rows[min(next, kChunks - 1) * 64 + row]) * kRowBytes;
+    const uint8_t* next_row = pool + size_t(rows[min(next, kChunks - 1) * 64 + row]) * kProbeRowBytes;
     const uint32_t scale_bytes[8] = {scale_words[0].x, scale_words[0].y, scale_words[0].z, scale_words[0].w,
                                      scale_words[1].x, scale_words[1].y, scale_words[1].z, scale_words[1].w};
 #pragma unroll
@@ -142,8 +131,8 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
     }
     (void)tile;
     if (next < kChunks) {
-      scale_words[0] = ld_global_nc_16(next_row + kScaleOffset);
-      scale_words[1] = ld_global_nc_16(next_row + kScaleOffset + 16);
+      scale_words[0] = ld_global_nc_16(next_row + kProbeScaleOffset);
+      scale_words[1] = ld_global_nc_16(next_row + kProbeScaleOffset + 16);
     }
     mbarrier_arrive(smem_address(&s.full[t]));
   }
@@ -318,7 +307,7 @@ void run(const uint8_t* pool, const int* indices, long long* out, int ctas) {
 
 int main() {
   const int sms = probe_sm_count();
-  ProbePool pool = make_probe_pool(kPoolRows, kRowBytes, size_t(sms) * kChunks * 64);
+  ProbePool pool = make_probe_pool(size_t(sms) * kChunks * 64);
   long long* d_out = nullptr;
   CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * 3 * sizeof(long long)));
   std::printf("Small-heads roles probe: %d CTAs, %d chunks of 64 rows each, %zu bytes of shared memory\n\n", sms,

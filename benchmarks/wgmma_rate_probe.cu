@@ -24,6 +24,7 @@
 #include "../csrc/cuda/portable/sm80_primitives.cuh"        // mma_bf16_16x8x16
 #include "probe_check.h"
 #include "probe_pool.h"
+#include "probe_wgmma.cuh"
 
 namespace {
 
@@ -33,14 +34,6 @@ using cake::cuda::smem_address;
 constexpr int kWarpgroup = 128;
 constexpr int kIssues = 512;
 constexpr int kTileBytes = 64 * 1024;  // A and B tiles: 64 KB each, 128-byte swizzled rows
-
-// D[64 x 16] (+)= A[64 x 16] * B[16 x 16]: both K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b));
-}
 
 enum Shape { kN16Rs, kN16Ss, kN16SsTa, kN32Rs, kN32SsTa, kN64Rs, kN64Ss, kN128Rs, kN128Ss };
 constexpr int shape_n(Shape s) {
@@ -63,7 +56,7 @@ __device__ __forceinline__ void issue(float (&d)[64], const uint32_t (&a)[4], ui
   if constexpr (kShape == kN16Rs) {
     wgmma_m64n16k16_rs(reinterpret_cast<float(&)[8]>(d), a, desc_b, true);
   } else if constexpr (kShape == kN16Ss) {
-    wgmma_m64n16k16_ss(reinterpret_cast<float(&)[8]>(d), desc_a, desc_b);
+    wgmma_m64n16k16_ss(reinterpret_cast<float(&)[8]>(d), desc_a, desc_b, true);
   } else if constexpr (kShape == kN16SsTa) {
     wgmma_m64n16k16_ss_ta(reinterpret_cast<float(&)[8]>(d), desc_a, desc_b);
   } else if constexpr (kShape == kN32Rs) {
