@@ -140,8 +140,14 @@ void run(long long* out, int ctas) {
 // The same for mma.sync m16n8k16 (bf16, fp32 accumulators, operands in registers): kWarps warps a
 // CTA, each issuing kIssues into kChains accumulators in turn (independent chains hide the
 // instruction's latency). Prints the cycles an mma of each warp and of the SM (over all warps).
+// m16n8k16 is 2,048 multiply-adds: one cycle of an SM's tensor cores at the dense bf16 peak.
+constexpr double kMmaSyncPeakCycles = 1.0;
+// The most warps a CTA of the mma.sync rows holds (32: 1,024 threads); `out` holds one count each.
+constexpr int kMaxProbeWarps = 32;
+
 template <int kWarps, int kChains>
 __global__ void __launch_bounds__(kWarps * 32, 1) mma_sync_rate(long long* __restrict__ out) {
+  static_assert(kWarps <= kMaxProbeWarps, "out holds kMaxProbeWarps counts a CTA");
   const int thread = threadIdx.x;
   const uint32_t a[4] = {0x3C003C00u ^ uint32_t(thread), 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
   const uint32_t b0 = 0x3C003C00u ^ uint32_t(thread >> 3), b1 = 0x3C003C00u;
@@ -176,7 +182,7 @@ void run_mma_sync(long long* out, int ctas) {
   }
   const double warp = probe_median(per);
   std::printf("| mma.sync m16n8k16 | %d | %d warps | %.1f | %.2f | %.2f |\n", kChains, kWarps, warp, warp / kWarps,
-              4096.0 / 4096.0);
+              kMmaSyncPeakCycles);
 }
 
 }  // namespace
@@ -184,7 +190,7 @@ void run_mma_sync(long long* out, int ctas) {
 int main() {
   const int sms = probe_sm_count();
   long long* d_out = nullptr;
-  CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * 4 * sizeof(long long)));
+  CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * kMaxProbeWarps * sizeof(long long)));
   std::printf("wgmma rate probe: %d CTAs, %d wgmma a warpgroup\n\n", sms, kIssues);
   std::printf("| shape, operands | accumulator chains | warpgroups issuing | cycles a wgmma (each warpgroup's) | at the peak rate, all warpgroups' |\n");
   std::printf("|---|---|---|---|---|\n");
@@ -210,13 +216,17 @@ int main() {
   run<kN128Ss, 1, 2>(d_out, sms);
   run<kN16Rs, 1, 4>(d_out, sms);
   run<kN16SsTa, 1, 4>(d_out, sms);
+  run<kN16Rs, 1, 8>(d_out, sms);
   std::printf("\n| instruction | accumulator chains | warps issuing | cycles an mma (each warp's) | cycles an mma of the SM | at the peak rate |\n");
   std::printf("|---|---|---|---|---|---|\n");
   run_mma_sync<4, 1>(d_out, sms);
   run_mma_sync<4, 4>(d_out, sms);
   run_mma_sync<4, 8>(d_out, sms);
   run_mma_sync<8, 4>(d_out, sms);
+  run_mma_sync<8, 8>(d_out, sms);
   run_mma_sync<16, 4>(d_out, sms);
+  run_mma_sync<16, 8>(d_out, sms);
+  run_mma_sync<32, 4>(d_out, sms);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }
