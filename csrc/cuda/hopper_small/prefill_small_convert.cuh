@@ -164,15 +164,15 @@ class ConvertRole {
   static constexpr int kGroupsInFlight = 1;
 #endif
   static_assert(kGroupsInFlight >= 1 && kGroupsInFlight <= 7, "wgmma.wait_group takes 0..7");
-  // Slot groups: a group slot's two groups are decoded before their four k-steps are issued under
-  // one fence and one commit group, instead of a fence and a commit group per two k-steps. At 16
-  // heads a unit 0.9% faster at T = 4096 (same bits); at 32, 1.3-1.9% slower (H200,
-  // docs/benchmarks.md). CAKE_SMALL_CONVERT_SLOT_GROUPS=1 / =0 (a development build) takes them at
-  // both head counts / at neither.
-#ifdef CAKE_SMALL_CONVERT_SLOT_GROUPS
-  static constexpr bool kSlotGroups = CAKE_SMALL_CONVERT_SLOT_GROUPS != 0;
+  // Slot groups (a development build, CAKE_SMALL_CONVERT_SLOT_GROUPS=1): a group slot's two groups
+  // are decoded before their four k-steps are issued under one fence and one commit group, instead
+  // of a fence and a commit group per two k-steps. Not the default (H200, docs/benchmarks.md): at
+  // 16 heads a unit 0.9% faster at T = 4096 but 3-4% slower at T = 128 and 2.8% on a 64 x 8 x
+  // 4096 decode; at 32 heads 1.3-1.9% slower.
+#if defined(CAKE_SMALL_CONVERT_SLOT_GROUPS) && CAKE_SMALL_CONVERT_SLOT_GROUPS
+  static constexpr bool kSlotGroups = true;
 #else
-  static constexpr bool kSlotGroups = kGroupHeads == 16;
+  static constexpr bool kSlotGroups = false;
 #endif
 
   // Where the attend warpgroup does not write the row table (32 heads a unit, !G::kAttendWritesTable)
