@@ -19,7 +19,6 @@
 #include "../common/split_epilogue.cuh"
 #include "../hopper/nvfp4_bit_decode.cuh"
 #include "../hopper/sm90_primitives.cuh"
-#include "../portable/sm80_primitives.cuh"
 #include "prefill_small_layout.h"
 #include "prefill_small_softmax.cuh"
 #include "prefill_small_trace.cuh"
@@ -37,17 +36,9 @@ constexpr bool kNoPv = true;
 constexpr bool kNoPv = false;
 #endif
 
-
 template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
-  // PV by mma.sync (Geometry::kPvMmaSync: CAKE_SMALL_PV_MMA_SYNC at 16 heads a unit, a development
-  // build) instead of wgmma: O[heads x dims] += P V with the 16 heads as M; warp w takes the 128
-  // dims of K-tile chunks 16 w .. 16 w + 15 (one n-tile each), A = P from the P tile (ldmatrix),
-  // B = V from the K tile (ldmatrix.trans). A wgmma of N = 16 costs the SM 19-21 cycles with two or
-  // three warpgroups issuing, eight mma.sync of the same work 13.0-13.5
-  // (benchmarks/wgmma_rate_probe.cu), and PV is the attend warpgroup's longest step a chunk.
-  static constexpr bool kPvSync = G::kPvMmaSync;
 
  public:
   __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
@@ -68,13 +59,12 @@ class AttendRole {
         mbarrier_wait(smem_address(&smem_.k_full[parity]), (gchunk >> 1) & 1);
         trace_event(0, 1, gchunk);
         // The converters wrote the K tile with generic-proxy stores (stmatrix); this thread saw
-        // them complete through the mbarrier, and its wgmma reads the tile through the async proxy
-        // (ldmatrix, in the mma.sync form, reads it through the generic proxy: no fence).
-        if constexpr (!kPvSync) fence_proxy_async();
+        // them complete through the mbarrier, and its wgmma reads the tile through the async proxy.
+        fence_proxy_async();
         bool moved = softmax_.run(parity);
         mbarrier_arrive(smem_address(&smem_.s_empty[gchunk % G::kSBuffers]));
         trace_event(0, 2, gchunk);
-        if constexpr (!kPvSync) fence_proxy_async();  // P is read by wgmma
+        fence_proxy_async();  // P is read by wgmma
         moved = named_barrier_or<kPReady, kWarpgroupThreads>(moved);
         trace_event_past_barrier(0, 3, gchunk);
         // The row index of the table's next chunk, loaded here so that its latency passes under
@@ -82,20 +72,13 @@ class AttendRole {
         int32_t table_index = -1;
         if constexpr (G::kAttendWritesTable) table_index = load_table_index(num_units, gchunk + kTableSlots);
         if (moved) rescale_output(parity);  // rare: a branch, not predication
-        if constexpr (kPvSync) {
-          // Every ldmatrix of the tile has returned before the mma that uses it issues, so the
-          // arrival below comes after this warp's reads of the tile and of P.
-          if constexpr (!kNoPv) accumulate_sync(parity);
-          trace_event(0, 4, gchunk);
-        } else {
-          wgmma_fence();
-          if constexpr (!kNoPv) accumulate(parity);
-          wgmma_commit();
-          trace_event(0, 4, gchunk);
-          wgmma_wait<0>();
+        wgmma_fence();
+        if constexpr (!kNoPv) accumulate(parity);
+        wgmma_commit();
+        trace_event(0, 4, gchunk);
+        wgmma_wait<0>();
 #pragma unroll
-          for (int t = 0; t < kPvMTiles; ++t) pin_registers(o_acc_[t]);
-        }
+        for (int t = 0; t < kPvMTiles; ++t) pin_registers(o_acc_[t]);
         mbarrier_arrive(smem_address(&smem_.k_empty[parity]));
         trace_event(0, 5, gchunk);
         // The converters have read this chunk's row entries (a chunk before converting it): its
@@ -145,39 +128,19 @@ class AttendRole {
   const int warp_;
   const int lane_;
   float o_acc_[kPvMTiles][G::kSAccumulators];  // O^T: m-tile t holds dims of K-tile column block t
-  // O in the mma.sync form: n-tile j holds heads lane / 4 (+ 8) x columns 2 (lane % 4) (+ 1) of
-  // K-tile chunk 16 warp + j (prefill_small_work.cuh, sync_pair_dim).
-  float o_sync_[kPvSync ? kSyncChunksPerWarp : 1][4];
   ChunkSoftmax<kGroupHeads, kSplitItems, kEnd> softmax_;
 
   __device__ __forceinline__ void reset() {
-    if constexpr (kPvSync) {
 #pragma unroll
-      for (int j = 0; j < kSyncChunksPerWarp; ++j) {
+    for (int t = 0; t < kPvMTiles; ++t) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) o_sync_[j][i] = 0.0f;
-      }
-    } else {
-#pragma unroll
-      for (int t = 0; t < kPvMTiles; ++t) {
-#pragma unroll
-        for (int i = 0; i < G::kSAccumulators; ++i) o_acc_[t][i] = 0.0f;
-      }
+      for (int i = 0; i < G::kSAccumulators; ++i) o_acc_[t][i] = 0.0f;
     }
     softmax_.reset();
   }
 
   // Multiplies O^T by each head's factor (columns 8 n + 2 (lane % 4) + e of every m-tile).
   __device__ __forceinline__ void rescale_output(int parity) {
-    if constexpr (kPvSync) {
-      const float low = smem_.rescale[parity][lane_ / 4], high = smem_.rescale[parity][lane_ / 4 + 8];
-#pragma unroll
-      for (int j = 0; j < kSyncChunksPerWarp; ++j) {
-        o_sync_[j][0] *= low, o_sync_[j][1] *= low;
-        o_sync_[j][2] *= high, o_sync_[j][3] *= high;
-      }
-      return;
-    }
 #pragma unroll
     for (int n = 0; n < G::kHeadBlocks; ++n) {
 #pragma unroll
@@ -211,33 +174,6 @@ class AttendRole {
     }
   }
 
-  // O[16 heads x this warp's 16 chunks] += P V in the mma.sync form. Per k-step of 16 candidates:
-  // A = P[heads x those candidates] (one ldmatrix: matrices heads 0..7 / 8..15 x candidates 16 s ..
-  // / 16 s + 8 .., lane address from lanes 8 i ..), and per pair of chunks B = V[candidates x the
-  // chunk's 8 dims] of both (one ldmatrix.trans: matrices candidates 16 s .. / 16 s + 8 .. x chunk
-  // c / c + 1), two mma.sync.
-  __device__ __forceinline__ void accumulate_sync(int parity) {
-    const uint32_t k_tile = smem_address(smem_.k[parity]);
-    const uint32_t p_tile = smem_address(smem_.p[parity]);
-    const int matrix = lane_ / 8;
-    const int p_head = 8 * (matrix % 2) + lane_ % 8;
-#pragma unroll
-    for (int s = 0; s < kPvKSteps; ++s) {
-      uint32_t a[4];
-      ldmatrix_x4(a, p_tile + row_tile_offset(p_head, 16 * s + 8 * (matrix / 2)));
-      const int row = 16 * s + 8 * (matrix % 2) + lane_ % 8;
-#pragma unroll
-      for (int m = 0; m < kSyncChunksPerWarp / 2; ++m) {
-        const int chunk = kSyncChunksPerWarp * warp_ + 2 * m + matrix / 2;
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, k_tile + (chunk / 8) * kKColumnBlockBytes + row * kTileRowBytes +
-                                 (((chunk % 8) ^ (row % 8)) * 16));
-        mma_bf16_16x8x16(o_sync_[2 * m], a, b[0], b[1]);
-        mma_bf16_16x8x16(o_sync_[2 * m + 1], a, b[2], b[3]);
-      }
-    }
-  }
-
   // Epilogue of a unit: the softmax's end for this warpgroup's heads (LSEs stored, output scales
   // written); then O^T normalised and stored from registers. A prefill unit's heads are all real
   // (G divides the heads the launch runs), so no store reaches past them; a decode's split unit
@@ -250,18 +186,8 @@ class AttendRole {
     // PV took V as the converters wrote it: 2^-9 times the cache's values in the NoPE dims
     // (nvfp4_bit_decode.cuh), the RoPE dims (m-tile kRopeMTile) as stored. Those are scaled down to
     // match, so that one scale a head (out_scale, times 2^9) serves every dim; powers of two, exact.
-    if constexpr (kPvSync) {
 #pragma unroll
-      for (int j = 0; j < kSyncChunksPerWarp; ++j) {
-        if (kSyncChunksPerWarp * warp_ + j >= kRopeFirstChunk) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) o_sync_[j][i] *= 1.0f / hopper::kBitDecodeUnscale;
-        }
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
-    }
+    for (int j = 0; j < G::kSAccumulators; ++j) o_acc_[kRopeMTile][j] *= 1.0f / hopper::kBitDecodeUnscale;
     named_barrier<kScalesReady, kWarpgroupThreads>();
     if constexpr (kEnd == UnitEnd::kPartial) {
       store_partial(u);
@@ -293,10 +219,6 @@ class AttendRole {
   // with the lane of the other column). Every pair starts at an even dim.
   template <typename Store>
   __device__ __forceinline__ void for_each_output_pair(Store&& store) const {
-    if constexpr (kPvSync) {
-      for_each_output_pair_sync(store);
-      return;
-    }
     const int column = lane_ / 4, quad = lane_ % 4;
     const bool odd_column = (column & 1) != 0;
     const int nope_dim = nope_pair_dim(warp_, column);
@@ -311,33 +233,6 @@ class AttendRole {
         for (int t = 0; t < kPvMTiles; ++t) {
           const int dim = t < kRopeMTile ? 64 * t + nope_dim : rope_dim;
           store(head, dim, output_pair(t, n, e, scale, odd_column));
-        }
-      }
-    }
-  }
-
-  // The same for the mma.sync form: each head h of this thread (lane / 4, + 8), each pair of its
-  // chunks and e = 0, 1 give one pair of adjacent dims (sync_pair_dim), no lane exchange.
-  template <typename Store>
-  __device__ __forceinline__ void for_each_output_pair_sync(Store&& store) const {
-    const int quad = lane_ % 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int head = lane_ / 4 + 8 * h;
-      const float scale = smem_.out_scale[head];
-#pragma unroll
-      for (int m = 0; m < kSyncChunksPerWarp / 2; ++m) {
-        const int c0 = kSyncChunksPerWarp * warp_ + 2 * m;
-        const float(&low)[4] = o_sync_[2 * m];
-        const float(&high)[4] = o_sync_[2 * m + 1];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int dim = sync_pair_dim(c0, quad, e);
-          const float2 pair = c0 < kRopeFirstChunk
-                                  ? make_float2(low[2 * h + e] * scale, high[2 * h + e] * scale)
-                                  : (e == 0 ? make_float2(low[2 * h] * scale, low[2 * h + 1] * scale)
-                                            : make_float2(high[2 * h] * scale, high[2 * h + 1] * scale));
-          store(head, dim, pair);
         }
       }
     }

@@ -100,14 +100,7 @@ struct Geometry {
   // setmaxnreg budgets: the attend warpgroup holds O^T and one head's softmax at a time (48 more
   // registers leave it without spills); the converters get the rest (capped at 200: they need
   // about 130).
-  // PV by mma.sync (CAKE_SMALL_PV_MMA_SYNC, a development build; prefill_small_attend.cuh) at 16
-  // heads a unit: its fragments take 8 more registers (the converters keep 192 either way).
-#if defined(CAKE_SMALL_PV_MMA_SYNC) && CAKE_SMALL_PV_MMA_SYNC
-  static constexpr bool kPvMmaSync = kHeads == 16;
-#else
-  static constexpr bool kPvMmaSync = false;
-#endif
-  static constexpr int kAttendRegisters = kOAccumulators + (kPvMmaSync ? 56 : 48);
+  static constexpr int kAttendRegisters = kOAccumulators + 48;
   static constexpr int kConvertRegistersLeft = (3 * kLaunchRegisters - kAttendRegisters) / kConverters / 8 * 8;
   static constexpr int kConvertRegisters = kConvertRegistersLeft < 200 ? kConvertRegistersLeft : 200;
   static_assert(kAttendRegisters % 8 == 0 && kAttendRegisters <= 256, "setmaxnreg takes multiples of 8 up to 256");

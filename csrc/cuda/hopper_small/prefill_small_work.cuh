@@ -204,35 +204,6 @@ constexpr bool output_pairs_hold() {
 }
 static_assert(output_pairs_hold(), "the epilogue's pairs of adjacent output dims (see above)");
 
-// The output dims of PV by mma.sync (CAKE_SMALL_PV_MMA_SYNC, 16 heads a unit; prefill_small_attend.cuh).
-//
-// Warp w of the attend warpgroup accumulates O[16 heads x the 8 dims of K-tile chunk c] for its 16
-// chunks c = 16 w + j (column blocks 2 w, 2 w + 1), one mma n-tile a chunk: thread (warp, lane)
-// holds heads lane / 4 and + 8, columns 2 q and 2 q + 1 (q = lane % 4) of each. In the NoPE chunks
-// column 2 q + e of chunks c and c + 1 (c even) are two adjacent dims, the first even; in the RoPE
-// chunks (c >= kRopeFirstChunk) columns 2 q and 2 q + 1 of one chunk are. So each pair of chunks
-// gives a thread two aligned 4-byte words per head, with no exchange between lanes.
-constexpr int kRopeFirstChunk = 8 * kRopeMTile;  // 56
-constexpr int kSyncChunksPerWarp = 64 / kWarpsPerWarpgroup;  // 16
-// The first (even) dim of the pair that e (0, 1) of chunk pair c0, c0 + 1 (c0 even) gives thread
-// column q: column 2 q + e of both chunks (NoPE), or columns 2 q, 2 q + 1 of chunk c0 + e (RoPE).
-__host__ __device__ constexpr int sync_pair_dim(int c0, int q, int e) {
-  return c0 < kRopeFirstChunk ? k_tile_dim(c0, 2 * q + e) : k_tile_dim(c0 + e, 2 * q);
-}
-constexpr bool sync_pairs_hold() {
-  for (int c0 = 0; c0 < 64; c0 += 2) {
-    for (int q = 0; q < 4; ++q) {
-      for (int e = 0; e < 2; ++e) {
-        const int d = sync_pair_dim(c0, q, e);
-        const int next = c0 < kRopeFirstChunk ? k_tile_dim(c0 + 1, 2 * q + e) : k_tile_dim(c0 + e, 2 * q + 1);
-        if (d % 2 != 0 || next != d + 1) return false;
-      }
-    }
-  }
-  return kSyncChunksPerWarp % 2 == 0 && kRopeFirstChunk % 2 == 0;
-}
-static_assert(sync_pairs_hold(), "PV by mma.sync: each thread's pairs of adjacent output dims (see above)");
-
 // The cursor at unit `unit` or the first one after it (gridDim.x apart) with candidates, chunk 0.
 template <int kGroupHeads, bool kSplitItems>
 __device__ __forceinline__ void seek_unit(const DecodeParams& params, int num_units, ChunkCursor<kSplitItems>& cursor,
