@@ -164,16 +164,6 @@ class ConvertRole {
   static constexpr int kGroupsInFlight = 1;
 #endif
   static_assert(kGroupsInFlight >= 1 && kGroupsInFlight <= 7, "wgmma.wait_group takes 0..7");
-  // Slot groups (a development build, CAKE_SMALL_CONVERT_SLOT_GROUPS=1): a group slot's two groups
-  // are decoded before their four k-steps are issued under one fence and one commit group, instead
-  // of a fence and a commit group per two k-steps. Not the default (H200, docs/benchmarks.md): at
-  // 16 heads a unit 0.9% faster at T = 4096 but 3-4% slower at T = 128 and 2.8% on a 64 x 8 x
-  // 4096 decode; at 32 heads 1.3-1.9% slower.
-#if defined(CAKE_SMALL_CONVERT_SLOT_GROUPS) && CAKE_SMALL_CONVERT_SLOT_GROUPS
-  static constexpr bool kSlotGroups = true;
-#else
-  static constexpr bool kSlotGroups = false;
-#endif
 
   // Where the attend warpgroup does not write the row table (32 heads a unit, !G::kAttendWritesTable)
   // converter 0's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
@@ -345,35 +335,13 @@ class ConvertRole {
     wgmma_fence();
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
+      const int step = kstep + t;
       const uint32_t a[4] = {row0[2 * t], row1[2 * t], row0[2 * t + 1], row1[2 * t + 1]};
-      store_and_issue(s_acc, k_tile, q_desc, kstep + t, a, !(first && t == 0));
-    }
-    wgmma_commit();
-    wgmma_wait<kGroupsInFlight>();
-  }
-  // One k-step: its A fragment into the K tile and into QK^T.
-  __device__ __forceinline__ void store_and_issue(float (&s_acc)[G::kSAccumulators], uint32_t k_tile, uint64_t q_desc,
-                                                  int step, const uint32_t (&a)[4], bool accumulate) {
-    // Chunk k_tile_chunk(kHalf, step, hi) of row r: column block 4 kHalf + step / 4, chunk 2 (step % 4)
-    // + hi in it, swizzled with r % 8 (k_chunk_offset; the lane's row and hi are in st_lane_offset_).
-    sm90::stmatrix_x4(k_tile + (4 * kHalf + step / 4) * kKColumnBlockBytes + (st_lane_offset_ ^ (32 * (step % 4))), a);
-    const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
-    sm90::wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), accumulate);
-  }
-  // A group slot's four k-steps from both of its groups' pairs (pairs[b][r]: group b, row r), one
-  // fence and one commit group.
-  __device__ __forceinline__ void store_and_multiply_slot(float (&s_acc)[G::kSAccumulators], uint32_t k_tile,
-                                                          uint64_t q_desc, int kstep, const uint32_t (&pairs)[2][2][4],
-                                                          bool first) {
-    using namespace sm90;
-    wgmma_fence();
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const uint32_t a[4] = {pairs[b][0][2 * t], pairs[b][1][2 * t], pairs[b][0][2 * t + 1], pairs[b][1][2 * t + 1]};
-        store_and_issue(s_acc, k_tile, q_desc, kstep + 2 * b + t, a, !(first && b == 0 && t == 0));
-      }
+      // Chunk k_tile_chunk(kHalf, step, hi) of row r: column block 4 kHalf + step / 4, chunk 2 (step % 4)
+      // + hi in it, swizzled with r % 8 (k_chunk_offset; the lane's row and hi are in st_lane_offset_).
+      stmatrix_x4(k_tile + (4 * kHalf + step / 4) * kKColumnBlockBytes + (st_lane_offset_ ^ (32 * (step % 4))), a);
+      const uint32_t offset = (step / 4) * G::kQColumnBlockBytes + (step % 4) * 32;
+      wgmma_rs<kGroupHeads>(s_acc, a, q_desc + (offset >> 4), !(first && t == 0));
     }
     wgmma_commit();
     wgmma_wait<kGroupsInFlight>();
@@ -429,28 +397,15 @@ class ConvertRole {
     if constexpr (kHasRope && !kRopeLast) rope_steps(s_acc, k_tile, q_desc, true);
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
-      if constexpr (kSlotGroups) {
-        uint32_t pairs[2][2][4];
 #pragma unroll
-        for (int b = 0; b < 2; ++b) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[r].groups[slot].x : rows_[r].groups[slot].y, scales[r][slot],
-                                         pairs[b][r], sign_mask[r]);
-          }
-        }
-        store_and_multiply_slot(s_acc, k_tile, q_desc, 4 * slot, pairs, (kRopeLast || !kHasRope) && slot == 0);
-      } else {
-#pragma unroll
-        for (int b = 0; b < 2; ++b) {
-          uint32_t pairs0[4], pairs1[4];
-          hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot],
-                                       pairs0, sign_mask[0]);
-          hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot],
-                                       pairs1, sign_mask[1]);
-          store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1,
-                             (kRopeLast || !kHasRope) && slot == 0 && b == 0);
-        }
+      for (int b = 0; b < 2; ++b) {
+        uint32_t pairs0[4], pairs1[4];
+        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[0].groups[slot].x : rows_[0].groups[slot].y, scales[0][slot], pairs0,
+                                     sign_mask[0]);
+        hopper::e2m1x8_to_bf16_pairs(b == 0 ? rows_[1].groups[slot].x : rows_[1].groups[slot].y, scales[1][slot], pairs1,
+                                     sign_mask[1]);
+        store_and_multiply(s_acc, k_tile, q_desc, 4 * slot + 2 * b, pairs0, pairs1,
+                           (kRopeLast || !kHasRope) && slot == 0 && b == 0);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_group(rows_[r], next_rows[r], slot);
