@@ -41,12 +41,13 @@ constexpr int kAccumulatorRegisters = 160;
 constexpr int kConverterRegisters = 2 * kLaunchRegisters - kAccumulatorRegisters;  // 96
 static_assert(kAccumulatorRegisters % 8 == 0 && kConverterRegisters % 8 == 0, "setmaxnreg takes multiples of 8");
 
-// Tiles are [column blocks][rows][128 bytes], 128-byte swizzled (16-byte chunk k of row r at chunk
-// k ^ (r % 8)), each starting on a 1024-byte boundary.
 // Every wait of this kernel sleeps rather than polls (sm90::mbarrier_wait's suspend-time hint: 10 ms,
 // far longer than any hand-over, so a warp wakes when its phase completes): the polling loops were
 // ~20% of this kernel's issued instructions (docs/benchmarks.md, "The fused 64-head design rebuilt ...").
 constexpr uint32_t kWaitSuspendHintNs = 10000000;
+
+// Tiles are [column blocks][rows][128 bytes], 128-byte swizzled (16-byte chunk k of row r at chunk
+// k ^ (r % 8)), each starting on a 1024-byte boundary.
 constexpr int kTileRowBytes = 128;
 // K tile: 64 candidate rows x 512 positions (bf16), 8 column blocks of 64. Positions 0..447 hold
 // the NoPE dims in the order the converters produce them (the small-heads kernel's order,
