@@ -11,6 +11,7 @@ the indices are drawn from changes. P = 65536 is `bench_prefill.py`'s row. A poo
 holds P * 384 bytes of cache rows (65536: 24 MiB; 4096: 1.5 MiB).
 """
 import argparse
+import datetime
 import json
 import math
 
@@ -72,8 +73,8 @@ def main():
                     del indices
                     torch.cuda.empty_cache()
     if args.json:
-        meta = dict(device=device_name, commit=commit, matmul_tflops=ceiling / 1e12,
-                    torch=torch.__version__, command="python3 benchmarks/pool_reach.py " + " ".join(
+        meta = dict(device=device_name, commit=commit, matmul_tflops=ceiling / 1e12, torch=torch.__version__,
+                    date=datetime.date.today().isoformat(), command="python3 benchmarks/pool_reach.py " + " ".join(
                         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
                         for k, v in vars(args).items() if v is not None and k != "json"))
         with open(args.json, "w") as f:

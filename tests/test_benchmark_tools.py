@@ -55,6 +55,18 @@ def test_host_path_benchmark_command_line():
     assert "--rows" in result.stdout and "--repeats" in result.stdout
 
 
+def test_pool_reach_command_line():
+    """The pool-size benchmark imports (bench_prefill's helpers), lists its pools, and refuses a
+    pool larger than the benchmark's before it needs a GPU."""
+    script = str(ROOT / "benchmarks" / "pool_reach.py")
+    result = subprocess.run([sys.executable, script, "--help"], check=True, capture_output=True, text=True,
+                            cwd=ROOT / "benchmarks")
+    assert "--pools" in result.stdout
+    bad = subprocess.run([sys.executable, script, "--pools", "65537"], capture_output=True, text=True,
+                         cwd=ROOT / "benchmarks")
+    assert bad.returncode != 0 and "--pools: 65537" in bad.stderr
+
+
 @pytest.mark.parametrize("num_heads", [8, 16, 24, 32, 48, 64, 96, 128])
 def test_decode_benchmark_head_tiles_are_what_the_decode_plans(num_heads):
     """--head-tiles times the head tiles decode_head_tiles(H) allows: the decode's planner takes
