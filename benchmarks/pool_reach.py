@@ -14,6 +14,7 @@ import argparse
 import datetime
 import json
 import math
+import sys
 
 import torch
 
@@ -74,9 +75,8 @@ def main():
                     torch.cuda.empty_cache()
     if args.json:
         meta = dict(device=device_name, commit=commit, matmul_tflops=ceiling / 1e12, torch=torch.__version__,
-                    date=datetime.date.today().isoformat(), command="python3 benchmarks/pool_reach.py " + " ".join(
-                        f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-                        for k, v in vars(args).items() if v is not None and k != "json"))
+                    date=datetime.date.today().isoformat(),
+                    command="python3 benchmarks/pool_reach.py " + " ".join(sys.argv[1:]))
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
 
