@@ -60,11 +60,27 @@ struct WorkRows {
   int head0;
   int split;
 };
+// value / divisor and value % divisor for value >= 0, divisor > 0: by a shift where the divisor is
+// a power of two (a launch's head-block count mostly is: 1 or 2 for every 64-head launch). An
+// integer division by a run-time value goes through the reciprocal unit (MUFU.RCP), whose queue
+// the Hopper kernels' shared-memory traffic keeps busy: a few such divisions an item cost the
+// 64-head kernel several percent at topk 128 (docs/benchmarks.md).
+struct QuotientRemainder {
+  int quotient;
+  int remainder;
+};
+__device__ __forceinline__ QuotientRemainder divide_small(int value, int divisor) {
+  if ((divisor & (divisor - 1)) == 0) {
+    return {value >> (__ffs(divisor) - 1), value & (divisor - 1)};
+  }
+  const int quotient = value / divisor;
+  return {quotient, value - quotient * divisor};
+}
 template <int kBlockHeads, bool kSplit>
 __device__ __forceinline__ WorkRows work_rows(const DecodeParams& params, int index) {
-  const int row_index = kSplit ? index / params.num_splits : index;
-  return {row_index / params.num_head_blocks, (row_index % params.num_head_blocks) * kBlockHeads,
-          kSplit ? index % params.num_splits : 0};
+  const QuotientRemainder split = kSplit ? divide_small(index, params.num_splits) : QuotientRemainder{index, 0};
+  const QuotientRemainder rows = divide_small(split.quotient, params.num_head_blocks);
+  return {rows.quotient, rows.remainder * kBlockHeads, split.remainder};
 }
 
 // A (token, split) work unit's 64-candidate chunks (nvfp4::kChunkSize) of both lists: the token's

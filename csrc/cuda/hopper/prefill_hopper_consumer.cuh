@@ -75,13 +75,14 @@ class ConsumerRole {
     // item without candidates, in the epilogue (finish_item), where the split partials go out
     // through the tile.
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
-    for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+    // q_parity: the phase of q_full this item's Q completes (the CTA's items in turn).
+    for (int item = blockIdx.x, q_parity = 0; item < num_items; item += gridDim.x, q_parity ^= 1) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_chunks, 0);
       trace_event(consumer_, 6, gblock + 1);
       reset();
       if (num_blocks == 0) {  // no candidates: zeros, and the sink's LSE (or -inf)
-        finish_item(item, gblock - 1, false, -1);
+        finish_item(item, q_parity, gblock - 1, false, -1);
         continue;
       }
       const int next_item = item + int(gridDim.x);
@@ -90,7 +91,7 @@ class ConsumerRole {
       // next item's expect_tx while this item's Q bytes are still in flight, an arrival the
       // barrier's phase does not expect, and a CTA could exit with a Q load in flight; a no-waits
       // build without it once failed at launch, most likely so.)
-      mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
+      mbarrier_wait(smem_address(&smem_.q_full), q_parity);
       trace_event(consumer_, 7, gblock + 1);
       // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy)
       // and to this thread; the fence orders this thread's generic writes of the tile (a split
@@ -110,7 +111,7 @@ class ConsumerRole {
       }
       gblock -= num_blocks & 1;  // an odd item used one block of its last pair
       if (item == int(blockIdx.x)) trace_life(consumer_, kLifeFirstEpilogue);
-      finish_item(item, gblock - 1, !kSplitItems, output_by_tile() ? (gblock - 1) & 1 : -1);
+      finish_item(item, q_parity, gblock - 1, !kSplitItems, output_by_tile() ? (gblock - 1) & 1 : -1);
     }
     // The last TMA stores (O from a K tile, or split partials from the Q tile) must have read
     // shared memory before the CTA exits.
@@ -604,7 +605,6 @@ class ConsumerRole {
 
   // q_full's phase for item `item`: its parity in this CTA's walk (one Q load per item, with or
   // without candidates). Computed when needed: the consumers have no register to keep a count in.
-  static __device__ __forceinline__ int q_phase(int item) { return ((item - int(blockIdx.x)) / int(gridDim.x)) & 1; }
 
   // The thread of each consumer that issues its TMA copies (and waits for its stores).
   static __device__ __forceinline__ bool copies_thread() { return threadIdx.x % kWarpgroupThreads == 0; }
@@ -760,7 +760,7 @@ class ConsumerRole {
   // half (64 KB) goes through its half of the Q tile in two rounds of 128 dims, after which the
   // next item's Q follows (or before register stores, where mid_out is not TMA-addressable). next_q_issued: the item's Q was read
   // and the next one issued in its last pair.
-  __device__ void finish_item(int item, int trace_row, bool next_q_issued, int o_tile) {
+  __device__ void finish_item(int item, int q_parity, int trace_row, bool next_q_issued, int o_tile) {
     const WorkRows w = work_rows<kHeads, kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
     // Whole lists: the sinks of this thread's rows, loaded first so that the exchange below
@@ -788,7 +788,7 @@ class ConsumerRole {
       // Both consumers' wgmmas of this item have retired (each waited for its last before the
       // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item
       // without candidates never waited for it).
-      sm90::mbarrier_wait(smem_address(&smem_.q_full), q_phase(item));
+      sm90::mbarrier_wait(smem_address(&smem_.q_full), q_parity);
     }
     trace_event(consumer_, 2, trace_row);
     const bool has_next = item + int(gridDim.x) < num_work_units<kSplitItems>(params_);
