@@ -76,8 +76,15 @@ __device__ __forceinline__ QuotientRemainder divide_small(int value, int divisor
   const int quotient = value / divisor;
   return {quotient, value - quotient * divisor};
 }
-template <int kBlockHeads, bool kSplit>
+// kShift false: the plain divisions (the small-heads kernel, whose split rows were 3.5-4.6% slower
+// with the shifts; docs/benchmarks.md).
+template <int kBlockHeads, bool kSplit, bool kShift = true>
 __device__ __forceinline__ WorkRows work_rows(const DecodeParams& params, int index) {
+  if constexpr (!kShift) {
+    const int row_index = kSplit ? index / params.num_splits : index;
+    return {row_index / params.num_head_blocks, (row_index % params.num_head_blocks) * kBlockHeads,
+            kSplit ? index % params.num_splits : 0};
+  }
   const QuotientRemainder split = kSplit ? divide_small(index, params.num_splits) : QuotientRemainder{index, 0};
   const QuotientRemainder rows = divide_small(split.quotient, params.num_head_blocks);
   return {rows.quotient, rows.remainder * kBlockHeads, split.remainder};
@@ -119,10 +126,10 @@ __device__ __forceinline__ UnitChunks unit_chunks(const DecodeParams& params, in
 }
 
 // Work unit `index` of a launch (work_rows) with its chunks (unit_chunks).
-template <int kBlockHeads, bool kSplit>
+template <int kBlockHeads, bool kSplit, bool kShift = true>
 __device__ __forceinline__ WorkUnit<kSplit> work_unit(const DecodeParams& params, int index) {
   WorkUnit<kSplit> u;
-  const WorkRows rows = work_rows<kBlockHeads, kSplit>(params, index);
+  const WorkRows rows = work_rows<kBlockHeads, kSplit, kShift>(params, index);
   u.token = rows.token;
   u.head0 = rows.head0;
   const UnitChunks c = unit_chunks<kSplit>(params, u.token, rows.split);

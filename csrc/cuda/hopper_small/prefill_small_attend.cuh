@@ -51,7 +51,7 @@ class AttendRole {
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
     if constexpr (G::kAttendWritesTable) start_row_table(num_units);
     for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
-      const Unit<kSplitItems> u = work_unit<kGroupHeads, kSplitItems>(params_, unit);
+      const Unit<kSplitItems> u = work_unit<kGroupHeads, kSplitItems, false>(params_, unit);
       reset();
       for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
         const int parity = gchunk & 1;

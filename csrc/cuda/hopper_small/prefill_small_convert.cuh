@@ -275,7 +275,7 @@ class ConvertRole {
     if (kHalf == 0 && thread_ == 0) {
       const int later = cursor.unit + gridDim.x;
       if (later < num_units_) {
-        const WorkRows rows = work_rows<kGroupHeads, kSplitItems>(params_, later);
+        const WorkRows rows = work_rows<kGroupHeads, kSplitItems, false>(params_, later);
         // A padded unit's rows past the call's last head (the decode's) lie in the next token's, or
         // past q: the prefetch stops at the call's last head.
         const int heads = kSplitItems && !real_head(params_, rows.head0 + kGroupHeads - 1) ? params_.num_heads - rows.head0

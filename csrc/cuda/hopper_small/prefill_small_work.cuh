@@ -209,7 +209,7 @@ template <int kGroupHeads, bool kSplitItems>
 __device__ __forceinline__ void seek_unit(const DecodeParams& params, int num_units, ChunkCursor<kSplitItems>& cursor,
                                           int unit) {
   for (; unit < num_units; unit += gridDim.x) {
-    cursor.u = work_unit<kGroupHeads, kSplitItems>(params, unit);
+    cursor.u = work_unit<kGroupHeads, kSplitItems, false>(params, unit);
     if (cursor.u.num_chunks > 0) break;
   }
   cursor.unit = unit;
