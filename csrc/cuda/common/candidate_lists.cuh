@@ -76,8 +76,8 @@ __device__ __forceinline__ QuotientRemainder divide_small(int value, int divisor
   const int quotient = value / divisor;
   return {quotient, value - quotient * divisor};
 }
-// kShift false: the plain divisions (the small-heads kernel, whose split rows were 3.5-4.6% slower
-// with the shifts; docs/benchmarks.md).
+// kShift false: the plain divisions, for the small-heads kernel: its short decode splits ran ~4%
+// slower with the shifts' code, while its units gained nothing from them (docs/benchmarks.md).
 template <int kBlockHeads, bool kSplit, bool kShift = true>
 __device__ __forceinline__ WorkRows work_rows(const DecodeParams& params, int index) {
   if constexpr (!kShift) {
