@@ -90,7 +90,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
     repeatable for a fixed plan; different plans round differently, each within the precision
     contract. There is no backward (an input that requires grad while grad mode is on raises
     ``NotImplementedError``). On CUDA (sm_80 and up) a split kernel writes the partials and a
-    merge kernel folds them; one split is one launch.
+    merge kernel folds them; one split writes the outputs itself, with no merge (one launch; two
+    at H = 80 and 96 on Hopper, whose heads the two Hopper kernels share).
 
     Returns:
         The plan the op ran: ``{"head_tiles": ht, "num_splits": n, "chunks_per_block": c}`` (the

@@ -244,7 +244,8 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
     """The plan of a decode call on ``device``, or None when the op rejects these ints. For a
     symbolic token count (``torch.compile`` with dynamic shapes) the plan's values are symbolic
     too, built without a guard: the planner's steps change the plan up to
-    ~20 times over T = 0 .. SMs, and a guard per step would recompile the graph at each."""
+    ~20 times over T = 0 .. SMs at up to 2048 candidates (up to ~60 with 16384), and a guard per
+    step would recompile the graph at each."""
     # The override's generation is read here, in traced code, so torch.compile guards on it.
     steps = _decode_plan_steps(device.type, device.index, num_heads, topk, extra_topk, max_splits, head_tiles,
                                num_splits, _kernel_override._generation)
