@@ -8,7 +8,9 @@ step eagerly (no CUDA graph), a host path longer than the kernels bounds the ste
 times, with the GPU idle before each call (synchronized, not counted), the median over --repeats
 calls of: the public wrapper (torch_ops.sparse_mla_decode / sparse_mla_prefill, planning
 included), the registered op called directly with the wrapper's plan (torch.ops.cake.*: dispatch,
-checks, launches), and the planner alone (the wrapper's plan lookup). Inputs as in bench_decode.py.
+checks, launches), the same op call on the row's tensors cut to zero tokens (dispatch and checks,
+no launch: the op returns before it launches anything), and the planner alone (the wrapper's plan
+lookup). Inputs as in bench_decode.py.
 """
 import argparse
 import json
@@ -37,6 +39,11 @@ def time_row(num_tokens, num_heads, candidates, cache, repeats):
         lambda: torch.ops.cake.sparse_mla_decode(q, cache, indices, output, out_lse, sm_scale, attn_sink=sink,
                                                  mid_out=mid_out, mid_lse=mid_lse, num_splits=plan["num_splits"],
                                                  head_tiles=plan["head_tiles"]), repeats)
+    # The same call on zero tokens: everything but the launches (T = 0 runs nothing).
+    row["decode_op_no_launch_us"] = host_time(
+        lambda: torch.ops.cake.sparse_mla_decode(q[:0], cache, indices[:0], output[:0], out_lse[:0], sm_scale,
+                                                 attn_sink=sink, mid_out=mid_out[:, :0], mid_lse=mid_lse[:, :0],
+                                                 num_splits=plan["num_splits"], head_tiles=plan["head_tiles"]), repeats)
     row["decode_planner_us"] = host_time(
         lambda: decode_planner.decode_plan_for_call(q.device, num_tokens, num_heads, candidates, 0,
                                                     decode_planner.DEFAULT_MAX_SPLITS, None, None), repeats)
@@ -56,8 +63,8 @@ def main():
     args = parser.parse_args()
     _, _, device_name, _, cache = prepare_run()
     print(f"device {device_name}, commit {git_commit()}, host time of one call (us, median of {args.repeats})")
-    print("| T | H | candidates | plan | decode wrapper | decode op | decode planner | prefill wrapper |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| T | H | candidates | plan | decode wrapper | decode op | decode op, no launch | decode planner | prefill wrapper |")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for text in args.rows:
         num_tokens, num_heads, candidates = (int(x) for x in text.split("x"))
@@ -65,7 +72,8 @@ def main():
         rows.append(row)
         prefill = f"{row['prefill_wrapper_us']:.1f}" if "prefill_wrapper_us" in row else "-"
         print(f"| {num_tokens} | {num_heads} | {candidates} | ht={row['head_tiles']} s={row['num_splits']} | "
-              f"{row['decode_wrapper_us']:.1f} | {row['decode_op_us']:.1f} | {row['decode_planner_us']:.1f} | "
+              f"{row['decode_wrapper_us']:.1f} | {row['decode_op_us']:.1f} | {row['decode_op_no_launch_us']:.1f} | "
+              f"{row['decode_planner_us']:.1f} | "
               f"{prefill} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
