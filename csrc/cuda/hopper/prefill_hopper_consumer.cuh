@@ -75,7 +75,8 @@ class ConsumerRole {
     // item without candidates, in the epilogue (finish_item), where the split partials go out
     // through the tile.
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
-    // q_parity: the phase of q_full this item's Q completes (the CTA's items in turn).
+    // q_parity: the phase of q_full this item's Q completes (one Q load per item, with or without
+    // candidates, so the parity of the item's place in the CTA's walk).
     for (int item = blockIdx.x, q_parity = 0; item < num_items; item += gridDim.x, q_parity ^= 1) {
       // Loaded list lengths look divergent to ptxas; the pair branches (wgmmas inside) must not.
       const int num_blocks = __shfl_sync(0xffffffffu, work_item<kSplitItems>(params_, item).num_chunks, 0);
@@ -602,9 +603,6 @@ class ConsumerRole {
     }
     wgmma_commit();
   }
-
-  // q_full's phase for item `item`: its parity in this CTA's walk (one Q load per item, with or
-  // without candidates). Computed when needed: the consumers have no register to keep a count in.
 
   // The thread of each consumer that issues its TMA copies (and waits for its stores).
   static __device__ __forceinline__ bool copies_thread() { return threadIdx.x % kWarpgroupThreads == 0; }
