@@ -135,10 +135,10 @@ void run_decode_cuda(DecodeArgs& args) {
   const c10::cuda::CUDAGuard device_guard(q.device());
   const cudaDeviceProp* props = checked_device_properties(q, "cake::sparse_mla_decode");
   // The decode's instances fit wherever the prefill's of the same head tile do
-  // (portable/prefill_variants.h), so the prefill's target (its head-tile cap, its kernels) is the
-  // decode's too.
+  // (portable/prefill_variants.h), so the prefill's target (its head-tile cap, its kernels, the
+  // override's demand for the Hopper kernels) is the decode's too.
   const PrefillKernelOverride knobs = prefill_kernel_override();
-  validate_decode_args(args, device_target(*props, knobs));
+  validate_decode_args(args, cuda_prefill_target(q.device().index(), knobs));
   const DecodePlan& plan = args.plan;
   const cuda::PrefillVariant variant = cuda::decode_variant_for(int(plan.head_tiles), props->sharedMemPerBlockOptin);
   TORCH_CHECK_VALUE(variant.head_tiles > 0, "head_tiles: ", plan.head_tiles, " has no decode kernel instance that fits "
