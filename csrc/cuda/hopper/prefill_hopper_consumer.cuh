@@ -55,6 +55,7 @@ struct PairBlocks {
   // The last pair of a whole-list item that has a next one: that item, whose Q the follower loads
   // once both QK^Ts of the pair have retired (the epilogue does not use the Q tile). Else -1.
   int next_q_item;
+  int parity;  // of the pair in the CTA's walk: the leader's P tile
 };
 
 template <bool kSplitItems>
@@ -69,6 +70,7 @@ class ConsumerRole {
     using namespace sm90;
     const int num_items = num_work_units<kSplitItems>(params_);
     int gblock = 0;  // blocks so far over this CTA's items: the phase of the block barriers
+    int pairs = 0;   // pairs so far over this CTA's items
     // Every item's Q is loaded by the consumers themselves: the first here (each consumer its
     // half); each next one as soon as the Q tile is free: for whole lists by the follower in the
     // item's last pair, once both QK^Ts have retired (load_next_q); for split items, and after an
@@ -100,10 +102,11 @@ class ConsumerRole {
       scale_q_rope();
       fence_proxy_async();
       consumer_barrier<kQRopeScaled>();
-      for (int block = 0; block < num_blocks; block += 2, gblock += 2) {
+      for (int block = 0; block < num_blocks; block += 2, gblock += 2, ++pairs) {
         const bool last = block + 2 >= num_blocks;
         const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks, block == 0,
-                                 last,       gblock,            last && q_loaded_early ? next_item : -1};
+                                 last,       gblock,            last && q_loaded_early ? next_item : -1,
+                                 pairs & 1};
         if (consumer_ == 0) {
           leader_pair(pair);
         } else {
@@ -167,7 +170,7 @@ class ConsumerRole {
     // The own block's PV goes to the tensor cores before the proxy fence and the hand-over, so
     // that it does not wait behind them. The stmatrix comes first: nothing may read a wgmma's A
     // registers between its issue and the wait for it.
-    write_weights(weights);
+    write_weights(weights, p_tile(0, pair));
     accumulate_own(weights, first);
     sm90::fence_proxy_async();
     consumer_barrier_arrive<kWeightsReady + 0>();
@@ -186,7 +189,7 @@ class ConsumerRole {
       trace_event_past_barrier(0, 4, pair.gblock);
       release_half(second, kHighDims);
       adopt_reference(1);  // the follower's block may have moved it once more
-      accumulate_other(1, second);
+      accumulate_other(p_tile(1, pair), second);
       wgmma_wait<0>();
       pin_registers(o_acc_);
       if (!keeps_tile_for_output(pair)) release_half(second, kLowDims);
@@ -210,7 +213,7 @@ class ConsumerRole {
       wait_half(first, kHighDims, pair.first_phase);
       take_leader_reference();
       release_half(first, kLowDims);
-      accumulate_other(0, first);
+      accumulate_other(p_tile(0, pair), first);
       load_next_q(pair);  // the leader's QK^T retired before its hand-over
       wgmma_wait<0>();
       pin_registers(o_acc_);
@@ -223,7 +226,7 @@ class ConsumerRole {
     consumer_barrier<kScoresIssued>();
     CandidateFlags flags;
     // The leader's reference comes before its weights: this softmax runs while the leader forms
-    // its weights, and the leader's block's PV is issued as soon as they are in p[0]. The wait for
+    // its weights, and the leader's block's PV is issued as soon as they are in its P tile. The wait for
     // the hand-over and its loads run while this QK^T does (the leader passed the first block's
     // phase before it issued its own QK^T and arrives on kReferenceReady without waiting for this
     // consumer); the move to the reference once the QK^T has retired.
@@ -241,25 +244,27 @@ class ConsumerRole {
     float moved_by[2];
     softmax(s_acc, flags, reference_, weights, moved_by);
     // Stored before the wait below, so that ptxas keeps the softmax above it (its arithmetic
-    // otherwise moves past the barrier, into the PV's issue). p[1] is free: the leader's last PV
-    // from it retired before the leader arrived on kReferenceReady. The proxy fence: the leader's
-    // wgmma (the async proxy) reads the tile after the hand-over.
-    write_weights(weights);
+    // otherwise moves past the barrier, into the PV's issue). The follower's P tile is free: the
+    // leader's last PV from it retired before the leader arrived on kReferenceReady. The proxy
+    // fence: the leader's wgmma (the async proxy) reads the tile after the hand-over.
+    write_weights(weights, p_tile(1, pair));
     sm90::fence_proxy_async();
-    consumer_barrier<kWeightsReady + 0>();
-    accumulate_other(0, first);  // against the leader's reference: O is rescaled by moved_by after it
     publish_reference();
+    consumer_barrier<kWeightsReady + 0>();
+    // The hand-over comes before the PV below has read the leader's weights: the leader writes its
+    // next pair's into its other P tile. It cannot come before the wait above, which keeps the
+    // leader's arrivals on kReferenceReady and kWeightsReady + 0 one pair apart.
+    consumer_barrier_arrive<kWeightsReady + 1>();
+    accumulate_other(p_tile(0, pair), first);  // against the leader's reference: O is rescaled by moved_by after it
     trace_event(1, 3, pair.gblock);
     // Its low dims were read by QK^T only, but the block's candidate flags travel with them and
     // the softmax above read those.
     release_half(second, kLowDims);
     // Both QK^Ts of the pair have retired (the leader's before it handed over its reference).
     load_next_q(pair);
-    // The leader rewrites p[0] after this hand-over: the read of p[0] retires first.
     wgmma_wait<0>();
     pin_registers(o_acc_);
     release_half(first, kHighDims);
-    consumer_barrier_arrive<kWeightsReady + 1>();
     trace_event(1, 4, pair.gblock);
     rescale_o_if_moved(moved_by);
     accumulate_own(weights, second);
@@ -475,14 +480,18 @@ class ConsumerRole {
     }
   }
 
-  // This consumer's weights into p[consumer], for the other consumer, whose wgmma reads the tile
+  // Consumer c's P tile in this pair (shared-memory address).
+  __device__ __forceinline__ uint32_t p_tile(int c, const PairBlocks& pair) const {
+    return smem_address(c == 0 ? smem_.leader_p[pair.parity] : smem_.follower_p);
+  }
+
+  // This consumer's weights into its P tile, for the other consumer, whose wgmma reads the tile
   // (the async proxy: the caller fences before the hand-over; the leader issues its own PV first).
   // weights[i][r] is the fragment of the 8 x 8 matrix (rows 8 r.. of the warp's 16, columns 8 i..):
   // four stmatrix, matrix m of the k-th holding (i, r) = (2 k + m / 2, m % 2); lane l gives the
   // address of row l % 8 of matrix l / 8 (the same bytes as a 4-byte store a pair, a quarter of
   // the instructions).
-  __device__ __forceinline__ void write_weights(const BlockWeights& weights) {
-    const uint32_t p_tile = smem_address(smem_.p[consumer_]);
+  __device__ __forceinline__ void write_weights(const BlockWeights& weights, uint32_t p_tile) {
     const int matrix = lane_ / 8;
     const int row = (row0_ - lane_ / 4) + 8 * (matrix % 2) + lane_ % 8;
 #pragma unroll
@@ -583,11 +592,11 @@ class ConsumerRole {
     wgmma_commit();
   }
 
-  // O[64 x this consumer's 256 dims] += the other consumer's weights (P tile p[other]) x V; one
+  // O[64 x this consumer's 256 dims] += the other consumer's weights (its P tile) x V; one
   // commit group.
-  __device__ __forceinline__ void accumulate_other(int other, int parity) {
+  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity) {
     using namespace sm90;
-    const uint64_t p_desc = smem_descriptor(smem_address(smem_.p[other]), 16, 1024);
+    const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < 2; ++step) {

@@ -76,7 +76,11 @@ struct alignas(1024) SharedStorage {
   // K (= V) of two blocks, by block parity; after a whole-list item's last PV, that block's tile
   // holds the item's bf16 O until its TMA stores have read it.
   uint8_t k[kKTiles][kKTileBytes];
-  uint8_t p[kConsumers][kPTileBytes];  // bf16 weights of consumer c's block of the pair, for the other
+  // The bf16 weights of a pair's blocks, for the other consumer's PV. The leader's alternate by the
+  // pair's parity in the CTA's walk: the follower hands its own over before its PV of the
+  // leader's block has read them, so the leader's next weights must not land on them.
+  uint8_t leader_p[2][kPTileBytes];
+  uint8_t follower_p[kPTileBytes];
   float reference_exchange[kConsumers][kHeads];  // each row's softmax reference after consumer c's block
   float sum_exchange[kConsumers][kHeads];    // item epilogue: row sums of the bf16 weights
   float exact_exchange[kConsumers][kHeads];  // and of the fp32 weights (the LSE)
@@ -97,7 +101,8 @@ struct alignas(1024) SharedStorage {
 };
 constexpr int kSmemBytes = int(sizeof(SharedStorage));
 static_assert(sizeof(SharedStorage) <= 232448, "the Hopper prefill must fit 227 KB of shared memory");
-static_assert(offsetof(SharedStorage, k) % 1024 == 0 && offsetof(SharedStorage, p) % 1024 == 0,
+static_assert(offsetof(SharedStorage, k) % 1024 == 0 && offsetof(SharedStorage, leader_p) % 1024 == 0 &&
+                  offsetof(SharedStorage, follower_p) % 1024 == 0,
               "swizzled tiles start on 1024-byte boundaries");
 
 // The two dim halves of a K tile: QK^T reads both (low first), PV's consumer c reads half c.
@@ -107,7 +112,7 @@ constexpr int kQkStepsPerHalf = kQkSteps / 2;
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
 // consumer c arrives, the other waits (one-sided). kOutputStaged + c: consumer c's threads only.
 enum ConsumerBarrier : int {
-  kWeightsReady = 1,    // + c: consumer c's weights are in p[c] (and the follower's reference in reference_exchange[1])
+  kWeightsReady = 1,    // + c: consumer c's weights are in its P tile (and the follower's reference in reference_exchange[1])
   kSumsExchanged = 3,   // item epilogue: both consumers' row sums are in sum/exact_exchange
   kOutputStaged = 4,    // + c: consumer c's 128 threads wrote a round of its split partial into its half of the Q tile
   // The leader's reference after the pair's first block is in reference_exchange[0] (pairs with a
