@@ -28,7 +28,7 @@ inline bool device_runs_hopper_prefill(int cc_major, long long smem_per_block, c
 }
 
 // Whether such a device runs the small-heads kernel too: it needs its own shared memory (190 KB at
-// most, less than the 64-head kernel's 215 KB; every sm_90 part offers 227 KB a block) and, for the
+// most, less than the 64-head kernel's 223 KB; every sm_90 part offers 227 KB a block) and, for the
 // heads it leaves to the 64-head kernel, that one's.
 inline bool device_runs_hopper_small_prefill(int cc_major, long long smem_per_block,
                                              const PrefillKernelOverride& knobs) {
