@@ -1,5 +1,5 @@
-"""Time the CPU prefill kernel (the goal: T=256, H=64, topk=512 in about 1 s on 2 cores;
-docs/benchmarks.md has the recorded runs).
+"""Time the CPU prefill kernel (this library's aim for it: T=256, H=64, topk=512 in about 1 s on
+2 cores; docs/benchmarks.md, "CPU kernel", has the recorded runs).
 
     python benchmarks/bench_cpu.py [--tokens 256] [--heads 64] [--topk 512] [--repeats 3]
 """

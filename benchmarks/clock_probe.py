@@ -1,7 +1,8 @@
 """The SM clock and board power while a workload runs back to back, sampled by nvidia-smi.
 
-The goals are fractions of a bf16 matmul timed in the same call; this says whether the two run
-at the same clock. Each workload runs for --seconds (after a warm-up second) while nvidia-smi
+The Hopper kernels' performance goals (docs/benchmarks.md, "Goals and where the kernels stand")
+are fractions of a bf16 matmul timed in the same call; this says whether the two run at the same
+clock. Each workload runs for --seconds (after a warm-up second) while nvidia-smi
 samples the SM clock, power and clock-event reasons every --interval-ms; the launches are timed
 with CUDA events in groups of --group calls. Two forms per workload: back to back, and with an
 L2 flush (a 256 MB memset; bench_prefill.py's is 512 MB) before each call, outside its timed span.
