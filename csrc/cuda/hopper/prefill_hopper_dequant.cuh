@@ -56,6 +56,7 @@ class DequantRole {
     BlockCursor<kSplitItems> cur;
     seek_item(params_, num_items_, cur, blockIdx.x);
     if (cur.item >= num_items_) return;
+    set_constant();
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
     // cp.async groups, oldest first, per block j - 1: block j's scales and block j + 1's row
@@ -118,6 +119,7 @@ class DequantRole {
       cp_async_commit();
       convert_high(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
+      keep_converted();
       trace_event(2 + warpgroup_, 2, gblock);
 
       load_high_codes(next_source);
@@ -153,6 +155,9 @@ class DequantRole {
   //     are the same two one column block further.
   const uint32_t unit_offset_;
   const uint32_t tail_offset_;
+#if defined(CAKE_HOPPER_STORE_LAG) || defined(CAKE_HOPPER_NO_TILE_STORES) || defined(CAKE_HOPPER_CONSTANT_TILE_STORES)
+  const uint32_t zero_ = blockDim.z - 1;  // 0 (launched with blockDim.z = 1); opaque to ptxas
+#endif
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
 
@@ -262,12 +267,37 @@ class DequantRole {
 #else
     e2m1x8_to_bf16x8(word, decode_scale, out);
 #endif
-#if defined(CAKE_HOPPER_NO_TILE_STORES)  // development timing only: wrong results
-    sm90::keep_registers(out);  // converted, not stored
+#if defined(CAKE_HOPPER_NO_TILE_STORES) || defined(CAKE_HOPPER_CONSTANT_TILE_STORES)
+    // Development timing only (wrong results): the converted words feed a running XOR that a
+    // store nobody executes reads at the block's end (an empty asm would not keep them: ptxas
+    // drops the conversion), and either nothing is stored or every store writes the same
+    // registers, set once (the stores' traffic without their wait for the conversion's registers).
+    kept_ ^= out[0] ^ out[1] ^ out[2] ^ out[3];
+#if defined(CAKE_HOPPER_CONSTANT_TILE_STORES)
+    sm90::st_shared_16(address, constant4_.x, constant4_.y, constant4_.z, constant4_.w);
+#endif
 #else
     sm90::st_shared_16(address, out[0], out[1], out[2], out[3]);
 #endif
   }
+#if defined(CAKE_HOPPER_NO_TILE_STORES) || defined(CAKE_HOPPER_CONSTANT_TILE_STORES)
+  uint32_t kept_ = 0;
+  // Tiny bf16 pairs (no softmax reference moves on them) from a shared load, which ptxas cannot
+  // redo, so the four registers stay what the stores read.
+  uint4 constant4_;
+  __device__ __forceinline__ void set_constant() {
+    uint32_t v[4];
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(smem_address(smem_.valid[0])));
+    constant4_ = make_uint4(v[0] & 0x00010001u, v[1] & 0x00010001u, v[2] & 0x00010001u, v[3] & 0x00010001u);
+  }
+  __device__ __forceinline__ void keep_converted() {
+    if (zero_ != 0u) smem_.valid[0][0] = kept_;
+  }
+#else
+  __device__ __forceinline__ void keep_converted() {}
+  __device__ __forceinline__ void set_constant() {}
+#endif
 
   // This part's scale bytes of a block: those of its full units i (dims 32 (part + 4 i) ..: bytes
   // 2 unit, 2 unit + 1) and of its half of units 12, 13.
@@ -300,8 +330,51 @@ class DequantRole {
     convert_word((chunk0 ^ 48u) + unit_step, codes_[i].w, scale_high);
   }
 
+#if defined(CAKE_HOPPER_STORE_LAG)
+  // Development: each word's stored registers are kept live until CAKE_HOPPER_STORE_LAG words
+  // later, so that ptxas does not rewrite them while their store may still wait to read them.
+  template <int N>
+  __device__ __forceinline__ void convert_words(const uint32_t (&address)[N], const uint32_t (&word)[N],
+                                                const uint32_t (&scale)[N]) {
+    constexpr int kLag = CAKE_HOPPER_STORE_LAG;
+    uint32_t out[N][4];
+#pragma unroll
+    for (int w = 0; w < N; ++w) {
+      e2m1x8_to_bf16x8(word[w], scale[w], out[w]);
+      uint32_t a = address[w];
+      if (w >= kLag) {
+        // A use of word w - kLag's registers that cannot come before word w is converted (the
+        // address gains a run-time zero times it).
+        uint32_t t = out[w][0] + out[w - kLag][0] + out[w - kLag][1];
+        t = (t ^ out[w - kLag][2]) + out[w - kLag][3];
+        a += t * zero_;
+      }
+      sm90::st_shared_16(a, out[w][0], out[w][1], out[w][2], out[w][3]);
+    }
+  }
+#endif
+
   // This part's codes of dims 0..255 (units part and part + 4).
   __device__ __forceinline__ void convert_low(uint32_t half_tile, const PartScales& scales) {
+#if defined(CAKE_HOPPER_STORE_LAG)
+    uint32_t address[8], word[8], scale[8];
+    const uint32_t chunk0 = half_tile + unit_offset_;
+#pragma unroll
+    for (int i = 0; i < kLowUnitsPerPart; ++i) {
+      const uint32_t lo = e4m3_to_decode_scale(uint8_t(scales.unit[i] & 0xFFu));
+      const uint32_t hi = e4m3_to_decode_scale(uint8_t(scales.unit[i] >> 8));
+      const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
+      const uint32_t w4[4] = {codes_[i].x, codes_[i].y, codes_[i].z, codes_[i].w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        address[4 * i + w] = (chunk0 ^ (16u * w)) + unit_step;
+        word[4 * i + w] = w4[w];
+        scale[4 * i + w] = w < 2 ? lo : hi;
+      }
+    }
+    convert_words<8>(address, word, scale);
+    return;
+#endif
 #pragma unroll
     for (int i = 0; i < kLowUnitsPerPart; ++i) convert_unit(half_tile, i, scales.unit[i]);
   }
@@ -309,6 +382,21 @@ class DequantRole {
   // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
   __device__ __forceinline__ void convert_high(uint32_t half_tile, const PartScales& scales) {
     static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
+#if defined(CAKE_HOPPER_STORE_LAG)
+    {
+      const int i = kLowUnitsPerPart;
+      const uint32_t lo = e4m3_to_decode_scale(uint8_t(scales.unit[i] & 0xFFu));
+      const uint32_t hi = e4m3_to_decode_scale(uint8_t(scales.unit[i] >> 8));
+      const uint32_t half = e4m3_to_decode_scale(scales.half);
+      const uint32_t chunk0 = half_tile + unit_offset_ + uint32_t(i) * 2 * kKColumnBlockBytes;
+      const uint32_t tail = half_tile + tail_offset_;
+      const uint32_t address[6] = {chunk0, chunk0 ^ 16u, chunk0 ^ 32u, chunk0 ^ 48u, tail, tail ^ 16u};
+      const uint32_t word[6] = {codes_[i].x, codes_[i].y, codes_[i].z, codes_[i].w, half_codes_.x, half_codes_.y};
+      const uint32_t scale[6] = {lo, lo, hi, hi, half, half};
+      convert_words<6>(address, word, scale);
+      return;
+    }
+#endif
     convert_unit(half_tile, kLowUnitsPerPart, scales.unit[kLowUnitsPerPart]);
     const uint32_t scale_half = e4m3_to_decode_scale(scales.half);
     const uint32_t tail = half_tile + tail_offset_;
