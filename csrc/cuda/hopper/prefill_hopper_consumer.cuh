@@ -436,6 +436,20 @@ class ConsumerRole {
                                block_flags.high.x, block_flags.high.y, block_flags.high.z, block_flags.high.w};
     const int flag_shift = 8 * (lane_ % 4);
     float block_max[2] = {-INFINITY, -INFINITY};
+#if defined(CAKE_HOPPER_ALL_VALID_PATH)
+    // A block whose 64 candidates are all valid (every block but a list's last, unless the lists
+    // hold -1 entries) skips the flag tests: the same logits, a quarter of the softmax's
+    // instructions fewer. The flags are the same words in every thread, so the branch does not
+    // diverge.
+    const uint32_t all = flags[0] & flags[1] & flags[2] & flags[3] & flags[4] & flags[5] & flags[6] & flags[7];
+    if (all == 0xFFFFFFFFu) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        s_acc[i] = masked_logit2(s_acc[i], true, score_scale_);
+        block_max[(i % 4) / 2] = fmaxf(block_max[(i % 4) / 2], s_acc[i]);
+      }
+    } else
+#endif
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint32_t pair_flags = flags[i] >> flag_shift;
