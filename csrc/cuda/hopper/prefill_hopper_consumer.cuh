@@ -438,18 +438,27 @@ class ConsumerRole {
     float block_max[2] = {-INFINITY, -INFINITY};
 #if defined(CAKE_HOPPER_ALL_VALID_PATH)
     // A block whose 64 candidates are all valid (every block but a list's last, unless the lists
-    // hold -1 entries) skips the flag tests: the same logits, a quarter of the softmax's
+    // hold -1 entries) skips the flag tests: the same logits, about a quarter of the softmax's
     // instructions fewer. The flags are the same words in every thread, so the branch does not
-    // diverge.
-    const uint32_t all = flags[0] & flags[1] & flags[2] & flags[3] & flags[4] & flags[5] & flags[6] & flags[7];
-    if (all == 0xFFFFFFFFu) {
+    // diverge; only the masking is in it (the scaling and the max are shared: less code).
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        s_acc[i] = masked_logit2(s_acc[i], true, score_scale_);
-        block_max[(i % 4) / 2] = fmaxf(block_max[(i % 4) / 2], s_acc[i]);
+    for (int i = 0; i < 32; ++i) s_acc[i] = masked_logit2(s_acc[i], true, score_scale_);
+    const uint32_t all = flags[0] & flags[1] & flags[2] & flags[3] & flags[4] & flags[5] & flags[6] & flags[7];
+    if (all != 0xFFFFFFFFu) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t pair_flags = flags[i] >> flag_shift;
+        const bool valid_even = (pair_flags & 1u) != 0;
+        const bool valid_odd = (pair_flags & 16u) != 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (!(e % 2 == 0 ? valid_even : valid_odd)) s_acc[4 * i + e] = -INFINITY;
+        }
       }
-    } else
-#endif
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) block_max[(i % 4) / 2] = fmaxf(block_max[(i % 4) / 2], s_acc[i]);
+#else
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint32_t pair_flags = flags[i] >> flag_shift;
@@ -461,6 +470,7 @@ class ConsumerRole {
         block_max[e / 2] = fmaxf(block_max[e / 2], s_acc[4 * i + e]);
       }
     }
+#endif
     // The reference moves only where some lane's own max passes it by the margin: a warp vote
     // first, and the quad's max by shuffles only when the vote says a row may move (an item's
     // first blocks, then rarely): beside the dequant's tile stores the shuffles' results come late
