@@ -436,7 +436,6 @@ class ConsumerRole {
                                block_flags.high.x, block_flags.high.y, block_flags.high.z, block_flags.high.w};
     const int flag_shift = 8 * (lane_ % 4);
     float block_max[2] = {-INFINITY, -INFINITY};
-#if defined(CAKE_HOPPER_ALL_VALID_PATH)
     // A block whose 64 candidates are all valid (every block but a list's last, unless the lists
     // hold -1 entries) skips the flag tests: the same logits, about a quarter of the softmax's
     // instructions fewer. The flags are the same words in every thread, so the branch does not
@@ -458,19 +457,6 @@ class ConsumerRole {
     }
 #pragma unroll
     for (int i = 0; i < 32; ++i) block_max[(i % 4) / 2] = fmaxf(block_max[(i % 4) / 2], s_acc[i]);
-#else
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t pair_flags = flags[i] >> flag_shift;
-      const bool valid_even = (pair_flags & 1u) != 0;
-      const bool valid_odd = (pair_flags & 16u) != 0;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s_acc[4 * i + e] = masked_logit2(s_acc[4 * i + e], e % 2 == 0 ? valid_even : valid_odd, score_scale_);
-        block_max[e / 2] = fmaxf(block_max[e / 2], s_acc[4 * i + e]);
-      }
-    }
-#endif
     // The reference moves only where some lane's own max passes it by the margin: a warp vote
     // first, and the quad's max by shuffles only when the vote says a row may move (an item's
     // first blocks, then rarely): beside the dequant's tile stores the shuffles' results come late
