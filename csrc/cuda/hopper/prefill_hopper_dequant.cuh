@@ -155,7 +155,7 @@ class DequantRole {
   //     are the same two one column block further.
   const uint32_t unit_offset_;
   const uint32_t tail_offset_;
-#if defined(CAKE_HOPPER_STORE_LAG) || defined(CAKE_HOPPER_NO_TILE_STORES) || defined(CAKE_HOPPER_CONSTANT_TILE_STORES)
+#if defined(CAKE_HOPPER_NO_TILE_STORES) || defined(CAKE_HOPPER_CONSTANT_TILE_STORES)
   const uint32_t zero_ = blockDim.z - 1;  // 0 (launched with blockDim.z = 1); opaque to ptxas
 #endif
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
@@ -292,8 +292,9 @@ class DequantRole {
   }
 #if defined(CAKE_HOPPER_NO_TILE_STORES) || defined(CAKE_HOPPER_CONSTANT_TILE_STORES)
   uint32_t kept_ = 0;
-  // Tiny bf16 pairs (no softmax reference moves on them) from a shared load, which ptxas cannot
-  // redo, so the four registers stay what the stores read.
+  // Tiny bf16 pairs (no softmax reference moves on them) made from a shared load (of whatever
+  // the flags' words hold at the start), which ptxas cannot redo, so the four registers stay what
+  // every store reads.
   uint4 constant4_;
   __device__ __forceinline__ void set_constant() {
     uint32_t v[4];
@@ -340,51 +341,8 @@ class DequantRole {
     convert_word((chunk0 ^ 48u) + unit_step, codes_[i].w, scale_high);
   }
 
-#if defined(CAKE_HOPPER_STORE_LAG)
-  // Development: each word's stored registers are kept live until CAKE_HOPPER_STORE_LAG words
-  // later, so that ptxas does not rewrite them while their store may still wait to read them.
-  template <int N>
-  __device__ __forceinline__ void convert_words(const uint32_t (&address)[N], const uint32_t (&word)[N],
-                                                const uint32_t (&scale)[N]) {
-    constexpr int kLag = CAKE_HOPPER_STORE_LAG;
-    uint32_t out[N][4];
-#pragma unroll
-    for (int w = 0; w < N; ++w) {
-      e2m1x8_to_bf16x8(word[w], scale[w], out[w]);
-      uint32_t a = address[w];
-      if (w >= kLag) {
-        // A use of word w - kLag's registers that cannot come before word w is converted (the
-        // address gains a run-time zero times it).
-        uint32_t t = out[w][0] + out[w - kLag][0] + out[w - kLag][1];
-        t = (t ^ out[w - kLag][2]) + out[w - kLag][3];
-        a += t * zero_;
-      }
-      sm90::st_shared_16(a, out[w][0], out[w][1], out[w][2], out[w][3]);
-    }
-  }
-#endif
-
   // This part's codes of dims 0..255 (units part and part + 4).
   __device__ __forceinline__ void convert_low(uint32_t half_tile, const PartScales& scales) {
-#if defined(CAKE_HOPPER_STORE_LAG)
-    uint32_t address[8], word[8], scale[8];
-    const uint32_t chunk0 = half_tile + unit_offset_;
-#pragma unroll
-    for (int i = 0; i < kLowUnitsPerPart; ++i) {
-      const uint32_t lo = e4m3_to_decode_scale(uint8_t(scales.unit[i] & 0xFFu));
-      const uint32_t hi = e4m3_to_decode_scale(uint8_t(scales.unit[i] >> 8));
-      const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
-      const uint32_t w4[4] = {codes_[i].x, codes_[i].y, codes_[i].z, codes_[i].w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        address[4 * i + w] = (chunk0 ^ (16u * w)) + unit_step;
-        word[4 * i + w] = w4[w];
-        scale[4 * i + w] = w < 2 ? lo : hi;
-      }
-    }
-    convert_words<8>(address, word, scale);
-    return;
-#endif
 #pragma unroll
     for (int i = 0; i < kLowUnitsPerPart; ++i) convert_unit(half_tile, i, scales.unit[i]);
   }
@@ -392,21 +350,6 @@ class DequantRole {
   // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
   __device__ __forceinline__ void convert_high(uint32_t half_tile, const PartScales& scales) {
     static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
-#if defined(CAKE_HOPPER_STORE_LAG)
-    {
-      const int i = kLowUnitsPerPart;
-      const uint32_t lo = e4m3_to_decode_scale(uint8_t(scales.unit[i] & 0xFFu));
-      const uint32_t hi = e4m3_to_decode_scale(uint8_t(scales.unit[i] >> 8));
-      const uint32_t half = e4m3_to_decode_scale(scales.half);
-      const uint32_t chunk0 = half_tile + unit_offset_ + uint32_t(i) * 2 * kKColumnBlockBytes;
-      const uint32_t tail = half_tile + tail_offset_;
-      const uint32_t address[6] = {chunk0, chunk0 ^ 16u, chunk0 ^ 32u, chunk0 ^ 48u, tail, tail ^ 16u};
-      const uint32_t word[6] = {codes_[i].x, codes_[i].y, codes_[i].z, codes_[i].w, half_codes_.x, half_codes_.y};
-      const uint32_t scale[6] = {lo, lo, hi, hi, half, half};
-      convert_words<6>(address, word, scale);
-      return;
-    }
-#endif
     convert_unit(half_tile, kLowUnitsPerPart, scales.unit[kLowUnitsPerPart]);
     const uint32_t scale_half = e4m3_to_decode_scale(scales.half);
     const uint32_t tail = half_tile + tail_offset_;

@@ -41,8 +41,11 @@ __device__ __forceinline__ void pin_registers(uint32_t (&a)[kRows][kCols]) {
     for (int j = 0; j < kCols; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
-// Makes the compiler compute these values without any use of them (development builds that leave
-// out the instruction that used them: the dequant's tile stores, the consumers' wgmma).
+// Makes nvcc emit the computation of these values without any use of them (development builds
+// that leave out the instruction that used them, e.g. the consumers' wgmma). The empty asm leaves
+// nothing in the PTX, so ptxas, seeing no use, may still drop that computation: a build that must
+// keep arithmetic needs a real use (the dequant's CAKE_HOPPER_NO_TILE_STORES feeds a running XOR
+// to a store nobody executes).
 template <int kCount>
 __device__ __forceinline__ void keep_registers(const uint32_t (&v)[kCount]) {
 #pragma unroll
