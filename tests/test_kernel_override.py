@@ -148,7 +148,7 @@ def test_hopper_override_requires_a_device_that_runs_it(kernel):
                      for heads, head_tiles in ((48, None), (128, None), (128, 2))]
             assert plans == default_plans
             assert [p["kernel"] for p in plans] == ["hopper_small", "hopper", "hopper_small"]
-            # The registered decode op, called without the wrapper's planner, obeys it as well.
+            # The registered decode op, called without the wrapper's planner, runs under it and matches.
             output, out_lse = raw_decode(problem, num_splits=2, head_tiles=4)
             assert_matches_reference(output, out_lse, *problem.reference())
         else:
