@@ -71,11 +71,9 @@ class Problem:
             self.q, self.kv_cache, self.indices, output, out_lse, self.sm_scale, head_tiles=head_tiles, **self.kwargs)
         return output, out_lse, plan
 
-    def run_decode(self, num_splits: Optional[int] = None, max_splits: int = 16, head_tiles: Optional[int] = None,
-                   scratch_splits: Optional[int] = None):
-        """The decode into NaN-filled outputs and NaN-filled scratch of `scratch_splits` splits
-        (default: enough for every plan; 0: no scratch). Returns (output, out_lse, plan, mid_out,
-        mid_lse)."""
+    def decode_buffers(self, scratch_splits: Optional[int] = None):
+        """NaN-filled (output, out_lse, mid_out, mid_lse) for a decode of this problem, the scratch of
+        `scratch_splits` splits (default: enough for every plan; 0: none)."""
         num_tokens, num_heads = self.q.shape[0], self.q.shape[1]
         device = self.q.device
         output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device=device)
@@ -89,10 +87,26 @@ class Problem:
         if scratch_splits:
             mid_out = torch.full((scratch_splits, num_tokens, num_heads, 512), float("nan"), device=device)
             mid_lse = torch.full((scratch_splits, num_tokens, num_heads), float("nan"), device=device)
+        return output, out_lse, mid_out, mid_lse
+
+    def run_decode(self, num_splits: Optional[int] = None, max_splits: int = 16, head_tiles: Optional[int] = None,
+                   scratch_splits: Optional[int] = None):
+        """The decode into decode_buffers(scratch_splits). Returns (output, out_lse, plan, mid_out,
+        mid_lse)."""
+        output, out_lse, mid_out, mid_lse = self.decode_buffers(scratch_splits)
         plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
             self.q, self.kv_cache, self.indices, output, out_lse, self.sm_scale, mid_out=mid_out, mid_lse=mid_lse,
             num_splits=num_splits, max_splits=max_splits, head_tiles=head_tiles, **self.kwargs)
         return output, out_lse, plan, mid_out, mid_lse
+
+    def run_decode_op(self, num_splits: int, head_tiles: int):
+        """The registered op torch.ops.cake.sparse_mla_decode called directly (no planner in front of
+        it) into decode_buffers(). Returns (output, out_lse)."""
+        output, out_lse, mid_out, mid_lse = self.decode_buffers()
+        torch.ops.cake.sparse_mla_decode(self.q, self.kv_cache, self.indices, output, out_lse, self.sm_scale,
+                                         mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits,
+                                         head_tiles=head_tiles, **self.kwargs)
+        return output, out_lse
 
     def reference(self):
         return sparse_mla_prefill_reference(self.q, self.kv_cache, self.indices, self.sm_scale, **self.kwargs)

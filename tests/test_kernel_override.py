@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 import torch_ops
 from helpers import HAS_CUDA, CacheSpec, assert_matches_reference, make_problem
@@ -149,25 +148,11 @@ def test_hopper_override_requires_a_device_that_runs_it(kernel):
             assert plans == default_plans
             assert [p["kernel"] for p in plans] == ["hopper_small", "hopper", "hopper_small"]
             # The registered decode op, called without the wrapper's planner, runs under it and matches.
-            output, out_lse = raw_decode(problem, num_splits=2, head_tiles=4)
+            output, out_lse = problem.run_decode_op(num_splits=2, head_tiles=4)
             assert_matches_reference(output, out_lse, *problem.reference())
         else:
             with pytest.raises(ValueError, match=f"kernel override: '{kernel}' is set"):
                 problem.run()
             with pytest.raises(ValueError, match=f"kernel override: '{kernel}' is set"):
-                raw_decode(problem, num_splits=2, head_tiles=4)
+                problem.run_decode_op(num_splits=2, head_tiles=4)
 
-
-def raw_decode(problem, num_splits, head_tiles):
-    """torch.ops.cake.sparse_mla_decode called directly (no planner in front of it), into NaN-filled
-    outputs; returns (output, out_lse)."""
-    num_tokens, num_heads = problem.q.shape[0], problem.q.shape[1]
-    device = problem.q.device
-    output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device=device)
-    out_lse = torch.full((num_tokens, num_heads), float("nan"), dtype=torch.float32, device=device)
-    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
-        num_tokens, num_heads, problem.indices.shape[-1], device=device)
-    torch.ops.cake.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale,
-                                     mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits, head_tiles=head_tiles,
-                                     **problem.kwargs)
-    return output, out_lse
