@@ -10,7 +10,7 @@
 //     into registers, convert NVFP4 -> bf16 and write K tile j % 2 (the RoPE dims by cp.async).
 // The consumers also load each item's Q into the Q tile by TMA, and send its O out by TMA stores
 // through the item's last K tile (or from registers where the output is only 4-byte aligned; a
-// split item's fp32 partial through the Q tile).
+// split item's fp32 partial through the Q tile; prefill_hopper_epilogue.cuh).
 // Two 64-row K tiles hold two blocks, each handed over by dim halves (half_full / half_empty
 // mbarriers), so a half is rewritten as soon as its last reader is done.
 // docs/hopper_kernel.md describes the schedule, the budgets and the measured profile.
