@@ -61,8 +61,8 @@ constexpr int kQkSteps = nvfp4::kHeadDim / 16;  // 32 k-steps of 16 dims
 constexpr int kPvSteps = kBlockRows / 16;       // 4 k-steps of 16 candidates
 
 // A K tile row is converted by four threads (parts). A row's NoPE codes are 14 units of 16 bytes
-// (32 dims each): part p converts units p, p + 4, p + 8 (and p + 12 for parts 0, 1), and copies
-// RoPE chunks 2 p, 2 p + 1 of the row's 8 (bf16 already) with cp.async.
+// (32 dims each): part p converts units p, p + 4, p + 8 and the quarter p of units 12, 13 (8
+// bytes, 16 dims), and copies RoPE chunks 2 p, 2 p + 1 of the row's 8 (bf16 already) with cp.async.
 constexpr int kPartsPerRow = 4;
 constexpr int kCodeUnits = nvfp4::kNopeBytes / 16;                              // 14
 constexpr int kRopeChunks = nvfp4::kRopeBytes / 16;                             // 8
