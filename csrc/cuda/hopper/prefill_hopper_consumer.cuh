@@ -538,7 +538,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     }
   }
 
-
   // V rows 16 kk .. 16 kk + 15 of the block in K tile `parity`, quarter pv_quarter(step) of the dims.
   __device__ __forceinline__ uint64_t v_descriptor(int parity, int step, int kk) const {
     const uint32_t base = smem_address(smem_.k[parity]) + 2 * pv_quarter(step) * kKColumnBlockBytes +
