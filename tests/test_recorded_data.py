@@ -1,10 +1,12 @@
 """The recorded measurements in docs/data and the docs that cite them.
 
-Every JSON file there is one recorded run: `meta.commit` names the commit it measured and each
+Every JSON file there is one recorded run: `meta.commit` names the commit it measured (checked for
+its form only: many recorded commits were on branches since deleted, so not in this clone) and each
 row carries `of_matmul` (its rate as a fraction of the bf16 matmul timed in the same run; null
 only where the run timed no matmul and its `meta.note` says so), except the few files whose rows
 are not kernel rates (named below, with why). Every docs/data path that
-the README or docs/*.md names, brace groups expanded ("x_{a,b}.json"), must exist.
+the README or docs/*.md names, brace groups expanded ("x_{a,b}.json") and placeholders ("<tree>")
+matched as globs, must exist.
 """
 
 import glob
@@ -52,9 +54,10 @@ def problems_of_run(path):
         fraction = row.get("of_matmul", "missing")
         if fraction is None:
             # A run that timed no matmul says so, and why, in its note.
-            if "matmul" not in str(run["meta"].get("note", "")).lower():
-                problems.append(f"of_matmul null and no note says why: {row}")
-        elif not (isinstance(fraction, (int, float)) and math.isfinite(fraction) and fraction > 0):
+            if not re.search(r"\bno matmul\b", str(run["meta"].get("note", "")), re.IGNORECASE):
+                problems.append(f"of_matmul null and no note says 'no matmul': {row}")
+        elif isinstance(fraction, bool) or not (
+                isinstance(fraction, (int, float)) and math.isfinite(fraction) and fraction > 0):
             problems.append(f"of_matmul {fraction!r}: {row}")
     return problems
 
@@ -87,17 +90,15 @@ def test_expand_braces():
 
 
 def cited_paths():
-    """(path, doc) for every docs/data path the README and docs/*.md name, brace groups expanded.
-    Patterns with placeholders ("<tree>", "*") and cut-off names are left out."""
+    """(pattern, doc) for every docs/data path the README and docs/*.md name, brace groups expanded;
+    a placeholder ("<tree>", "<commit>") or "*" in a name stands for any text (a glob)."""
     cited = []
     for doc in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + [os.path.join(ROOT, "README.md")]:
         with open(doc) as f:
             text = f.read()
-        for match in re.finditer(r"docs/data/[A-Za-z0-9_.\-{},]+", text):
-            if text[match.end():match.end() + 1] in "<*":
-                continue
-            path = match.group(0).rstrip(".,")
-            if path.count("{") != path.count("}"):
+        for match in re.finditer(r"docs/data/[A-Za-z0-9_.\-{},<>*]+", text):
+            path = re.sub(r"<[^<>]*>", "*", match.group(0).rstrip(".,"))
+            if path.count("{") != path.count("}") or "<" in path or ">" in path:
                 continue
             for name in expand_braces(path):
                 if not name.endswith(("_", "-", "/")):
@@ -108,5 +109,6 @@ def cited_paths():
 def test_docs_cite_only_recorded_files():
     cited = cited_paths()
     assert len(cited) > 100
-    missing = sorted({f"{name} (in {doc})" for name, doc in cited if not os.path.exists(os.path.join(ROOT, name))})
+    assert any("*" in name for name, _ in cited), "the placeholders' patterns are checked too"
+    missing = sorted({f"{name} (in {doc})" for name, doc in cited if not glob.glob(os.path.join(ROOT, name))})
     assert not missing, "cited but not in docs/data: " + "; ".join(missing)

@@ -1,9 +1,11 @@
 // What both parts of a Hopper prefill consumer warpgroup hold (prefill_hopper_consumer.cuh: the
 // pairs of blocks; prefill_hopper_epilogue.cuh: the item's end): the parameters and shared
 // memory, the thread's place, and what an item accumulates (O, the row reference and the row
-// sums), with the few helpers both parts use (the copy thread, Q's loads, a dim half's release).
+// sums), with the few helpers both parts use (the copy thread, Q's loads, a dim half's release,
+// which quarter of the dims O holds).
 #pragma once
 
+#include "../../common/softmax_finalize.h"
 #include "../common/online_softmax.cuh"
 #include "nvfp4_bit_decode.cuh"
 #include "prefill_hopper_layout.h"

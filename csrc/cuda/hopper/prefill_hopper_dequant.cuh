@@ -18,7 +18,7 @@
 namespace cake::cuda::hopper {
 
 // What part p of a row converts: full code units p, p + 4, p + 8 (units 0..11, 32 dims each) and
-// half h = p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
+// quarter p of units 12, 13 (8 bytes, 16 dims: dims 384 + 16 p ..), so the four parts convert
 // 112 dims each.
 constexpr int kFullUnitsPerPart = 3;
 constexpr int kLowUnitsPerPart = 2;  // units part and part + 4: dims 0..255
@@ -207,7 +207,7 @@ class DequantRole {
   }
 
   // This part's codes of a row into registers: the low half's units (part, part + 4) and the high
-  // half's (part + 8 and its half of units 12, 13), loaded separately so that each half's load
+  // half's (part + 8 and its quarter of units 12, 13), loaded separately so that each half's load
   // is issued as soon as the previous block's conversion of that half frees its registers.
   __device__ __forceinline__ void load_codes(const RowSource& source) {
     load_low_codes(source);
@@ -311,7 +311,7 @@ class DequantRole {
 #endif
 
   // This part's scale bytes of a block: those of its full units i (dims 32 (part + 4 i) ..: bytes
-  // 2 unit, 2 unit + 1) and of its half of units 12, 13.
+  // 2 unit, 2 unit + 1) and of its quarter of units 12, 13.
   struct PartScales {
     uint16_t unit[kFullUnitsPerPart];
     uint8_t half;
@@ -347,7 +347,7 @@ class DequantRole {
     for (int i = 0; i < kLowUnitsPerPart; ++i) convert_unit(half_tile, i, scales.unit[i]);
   }
 
-  // This part's codes of dims 256..447 (unit part + 8 and its half of units 12, 13).
+  // This part's codes of dims 256..447 (unit part + 8 and its quarter of units 12, 13).
   __device__ __forceinline__ void convert_high(uint32_t half_tile, const PartScales& scales) {
     static_assert(kFullUnitsPerPart == kLowUnitsPerPart + 1, "the high half converts one full unit");
     convert_unit(half_tile, kLowUnitsPerPart, scales.unit[kLowUnitsPerPart]);

@@ -84,9 +84,9 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
 
   // This consumer's O (64 rows x its 256 dims, scaled by out_scale, in bf16) into its half of K
   // tile `parity` (column blocks 4 c .. 4 c + 3: the half its PV read), in the tile's swizzled
-  // layout, by stmatrix from the accumulator fragments as write_weights does (accumulator groups
-  // 2 k, 2 k + 1 per instruction). A padded last head block's rows are written too: the TMA store
-  // does not write rows past num_heads.
+  // layout, by stmatrix from the accumulator fragments as ConsumerRole::write_weights does
+  // (accumulator groups 2 k, 2 k + 1 per instruction). A padded last head block's rows are
+  // written too: the TMA store does not write rows past num_heads.
   __device__ __forceinline__ void stage_output_half(int parity, const float (&out_scale)[2]) {
     const GroupScales scales[2] = {group_scales(out_scale[0]), group_scales(out_scale[1])};
     const uint32_t half = smem_address(smem_.k[parity]) + consumer_ * kColumnBlocksPerConsumer * kKColumnBlockBytes;
@@ -108,8 +108,9 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     }
   }
   // The follower's copy thread: the whole O tile to the output rows of item `w`, eight TMA boxes
-  // of 64 dims x 64 heads, one bulk group a dim half (low first), so that release_output_half
-  // frees the low half, which the dequant writes first, while the high half still drains.
+  // of 64 dims x 64 heads, one bulk group a dim half (low first), so that
+  // ConsumerRole::release_output_half frees the low half, which the dequant writes first, while
+  // the high half still drains.
   __device__ void store_output_tile(int parity, const WorkRows& w) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -178,15 +179,16 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
 
   // Epilogue of an item: both consumers' row sums in a fixed order, then the row's end. Whole
   // lists (the prefill, or a decode that does not split): the sink, normalise, O in bf16 and the
-  // LSE; O goes through K tile `o_tile` (the item's last block's, output_by_tile) by TMA stores, or
-  // from registers straight to `output` where o_tile is -1 (16 bytes a lane after a transpose in
-  // the quad where the output is 16-byte aligned: an item without candidates; else 4). The Q tile
-  // is not used, so the next item's Q is already on its way (issued in the last pair; here after
-  // an item without candidates). Split items: the split's partial, O normalised over the split in
-  // fp32 and its base-2 LSE, into the scratch (the merge kernel adds the sink); a consumer's fp32
-  // half (64 KB) goes through its half of the Q tile in two rounds of 128 dims, after which the
-  // next item's Q follows (or before register stores, where mid_out is not TMA-addressable). next_q_issued: the item's Q was read
-  // and the next one issued in its last pair.
+  // LSE; O goes through K tile `o_tile` (the item's last block's, ConsumerRole::output_by_tile)
+  // by TMA stores, or from registers straight to `output` where o_tile is -1 (16 bytes a lane
+  // after a transpose in the quad where the output is 16-byte aligned: an item without
+  // candidates; else 4). The Q tile is not used, so the next item's Q is already on its way
+  // (issued in the last pair; here after an item without candidates). Split items: the split's
+  // partial, O normalised over the split in fp32 and its base-2 LSE, into the scratch (the merge
+  // kernel adds the sink); a consumer's fp32 half (64 KB) goes through its half of the Q tile in
+  // two rounds of 128 dims, after which the next item's Q follows (or before register stores,
+  // where mid_out is not TMA-addressable). next_q_issued: the item's Q was read and the next one
+  // issued in its last pair.
   __device__ void finish_item(int item, int q_parity, int trace_row, bool next_q_issued, int o_tile) {
     const WorkRows w = work_rows<kHeads, kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
@@ -302,9 +304,10 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     }
     trace_event(consumer_, 4, trace_row);
 #if defined(CAKE_RACECHECK_BUILD)
-    // racecheck does not carry an arrival made for other threads (release_output_half's) back to
-    // their reads: in its build each consumer releases its half of the O tile itself, here, once
-    // the stores have read it (slower, the same accesses).
+    // racecheck does not carry an arrival made for other threads
+    // (ConsumerRole::release_output_half's) back to their reads: in its build each consumer
+    // releases its half of the O tile itself, here, once the stores have read it (slower, the
+    // same accesses).
     if (o_tile >= 0 && copies_thread()) sm90::bulk_wait_group_read<0>();
 #endif
     consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them
