@@ -221,7 +221,7 @@ class DequantRole {
 #pragma unroll
     for (int i = kLowUnitsPerPart; i < kFullUnitsPerPart; ++i) load_unit_codes(source, i);
 #if defined(CAKE_HOPPER_NO_CODE_LOADS)
-    const uint32_t x = uint32_t(reinterpret_cast<uintptr_t>(source.data_row)) * 0x9E3779B1u;
+    const uint32_t x = address_codes(source, 0);
     half_codes_ = make_uint2(x ^ 0x5A5A5A5Au, x ^ 0x3C3C3C3Cu);
     return;
 #endif
@@ -229,13 +229,20 @@ class DequantRole {
   }
   __device__ __forceinline__ void load_unit_codes(const RowSource& source, int i) {
     const int unit = part_ + kPartsPerRow * i;
-#if defined(CAKE_HOPPER_NO_CODE_LOADS)  // development timing only: codes made from the row's address
-    const uint32_t x = uint32_t(reinterpret_cast<uintptr_t>(source.data_row)) * 0x9E3779B1u + uint32_t(unit);
+#if defined(CAKE_HOPPER_NO_CODE_LOADS)
+    const uint32_t x = address_codes(source, unit);
     codes_[i] = make_uint4(x, x + 1u, x + 2u, x + 3u);
     return;
 #endif
     codes_[i] = source.valid ? ld_global_nc_16_no_l1(source.data_row + 16 * unit) : make_uint4(0, 0, 0, 0);
   }
+#if defined(CAKE_HOPPER_NO_CODE_LOADS)
+  // Development timing only (wrong results): a code word made from the row's address instead of
+  // loaded, different for each unit.
+  static __device__ __forceinline__ uint32_t address_codes(const RowSource& source, int unit) {
+    return uint32_t(reinterpret_cast<uintptr_t>(source.data_row)) * 0x9E3779B1u + uint32_t(unit);
+  }
+#endif
 
   // The row's 32-byte scale row into stage `parity`, 16 bytes by each of parts 0 and 1 (a masked
   // row's is zero-filled).
