@@ -299,6 +299,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   }
   // Half `half` of that tile, once its TMA stores have read it (store_output_tile's bulk groups:
   // the low half's first), for the consumer whose PV read it (kWarpgroupThreads arrivals).
+  // Waiting for all but the newest group frees the low half only while those two groups are the
+  // copy thread's last: a bulk store issued between store_output_tile and this release would have
+  // to be waited for before it.
   __device__ __forceinline__ void release_output_half(int parity, int half) {
     if (copies_thread()) {
       if (half == kLowDims) {
