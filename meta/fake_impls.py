@@ -119,8 +119,17 @@ def _sparse_mla_decode_fake(
     return None
 
 
+def _check_writer_devices(cache, **named):
+    # A tensor on another device (a meta one among real ones sends the call here) raises as the
+    # C++ writers do, rather than passing as a write that never happens.
+    for name, tensor in named.items():
+        if tensor.device != cache.device:
+            raise ValueError(f"{name}: expected a tensor on {cache.device} (the device of cache), got {tensor.device}")
+
+
 @torch.library.register_fake("cake::nvfp4_pack_cache")
 def _nvfp4_pack_cache_fake(latent_kv, cache):
+    _check_writer_devices(cache, latent_kv=latent_kv)
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
     torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
     torch._check(cache.dtype == torch.uint8, lambda: f"cache: expected dtype uint8, got {cache.dtype}")
@@ -129,6 +138,7 @@ def _nvfp4_pack_cache_fake(latent_kv, cache):
 
 @torch.library.register_fake("cake::nvfp4_append_cache")
 def _nvfp4_append_cache_fake(latent_kv, slot_mapping, cache):
+    _check_writer_devices(cache, latent_kv=latent_kv, slot_mapping=slot_mapping)
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
     torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
     torch._check(slot_mapping.shape[0] == latent_kv.shape[0], lambda: "slot_mapping: expected one slot per row")

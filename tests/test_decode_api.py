@@ -330,3 +330,16 @@ def test_planners_ask_the_cpp_planner_once_per_device_and_shape(monkeypatch):
     steps = planner._plan_steps("cpu", None, 64, None, 0)
     assert planner._plan_steps("cpu", None, 64, None, 0) is steps
     assert planner._cached_plan_steps.cache_info().misses == 1
+
+
+@pytest.mark.parametrize("max_splits", [2**59, 2**63 - 1])
+def test_a_huge_max_splits_is_no_limit(max_splits):
+    """16 * max_splits saturates instead of overflowing: the call plans and runs as with no limit."""
+    args = base_args()
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    args.update(max_splits=max_splits, num_splits=None)
+    plan = torch_ops.sparse_mla_decode(*positional, **args)
+    assert plan == torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=3, num_heads=32, topk=100,
+                                                                           max_splits=max_splits, device="cpu")
+    assert not torch.isnan(positional[3].float()).any()
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(3, 32, 100, max_splits=max_splits) > 0

@@ -10,7 +10,8 @@ import torch
 import torch_ops
 from helpers import (HAS_CUDA, CacheSpec, assert_matches_reference_with_nan, cache_view, make_problem,
                      random_latent)
-from torch_ops.reference import cache_rows_bytes, nvfp4_quantize_reference
+from torch_ops.reference import (cache_rows_bytes, nvfp4_quantize_reference, sparse_mla_decode_partials_reference,
+                                 sparse_mla_prefill_reference)
 
 # (device, head_tiles). With 64 heads on an H100/H200, head_tiles 4 runs the Hopper kernel and 1
 # and 2 the portable kernel; elsewhere all three are portable instances.
@@ -165,3 +166,83 @@ def test_nan_in_cache_poisons_exactly_the_tokens_that_select_it(device, head_til
     nan_tokens = torch.isnan(out_lse).any(dim=1).nonzero().flatten().tolist()
     assert nan_tokens == [0, 3, 6]
     assert torch.isnan(out_lse[nan_tokens]).all() and torch.isnan(output[nan_tokens]).all()
+
+
+INF_SLOTS = (5, 70)  # their RoPE dim 500 is +inf; q's dim 500 is negative, so their logits are -inf
+
+
+def _inf_value_problem(device, num_heads, seed, sink):
+    """Four tokens over a cache of two pages of 64, 130 positions each (three chunks, so the
+    decode can split): token 0 selects only the INF_SLOTS (every logit -inf: rule 2, NaN in dim
+    500, zeros elsewhere), token 1 finite rows and one of them (rule 3: NaN in dim 500 only),
+    token 2 finite rows only, token 3 nothing (the empty row)."""
+    g = torch.Generator().manual_seed(seed)
+    latent = random_latent(128, g)
+    latent[list(INF_SLOTS), 500] = float("inf")
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.view(2, 64, 512).to(device))
+    q = (torch.rand(4, num_heads, 512, generator=g) + 0.1).to(torch.bfloat16)
+    q[:, :, 500] = -1.0
+    finite_slots = torch.tensor([s for s in range(128) if s not in INF_SLOTS])
+    indices = finite_slots[torch.randint(0, finite_slots.numel(), (4, 130), generator=g)].to(torch.int32)
+    indices[0] = torch.tensor(INF_SLOTS, dtype=torch.int32).repeat(65)
+    indices[1, 97] = INF_SLOTS[1]  # in the second chunk
+    indices[3] = -1
+    kwargs = {}
+    if sink is not None:
+        kwargs["attn_sink"] = torch.linspace(-1, 1, num_heads + 1).to(torch.float32).to(device)
+    return q.to(device), cache, indices.to(device), kwargs
+
+
+def _check_inf_value_rows(output, out_lse, q, cache, indices, kwargs):
+    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05, **kwargs)
+    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
+    output = output.cpu().float()
+    nan = torch.isnan(output)
+    assert nan[:2, :, 500].all() and not nan[:2, :, :500].any() and not nan[:2, :, 501:].any()
+    assert not nan[2:].any()
+    assert output[0].nan_to_num(0.0).eq(0).all() and output[3].eq(0).all()
+    assert torch.isfinite(out_lse[1:3].cpu()).all()
+    if "attn_sink" not in kwargs:
+        assert torch.isneginf(out_lse[0].cpu()).all() and torch.isneginf(out_lse[3].cpu()).all()
+
+
+# (device, heads, head_tiles): the CPU; on CUDA the 64-head Hopper kernel (head_tiles 4 on an
+# H100/H200), the portable kernel (head_tiles 1) and the small-heads kernel (16 heads on Hopper).
+INF_VALUE_PREFILLS = [pytest.param("cpu", 64, None, id="cpu")] + [
+    pytest.param("cuda", heads, head_tiles, marks=_cuda, id=f"cuda-h{heads}-ht{head_tiles}")
+    for heads, head_tiles in ((64, 4), (64, 1), (16, None))]
+
+
+@pytest.mark.parametrize("device,num_heads,head_tiles", INF_VALUE_PREFILLS)
+@pytest.mark.parametrize("sink", [None, 1.0])
+def test_zero_weight_times_infinite_value_is_nan_in_that_dim(device, num_heads, head_tiles, sink):
+    """Rules 2 and 3 of section 8: a candidate whose logit is -inf weighs 0, and 0 times its
+    infinite RoPE value is NaN in that dim only, whether other candidates carry weight (token 1)
+    or none does (token 0, whose lse is still -inf or the sink's)."""
+    q, cache, indices, kwargs = _inf_value_problem(device, num_heads, 36, sink)
+    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
+    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
+    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles, **kwargs)
+    _check_inf_value_rows(output, out_lse, q, cache, indices, kwargs)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=_cuda)])
+@pytest.mark.parametrize("num_heads", [64, 16])
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_zero_weight_times_infinite_value_in_the_decode(device, num_heads, num_splits):
+    """The same rows through the decode: a split whose logits are all -inf gives its partial NaN
+    in dim 500 (and -inf), and the merge keeps it (zero weight times NaN), as one pass does."""
+    q, cache, indices, kwargs = _inf_value_problem(device, num_heads, 37, sink=1.0)
+    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
+    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
+    mid_out = torch.full((3,) + tuple(q.shape), float("nan"), device=device)
+    mid_lse = torch.full((3,) + tuple(q.shape[:2]), float("nan"), device=device)
+    torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, 0.05, mid_out=mid_out, mid_lse=mid_lse,
+                                num_splits=num_splits, **kwargs)
+    _check_inf_value_rows(output, out_lse, q, cache, indices, kwargs)
+    if num_splits > 1:
+        ref_mid_out, ref_mid_lse = sparse_mla_decode_partials_reference(q, cache, indices, 0.05, num_splits=num_splits)
+        got_out, got_lse = mid_out[:num_splits].cpu().double(), mid_lse[:num_splits].cpu().double()
+        assert torch.equal(torch.isnan(got_out), torch.isnan(ref_mid_out))
+        assert torch.equal(torch.isneginf(got_lse), torch.isneginf(ref_mid_lse))
+        assert torch.isnan(got_out[:, 0, :, 500]).all()  # token 0: every split all -inf, NaN kept in dim 500

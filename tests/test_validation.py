@@ -169,3 +169,11 @@ def test_mixed_devices_rejected_meta():
     """A device mismatch is caught on CPU machines too (meta tensors stand in for a second device)."""
     with pytest.raises(ValueError, match="kv_cache: expected a tensor on cpu"):
         raw_op(kv_cache=torch.zeros(4, 64, 384, dtype=torch.uint8, device="meta"))
+
+
+@pytest.mark.parametrize("name", ["q", "kv_cache", "indices", "output", "out_lse"])
+def test_required_tensor_missing_or_not_a_tensor(name):
+    """The Python functions name a required tensor argument that is None or not a tensor."""
+    for bad in (None, [0.0]):
+        with pytest.raises(TypeError, match=f"{name}: expected a torch.Tensor, got {type(bad).__name__}"):
+            call(**{name: bad})

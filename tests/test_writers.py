@@ -79,3 +79,19 @@ def test_writer_argument_errors():
         torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.zeros(1, 4, 512, dtype=torch.bfloat16), kv_layout="XYZ")
     with pytest.raises(ValueError, match=r"latent_kv: expected shape \[2, 4, 512\]"):
         torch.ops.cake.nvfp4_pack_cache(torch.zeros(1, 4, 512, dtype=torch.bfloat16), cache)
+
+
+def test_writers_reject_an_input_on_another_device():
+    """A meta tensor among CPU ones (the call then goes to the fake implementations) raises as the
+    C++ checks do, instead of writing nothing."""
+    cache = torch.zeros(2, 4, 384, dtype=torch.uint8)
+    rows = torch.randn(8, 512).to(torch.bfloat16)
+    slots = torch.arange(8, dtype=torch.int32)
+    before = cache.clone()
+    with pytest.raises(ValueError, match="slot_mapping: expected a tensor on cpu"):
+        torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows, slots.to("meta"), cache)
+    with pytest.raises(ValueError, match="latent_kv: expected a tensor on cpu"):
+        torch_ops.nvfp4_quantize_append_sparse_mla_cache(rows.to("meta"), slots, cache)
+    with pytest.raises(ValueError, match="latent_kv: expected a tensor on cpu"):
+        torch.ops.cake.nvfp4_pack_cache(rows.view(2, 4, 512).to("meta"), cache)
+    assert torch.equal(cache, before)

@@ -3,13 +3,24 @@
 The operators refuse them too (their Autograd kernel, ``csrc/ops/no_backward.cpp``); checking
 here as well names the Python function the caller used.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
 
-def check_no_grad(function: str, **tensors: Optional[torch.Tensor]) -> None:
-    """Raise ``NotImplementedError`` if grad mode is on and any of ``tensors`` requires grad."""
+# The tensors every attention call needs (the rest are optional).
+REQUIRED_ATTENTION_TENSORS = ("q", "kv_cache", "indices", "output", "out_lse")
+
+
+def check_no_grad(function: str, *, required: Tuple[str, ...] = (), **tensors: Optional[torch.Tensor]) -> None:
+    """Raise ``TypeError`` naming an argument of ``tensors`` that is not a tensor (``None`` is
+    allowed except for the names in ``required``), then ``NotImplementedError`` if grad mode is
+    on and any of them requires grad."""
+    for name, tensor in tensors.items():
+        if tensor is None and name not in required:
+            continue
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{function}: {name}: expected a torch.Tensor, got {type(tensor).__name__}")
     if not torch.is_grad_enabled():
         return
     for name, tensor in tensors.items():

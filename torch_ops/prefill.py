@@ -4,7 +4,7 @@ from typing import Dict, Optional, Union
 
 import torch
 
-from .no_backward import check_no_grad
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_no_grad
 from .planner import cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles, plan_for_call
 
 
@@ -76,9 +76,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
         grid walks its own units: see ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``),
         "portable" or "cpu".
     """
-    check_no_grad("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", q=q, kv_cache=kv_cache, indices=indices, output=output,
-                  out_lse=out_lse, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
-                  extra_indices=extra_indices, extra_topk_length=extra_topk_length)
+    check_no_grad("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", required=REQUIRED_ATTENTION_TENSORS, q=q,
+                  kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
+                  attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                  extra_topk_length=extra_topk_length)
     plan = None
     if head_tiles is None and q.dim() == 3:
         # Planned once, here, and passed on explicitly; a head count without a prefill instance

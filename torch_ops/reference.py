@@ -73,7 +73,9 @@ def sparse_mla_prefill_reference(
         weighted = (logits > -math.inf).any(dim=1) | poisoned  # rows with some weight (or NaN)
         safe = torch.where(weighted[:, None], logits, torch.zeros_like(logits))  # no 0/0 for all -inf rows
         row_lse = torch.where(weighted, torch.logsumexp(safe, dim=1), -math.inf)
-        out = torch.where(weighted[:, None], torch.softmax(safe, dim=1) @ keys, 0.0)
+        # A row whose logits are all -inf weighs every candidate 0; 0 times an infinite value (a
+        # RoPE value is stored as is) is NaN, as in any row (docs/contract.md section 8).
+        out = torch.where(weighted[:, None], torch.softmax(safe, dim=1), 0.0) @ keys
         if sink is not None:
             head_sink = sink[:num_heads]
             out = out * torch.where(weighted, torch.sigmoid(row_lse - head_sink), 1.0)[:, None]  # NaN sink: NaN
@@ -104,7 +106,8 @@ def sparse_mla_decode_partials_reference(
     list's; split ``s`` holds chunks ``[s * C // num_splits, (s + 1) * C // num_splits)``. Over its
     valid candidates (section 6) it has the softmax-normalised output and the base-2 LSE of its
     logits, without the sink or ``lse_scale``: zeros and ``-inf`` when it has no valid candidate
-    or only ``-inf`` logits, NaN and NaN when a logit is NaN or ``+inf``.
+    or only ``-inf`` logits (NaN in a dim where such a candidate's value is infinite: zero weight
+    times infinity), NaN and NaN when a logit is NaN or ``+inf``.
     """
     q = q.detach().cpu().to(torch.float64)
     num_tokens, num_heads = q.shape[0], q.shape[1]
@@ -141,7 +144,7 @@ def sparse_mla_decode_partials_reference(
             weighted = (logits > -math.inf).any(dim=1) & ~poisoned
             safe = torch.where(weighted[:, None], logits, torch.zeros_like(logits))
             lse = torch.where(weighted, torch.logsumexp(safe, dim=1), -math.inf)
-            out = torch.where(weighted[:, None], torch.softmax(safe, dim=1) @ keys, 0.0)
+            out = torch.where(weighted[:, None], torch.softmax(safe, dim=1), 0.0) @ keys  # as in the prefill
             mid_lse[s, t] = torch.where(poisoned, math.nan, lse) / math.log(2.0)
             mid_out[s, t] = torch.where(poisoned[:, None], math.nan, out)
     return mid_out, mid_lse

@@ -9,7 +9,9 @@
 // - a non-finite sm_scale makes every score NaN (score_scale_or_nan), so every row with a
 //   candidate is NaN;
 // - a row with no candidate (or only -inf scores, whose weights are all zero) has nothing to
-//   poison it: zeros and -inf, or the sink's own LSE (NaN only if the sink itself is NaN).
+//   poison it: out_scale 0 and -inf, or the sink's own LSE (NaN only if the sink itself is NaN).
+//   The kernels multiply their sum of weights times values by out_scale, so a dim where a
+//   zero-weight candidate's value is infinite (0 * inf) stays NaN, as the contract says.
 #pragma once
 
 #include <cmath>

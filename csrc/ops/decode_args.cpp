@@ -29,7 +29,7 @@ void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
 
 void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
   TORCH_CHECK_VALUE(args.max_splits >= 1, "max_splits: expected >= 1, got ", args.max_splits);
-  const int64_t max_chunks = kListChunksPerSplit * args.max_splits;
+  const int64_t max_chunks = decode_list_chunk_limit(args.max_splits);
   const std::string max_chunks_text = "16 * max_splits = " + std::to_string(max_chunks);
   const AttentionLimits limits{&is_decode_head_count, "{8, 16, ..., 128} (multiple of 8)", max_chunks,
                                max_chunks_text.c_str()};

@@ -25,8 +25,9 @@ void check_decode_lists(int64_t topk, int64_t extra_topk, int64_t max_splits) {
   TORCH_CHECK_VALUE(extra_topk >= 0, "extra_topk: expected >= 0, got ", extra_topk);
   TORCH_CHECK_VALUE(max_splits >= 1, "max_splits: expected >= 1, got ", max_splits);
   const int64_t chunks = decode_num_chunks(topk, extra_topk);
-  TORCH_CHECK_VALUE(chunks <= kListChunksPerSplit * max_splits, "topk/extra_topk: expected ceil(topk/64) + "
-                    "ceil(extra_topk/64) <= 16 * max_splits = ", kListChunksPerSplit * max_splits, ", got ", chunks);
+  const int64_t limit = decode_list_chunk_limit(max_splits);
+  TORCH_CHECK_VALUE(chunks <= limit, "topk/extra_topk: expected ceil(topk/64) + ceil(extra_topk/64) <= 16 * max_splits = ",
+                    limit, ", got ", chunks);
 }
 
 void check_decode_request(int64_t num_tokens, int64_t num_heads, int64_t topk, int64_t extra_topk, int64_t max_splits,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,11 @@ constexpr int64_t kMaxDecodeHeads = 128;
 // The lists may hold this many chunks of 64 for each split max_splits allows (16 x max_splits:
 // 16384 candidates at the default).
 constexpr int64_t kListChunksPerSplit = nvfp4::kMaxChunks;
+// 16 x max_splits (max_splits >= 1), saturating: a huge max_splits means no limit, not an overflow.
+constexpr int64_t decode_list_chunk_limit(int64_t max_splits) {
+  return max_splits > std::numeric_limits<int64_t>::max() / kListChunksPerSplit ? std::numeric_limits<int64_t>::max()
+                                                                                 : kListChunksPerSplit * max_splits;
+}
 // A split (one CTA's share of a token's candidates, one work item) holds at most this many. The
 // kernels walk any number of chunks an item; twice the lists' share lets a list of 17..32 chunks
 // run unsplit where its work items fill the SMs anyway (no partials, no merge: docs/planner.md).
