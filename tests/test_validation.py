@@ -177,3 +177,14 @@ def test_required_tensor_missing_or_not_a_tensor(name):
     for bad in (None, [0.0]):
         with pytest.raises(TypeError, match=f"{name}: expected a torch.Tensor, got {type(bad).__name__}"):
             call(**{name: bad})
+
+
+def test_python_functions_name_q_for_a_meta_device():
+    """The ops take meta tensors (their fake implementations); the Python functions plan for q's
+    device and say that a meta one has no kernels, naming q."""
+    args = {name: (t.to("meta") if isinstance(t, torch.Tensor) else t) for name, t in base_args().items()}
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    for function in (torch_ops.sparse_mla_prefill, torch_ops.sparse_mla_decode, torch_ops.sparse_mla_attention):
+        with pytest.raises(ValueError, match="q: expected a tensor on the CPU or a CUDA device, got one on meta"):
+            function(*positional, **args)
+    torch.ops.cake.sparse_mla_prefill(*positional, **args)  # the op itself: shapes only
