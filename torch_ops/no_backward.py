@@ -1,7 +1,9 @@
-"""The cake operations have no backward: refuse inputs that would need one.
+"""The Python functions' first check of their tensor arguments: each is a tensor (``TypeError``
+naming it otherwise, where the dispatcher would name nothing), and, since the cake operations
+have no backward, none requires grad.
 
-The operators refuse them too (their Autograd kernel, ``csrc/ops/no_backward.cpp``); checking
-here as well names the Python function the caller used.
+The operators refuse inputs that require grad too (their Autograd kernel,
+``csrc/ops/no_backward.cpp``); checking here as well names the Python function the caller used.
 """
 from typing import Optional, Tuple
 
