@@ -343,3 +343,16 @@ def test_a_huge_max_splits_is_no_limit(max_splits):
                                                                            max_splits=max_splits, device="cpu")
     assert not torch.isnan(positional[3].float()).any()
     assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(3, 32, 100, max_splits=max_splits) > 0
+
+
+@pytest.mark.parametrize("name,value", [("num_splits", 2.0), ("max_splits", None), ("max_splits", "16"),
+                                        ("head_tiles", True), ("head_tiles", 1.5)])
+def test_counts_that_are_not_ints_name_the_argument(name, value):
+    args = base_args()
+    buffers = [args[key] for key in ("output", "out_lse", "mid_out", "mid_lse")]
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    args[name] = value
+    with pytest.raises(TypeError, match=f"{name}: expected an int, got {type(value).__name__}"):
+        torch_ops.sparse_mla_decode(*positional, **args)
+    for buffer in buffers:
+        assert torch.isnan(buffer.float()).all()

@@ -188,3 +188,15 @@ def test_python_functions_name_q_for_a_meta_device():
         with pytest.raises(ValueError, match="q: expected a tensor on the CPU or a CUDA device, got one on meta"):
             function(*positional, **args)
     torch.ops.cake.sparse_mla_prefill(*positional, **args)  # the op itself: shapes only
+
+
+@pytest.mark.parametrize("value", [2.0, True, "2"])
+def test_head_tiles_not_an_int_names_it(value):
+    with pytest.raises(TypeError, match=f"head_tiles: expected an int, got {type(value).__name__}"):
+        call(head_tiles=value)
+
+    class Two:
+        def __index__(self):
+            return 2
+
+    call(head_tiles=Two())  # anything with __index__ but a bool (a numpy integer, say)

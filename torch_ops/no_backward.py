@@ -1,10 +1,12 @@
-"""The Python functions' first check of their tensor arguments: each is a tensor (``TypeError``
-naming it otherwise, where the dispatcher would name nothing), and, since the cake operations
-have no backward, none requires grad.
+"""The Python functions' first check of their arguments: each tensor argument is a tensor and
+each count an integer (``TypeError`` naming it otherwise, where the dispatcher or the binding
+would name nothing or a private function), and, since the cake operations have no backward, no
+tensor requires grad.
 
 The operators refuse inputs that require grad too (their Autograd kernel,
 ``csrc/ops/no_backward.cpp``); checking here as well names the Python function the caller used.
 """
+import operator
 from typing import Optional, Tuple
 
 import torch
@@ -30,3 +32,17 @@ def check_no_grad(function: str, *, required: Tuple[str, ...] = (), **tensors: O
             raise NotImplementedError(
                 f"{function}: {name} requires grad, but this operation has no backward. Call it under "
                 f"torch.no_grad() or torch.inference_mode(), or pass {name}.detach().")
+
+
+def check_int_args(function: str, *, required: Tuple[str, ...] = (), **values: Optional[int]) -> None:
+    """Raise ``TypeError`` naming an argument of ``values`` that is not an integer (anything with
+    ``__index__`` but a bool; ``None`` is allowed except for the names in ``required``)."""
+    for name, value in values.items():
+        if value is None and name not in required:
+            continue
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            operator.index(value)
+        except TypeError:
+            raise TypeError(f"{function}: {name}: expected an int, got {type(value).__name__}") from None
