@@ -18,17 +18,16 @@ REQUIRED_ATTENTION_TENSORS = ("q", "kv_cache", "indices", "output", "out_lse")
 
 def check_no_grad(function: str, *, required: Tuple[str, ...] = (), **tensors: Optional[torch.Tensor]) -> None:
     """Raise ``TypeError`` naming an argument of ``tensors`` that is not a tensor (``None`` is
-    allowed except for the names in ``required``), then ``NotImplementedError`` if grad mode is
-    on and any of them requires grad."""
+    allowed except for the names in ``required``), and ``NotImplementedError`` if grad mode is
+    on and one of them requires grad. (One pass: every eager call runs it.)"""
+    grad_enabled = torch.is_grad_enabled()
     for name, tensor in tensors.items():
-        if tensor is None and name not in required:
-            continue
-        if not isinstance(tensor, torch.Tensor):
+        if tensor is None:
+            if name in required:
+                raise TypeError(f"{function}: {name}: expected a torch.Tensor, got NoneType")
+        elif not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{function}: {name}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if not torch.is_grad_enabled():
-        return
-    for name, tensor in tensors.items():
-        if tensor is not None and tensor.requires_grad:
+        elif grad_enabled and tensor.requires_grad:
             raise NotImplementedError(
                 f"{function}: {name} requires grad, but this operation has no backward. Call it under "
                 f"torch.no_grad() or torch.inference_mode(), or pass {name}.detach().")
@@ -38,7 +37,7 @@ def check_int_args(function: str, *, required: Tuple[str, ...] = (), **values: O
     """Raise ``TypeError`` naming an argument of ``values`` that is not an integer (anything with
     ``__index__`` but a bool; ``None`` is allowed except for the names in ``required``)."""
     for name, value in values.items():
-        if value is None and name not in required:
+        if type(value) is int or (value is None and name not in required):
             continue
         try:
             if isinstance(value, bool):
