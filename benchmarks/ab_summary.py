@@ -5,7 +5,9 @@ tree (the median over rounds of its time in us), then each tree's time over the 
 
 DIR holds LABEL/prefill_r<round>.json and LABEL/decode_r<round>.json as bench_prefill.py and
 bench_decode.py write them. The bf16 matmul of each tree's runs is printed under the table, since
-a time means little without the ceiling measured beside it.
+a time means little without the ceiling measured beside it, and so are the rows whose rounds
+differ by more than 3% (a disturbed round) and trees with fewer rounds than the others. Decode
+rows with a forced plan are keyed by it too.
 """
 import json
 import pathlib
@@ -25,17 +27,41 @@ def rounds(directory, label, kind):
     return [(round_, json.loads(path.read_text())) for round_, path in sorted(runs)]
 
 
+# A round whose time for a row differs from another round's by more than this share of their
+# median is listed under the table: with two rounds the median is their mean, and one disturbed
+# round moves it.
+SPREAD_FLAG = 0.03
+
+
+def row_key(row, kind):
+    """A row's shape, and for a decode row with a forced plan (bench_decode.py --splits /
+    --head-tiles) that plan, so that forced rows are not pooled with the planned row."""
+    key = tuple(row[k] for k in KINDS[kind])
+    if row.get("forced"):
+        key += (f"s{row.get('num_splits')} ht{row.get('head_tiles')}",)
+    return key
+
+
 def load_runs(directory, label, kind):
-    """(times by shape: list of us over rounds, matmul TFLOP/s of each round)."""
+    """(times by row key: list of us over rounds, matmul TFLOP/s of each round)."""
     times, matmuls = {}, []
-    for _, run in rounds(directory, label, kind):
+    for round_, run in rounds(directory, label, kind):
         matmuls.append(run["meta"].get("matmul_tflops"))
+        seen = set()
         for row in run["rows"]:
             if "us" not in row:
                 continue
-            shape = tuple(row[k] for k in KINDS[kind])
-            times.setdefault(shape, []).append(row["us"])
+            key = row_key(row, kind)
+            if key in seen:
+                raise ValueError(f"{label}/{kind}_r{round_}.json has two rows for {key}")
+            seen.add(key)
+            times.setdefault(key, []).append(row["us"])
     return times, matmuls
+
+
+def spread(values):
+    """(max - min) / median of a row's times over rounds (0 for one round)."""
+    return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
 
 
 def table(directory, labels, kind):
@@ -57,7 +83,17 @@ def table(directory, labels, kind):
     for label in labels:
         matmuls = [m for m in runs[label][1] if m]
         if matmuls:
-            lines.append(f"- {label}: bf16 matmul {', '.join(f'{m:.0f}' for m in matmuls)} TFLOP/s")
+            lines.append(f"- {label}: {len(runs[label][1])} rounds, bf16 matmul "
+                         f"{', '.join(f'{m:.0f}' for m in matmuls)} TFLOP/s")
+    counts = {label: len(runs[label][1]) for label in labels}
+    if len(set(counts.values())) > 1:
+        lines.append(f"- unequal rounds (a tree failed or ran out of time): {counts}")
+    for label in labels:
+        for shape in shapes:
+            values = runs[label][0].get(shape, [])
+            if spread(values) > SPREAD_FLAG:
+                lines.append(f"- spread {spread(values):.1%} over rounds: {label} {'/'.join(str(v) for v in shape)}: "
+                             f"{', '.join(f'{v:.1f}' for v in values)} us")
     lines.append("")
     return lines
 

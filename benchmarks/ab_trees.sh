@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A/B of several source trees in one device call: every tree is built in place at once (sm_90a
 # unless CAKE_CUDA_ARCHS says otherwise), its tests run, then the same benchmark rows are timed on
-# each tree in turn, round after round, so a change of clocks during the call touches every tree.
+# each tree in turn, round after round, so a change of clocks during the call touches every tree;
+# even rounds take the trees in reverse order (a tree's place in a round moves its times by up to
+# ~1.5%), so use an even number of rounds, or three or more, which ab_summary's medians need to
+# outvote one disturbed round.
 #
 #   bash benchmarks/ab_trees.sh LABEL=DIR[@NVCC_FLAGS] [LABEL=DIR[@NVCC_FLAGS] ...]
 #
@@ -38,8 +41,9 @@
 # AB_BUILD_ONLY  labels only built, for the rest of the call to use from /tmp/cake-ab/trees/LABEL
 #             (e.g. a trace build: "t=.ab/x@-DCAKE_HOPPER_TRACE", then cd there and run
 #             PYTHONPATH=. python3 benchmarks/trace_items.py --run)
-# Logs and JSON go to /tmp/cake-ab/ab (AB_WORK/ab): <label>/build.log, <label>/pytest.log,
-# <label>/{prefill,decode}_r<round>.{json,md}; $OUT (or /tmp/cake-ab) gets two files, summary.md
+# Logs and JSON go to /tmp/cake-ab/ab (AB_WORK/ab): command.txt (the arguments and the AB_* /
+# CAKE_* environment), <label>/tree.txt (source, commit if any, a hash of its files, flags),
+# <label>/build.log, <label>/pytest.log, <label>/{prefill,decode}_r<round>.{json,md}; $OUT (or /tmp/cake-ab) gets two files, summary.md
 # (benchmarks/ab_summary.py) and ab.tar.gz with everything (few files, for the device's limit).
 # Nothing is removed or written before every argument has been checked.
 set -uo pipefail
@@ -62,7 +66,7 @@ for arg in "$@"; do
 done
 
 rm -rf "$out"; mkdir -p "$out" "$dest"
-echo "$*" > "$out/command.txt"
+{ echo "$*"; env | grep -E '^(AB_|CAKE_)' | sort; } > "$out/command.txt"
 dirs=()
 for i in "${!labels[@]}"; do
   copy="$work/trees/${labels[$i]}"
@@ -71,6 +75,13 @@ for i in "${!labels[@]}"; do
   # An in-place build imports from the tree itself, where the package's meta/ is not under torch_ops/.
   [ -e "$copy/torch_ops/meta" ] || ln -s ../meta "$copy/torch_ops/meta"
   dirs+=("$copy")
+  # What the tree was: its source (an exported branch keeps no commit, so a hash of its files says
+  # which it was), its flags and architectures.
+  { echo "label: ${labels[$i]}"; echo "source: ${sources[$i]}"
+    echo "commit: $(git -C "${sources[$i]}" rev-parse --short HEAD 2>/dev/null || echo none)"
+    echo "nvcc flags: ${AB_NVCC_EXTRA:-} ${flags[$i]}"; echo "CAKE_CUDA_ARCHS: ${CAKE_CUDA_ARCHS:-90a}"
+    echo "source hash: $(cd "$copy" && find . -type f ! -name '*.so' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+  } > "$out/${labels[$i]}/tree.txt"
 done
 n=${#labels[@]}
 jobs=$(( $(nproc) / n )); [ "$jobs" -ge 1 ] || jobs=1
@@ -126,21 +137,25 @@ if [ -n "${AB_TESTS:-}" ]; then
 fi
 
 if [ -n "${AB_DIGEST:-}" ]; then
-  digests=()
+  digests=(); expected=0
   for i in "${built[@]}"; do
     timing_only "$i" && continue
+    expected=$((expected + 1))
     in_tree "$i" "$py" "$here/benchmarks/output_digest.py" --json "$out/${labels[$i]}/digest.json" \
       > "$out/${labels[$i]}/digest.log" 2>&1 || echo "[${labels[$i]}] digest failed: $(tail -1 "$out/${labels[$i]}/digest.log")"
     [ -f "$out/${labels[$i]}/digest.json" ] && digests+=("$out/${labels[$i]}/digest.json")
   done
   if [ ${#digests[@]} -ge 2 ]; then
     "$py" "$here/benchmarks/output_digest.py" --compare "${digests[@]}" > "$out/digest_compare.txt" 2>&1
-    echo "[digest] $(grep -c 'same bits' "$out/digest_compare.txt") cases the same, $(grep -c DIFFERENT "$out/digest_compare.txt") different (digest_compare.txt)"
+    echo "[digest] $(grep -c 'same bits' "$out/digest_compare.txt") cases the same, $(grep -c -E 'DIFFERENT|MISSING' "$out/digest_compare.txt") different or missing (digest_compare.txt)"
   fi
+  [ ${#digests[@]} -eq "$expected" ] || echo "[digest] only ${#digests[@]} of $expected tested trees gave a digest"
 fi
 
 for round in $(seq 1 "${AB_ROUNDS:-1}"); do
-  for i in "${built[@]}"; do
+  order=("${built[@]}")
+  if [ $((round % 2)) -eq 0 ]; then order=(); for ((k = ${#built[@]} - 1; k >= 0; k--)); do order+=("${built[$k]}"); done; fi
+  for i in "${order[@]}"; do
     if [ -n "${AB_PREFILL:-}" ]; then
       in_tree "$i" "$py" benchmarks/bench_prefill.py $AB_PREFILL --json "$out/${labels[$i]}/prefill_r$round.json" \
         > "$out/${labels[$i]}/prefill_r$round.md" 2>&1 || echo "[${labels[$i]}] prefill round $round failed"

@@ -43,7 +43,7 @@ import time
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, git_commit, prepare_run, timed_median
+from bench_prefill import POOL_TOKENS, git_commit, prepare_run, run_meta, timed_median
 
 DEFAULT_ROWS = ["128x128x2048", "64x128x2048", "128x64x1024", "1x64x2048", "8x64x1024", "4x128x1024", "8x16x1024",
                 "64x8x4096"]
@@ -160,7 +160,7 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
                of_matmul=flops / seconds / ceiling, gathered_gbs=num_tokens * candidates * 384 / seconds / 1e9,
                select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
                    num_tokens=num_tokens, num_heads=num_heads, topk=candidates,
-                   num_sms=torch.cuda.get_device_properties(0).multi_processor_count))
+                   num_sms=torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count))
     row["host_us"] = host_time(decode, args.repeats)
     if num_splits is not None or head_tiles is not None:
         row["forced"] = True
@@ -290,13 +290,11 @@ def main():
     print(f"select_kernel: {len(misses)} of {len(both_ops_rows(rows))} shapes where both ops ran pick an op more than 10% slower "
           "than the faster" + "".join(f"; {r['T']}x{r['H']}x{r['candidates']} {r['select']} {ratio:.2f}x"
                                       for r, ratio in misses))
-    meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
-                launch_floor_us=dict(one_kernel=floor_one, two_kernels=floor_two),
-                selection_misses=[dict(T=r["T"], H=r["H"], candidates=r["candidates"], ratio=ratio)
-                                  for r, ratio in misses],
-                grid=args.grid, max_splits=args.max_splits, repeats=args.repeats, splits=args.splits, head_tiles=args.head_tiles,
-                graph=args.graph,
-                kernel_override=torch_ops.get_prefill_kernel_override())
+    meta = run_meta(device_name, ceiling, flush, args, launch_floor_us=dict(one_kernel=floor_one, two_kernels=floor_two),
+                    selection_misses=[dict(T=r["T"], H=r["H"], candidates=r["candidates"], ratio=ratio)
+                                      for r, ratio in misses],
+                    grid=args.grid, max_splits=args.max_splits, splits=args.splits, head_tiles=args.head_tiles,
+                    graph=args.graph)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows), f, indent=1)

@@ -21,8 +21,10 @@ import contextlib
 import json
 import os
 import math
+import shlex
 import statistics
 import subprocess
+import sys
 
 import torch
 
@@ -48,10 +50,24 @@ def timed_median(fn, repeats, warmup, flush):
 
 
 def matmul_ceiling(flush):
+    """FLOP/s of a bf16 8192^3 matmul, the median of 20 timed launches (L2 flushed before each)."""
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    seconds = timed_median(lambda: torch.matmul(a, b), 10, 3, flush)
+    seconds = timed_median(lambda: torch.matmul(a, b), 20, 3, flush)
     return 2 * 8192**3 / seconds
+
+
+def run_meta(device_name, ceiling, flush, args, **extra):
+    """A run's provenance for its JSON file: the command and the CAKE_* environment as run, the
+    commit (git_commit), where torch_ops was imported from, the repeats, and the matmul measured
+    at the start (the ceiling every row's of_matmul is against) and again now, at the end, so a
+    clock change during the run shows."""
+    return dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12,
+                matmul_tflops_end=matmul_ceiling(flush) / 1e12, torch=torch.__version__,
+                command=" ".join(shlex.quote(word) for word in [os.path.basename(sys.executable)] + sys.argv),
+                environment={key: value for key, value in sorted(os.environ.items()) if key.startswith("CAKE_")},
+                torch_ops_file=torch_ops.__file__, repeats=args.repeats, warmup=args.warmup,
+                kernel_override=torch_ops.get_prefill_kernel_override(), **extra)
 
 
 def e2m1_decode(codes):
@@ -131,11 +147,16 @@ def dual_cache_comparison(heads_list, cache64, latent, flush, repeats, warmup, s
 
 
 def git_commit():
+    """CAKE_COMMIT when set (the A/B script sets each tree's label), else the checkout's short
+    commit, with "-dirty" when tracked files differ from it, or "unknown" outside a git checkout."""
     if os.environ.get("CAKE_COMMIT"):
         return os.environ["CAKE_COMMIT"]
     try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL).strip()
+        commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
+                                         stderr=subprocess.DEVNULL).strip()
+        dirty = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], text=True,
+                                        stderr=subprocess.DEVNULL).strip()
+        return commit + ("-dirty" if dirty else "")
     except Exception:
         return "unknown"
 
@@ -240,8 +261,7 @@ def run_benchmark(args):
                 torch.cuda.empty_cache()
     dual_rows = dual_cache_comparison(args.dual, cache, latent, flush, args.repeats, args.warmup, sm_scale) \
         if args.dual else []
-    meta = dict(device=device_name, commit=git_commit(), matmul_tflops=ceiling / 1e12, torch=torch.__version__,
-                kernel_override=torch_ops.get_prefill_kernel_override())
+    meta = run_meta(device_name, ceiling, flush, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows, dual=dual_rows), f, indent=1)

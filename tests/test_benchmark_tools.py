@@ -555,7 +555,29 @@ def test_ab_summary_medians_and_ratios(tmp_path):
     assert rows["4096/64/512"] == ["100.0", "75.0", "0.750 |"]
     assert rows["4096/64/1024"] == ["42.0", "40.5", "0.964 |"]
     assert rows["1/64/2048"] == ["-", "20.0", "- |"]
-    assert "base: bf16 matmul 801, 802, 803 TFLOP/s" in result.stdout
+    assert "base: 3 rounds, bf16 matmul 801, 802, 803 TFLOP/s" in result.stdout
+    # Rounds that differ by more than 3% are listed, and so are unequal round counts.
+    assert "spread 20.0% over rounds: base 4096/64/512: 100.0, 110.0, 90.0 us" in result.stdout
+    assert "spread 13.3% over rounds: new 4096/64/512: 80.0, 70.0 us" in result.stdout
+    assert "4096/64/1024: 41.0, 40.0" not in result.stdout  # 2.5%: not listed
+    assert "unequal rounds" in result.stdout
+
+
+def test_ab_summary_keeps_forced_decode_plans_apart(tmp_path):
+    """A decode row with a forced plan (bench_decode.py --splits) is its own row, not pooled with
+    the planned row of the shape; two rows with one key in a round are refused."""
+    for label, planned, forced in (("base", 15.0, 40.0), ("new", 14.0, 35.0)):
+        write_run(tmp_path / label / "decode_r1.json", 800.0,
+                  [dict(T=1, H=64, candidates=2048, num_splits=16, head_tiles=1, us=planned),
+                   dict(T=1, H=64, candidates=2048, num_splits=2, head_tiles=1, forced=True, us=forced)])
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab_summary.py"), str(tmp_path), "base", "new"],
+                            check=True, capture_output=True, text=True)
+    assert "| 1/64/2048 | 15.0 | 14.0 | 0.933 |" in result.stdout
+    assert "| 1/64/2048/s2 ht1 | 40.0 | 35.0 | 0.875 |" in result.stdout
+    write_run(tmp_path / "dup" / "decode_r1.json", 800.0, [dict(T=1, H=64, candidates=2048, us=1.0)] * 2)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ab_summary.py"), str(tmp_path), "dup"],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "two rows for (1, 64, 2048)" in result.stderr
 
 
 def test_ab_summary_of_one_tree(tmp_path):
