@@ -12,7 +12,8 @@ out-of-range entries, random lengths, a sink), runs the prefill or the decode (i
 records the SHA-256 of the output's and the LSE's bytes, and how many output elements are NaN.
 The cases cover the Hopper kernels' paths: 64 and 128 heads (whole lists), the padded head
 block (48, 112), the small-heads kernel (16, 32) and its shifted launch (80, 96), output views of
-several alignments, and decode splits.
+several alignments, decode splits, and inputs like the benchmarks' (every candidate valid, no
+lengths). A comparison counts a case missing from either file as a difference.
 """
 import argparse
 import hashlib
@@ -44,6 +45,16 @@ CASES = [
     ("decode_t64_h128_2048_s2", 64, 128, 2048, "decode", {"splits": 2}),
     ("decode_t8_h16_1024", 8, 16, 1024, "decode", {}),
     ("decode_t16_h8_4096", 16, 8, 4096, "decode", {}),
+    # The benchmarks' own kind of input: every candidate valid, no lengths (so the softmax's
+    # all-valid path, which the cases above reach in a few blocks only). Last, so that the cases
+    # above keep their seeds.
+    ("prefill_h64_tk512_dense", 300, 64, 512, "prefill", {"dense": True}),
+    ("prefill_h128_tk1024_dense", 100, 128, 1024, "prefill", {"dense": True}),
+    ("prefill_h16_tk512_dense", 300, 16, 512, "prefill", {"dense": True}),
+    ("prefill_h32_tk1024_dense", 100, 32, 1024, "prefill", {"dense": True}),
+    ("decode_t1_h64_2048_dense", 1, 64, 2048, "decode", {"dense": True}),
+    ("decode_t8_h16_1024_dense", 8, 16, 1024, "decode", {"dense": True}),
+    ("decode_t32_h128_2048_dense", 32, 128, 2048, "decode", {"dense": True}),
 ]
 
 
@@ -57,8 +68,10 @@ def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
     import torch_ops
     sys.path.insert(0, str(root / "tests"))
     from helpers import CacheSpec, make_problem
+    dense = extra.get("dense", False)
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL), device=device,
-                           seed=seed, lengths="random", sink=1.0)
+                           seed=seed, lengths=None if dense else "random", sink=1.0,
+                           **({"invalid_fraction": 0.0} if dense else {}))
     offset = extra.get("offset", 0)
     storage = torch.full((num_tokens * num_heads * 512 + offset,), float("nan"), dtype=torch.bfloat16, device=device)
     output = storage[offset:].view(num_tokens, num_heads, 512)
@@ -82,19 +95,27 @@ def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
 
 
 def compare(paths):
+    """Prints each later file's cases against the first's; returns how many differ or are missing
+    from either side (a digest that crashed part-way must not pass as the same bits)."""
     runs = [json.load(open(path)) for path in paths]
     first = {case["name"]: case for case in runs[0]["cases"]}
     differing = 0
     for path, run in zip(paths[1:], runs[1:]):
+        names = {case["name"] for case in run["cases"]}
+        for name in sorted(set(first) - names):
+            differing += 1
+            print(f"{path}: {name}: MISSING (in {paths[0]} only)")
         for case in run["cases"]:
             base = first.get(case["name"])
             if base is None:
-                print(f"{path}: {case['name']} not in {paths[0]}")
+                differing += 1
+                print(f"{path}: {case['name']}: MISSING from {paths[0]}")
                 continue
             same = base["output_sha256"] == case["output_sha256"] and base["lse_sha256"] == case["lse_sha256"]
             if not same:
                 differing += 1
-            print(f"{path}: {case['name']}: {'same bits' if same else 'DIFFERENT'}"
+            plans = "" if base.get("plan") == case.get("plan") else f" (plan {case.get('plan')} against {base.get('plan')})"
+            print(f"{path}: {case['name']}: {'same bits' if same else 'DIFFERENT'}{plans}"
                   + ("" if case["output_nan"] == 0 else f" ({case['output_nan']} NaN outputs)"))
     return differing
 

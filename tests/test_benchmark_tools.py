@@ -688,6 +688,14 @@ def test_output_digest_compare(tmp_path):
                             **away)
     assert differ.returncode == 1
     assert f"{c}: y: DIFFERENT" in differ.stdout and f"{c}: x: same bits" in differ.stdout
+    # A case missing from either side (a digest that stopped part-way) is a difference.
+    short, longer = tmp_path / "short.json", tmp_path / "longer.json"
+    short.write_text(json.dumps(run([("x", "1", "2")])))
+    longer.write_text(json.dumps(run([("x", "1", "2"), ("y", "3", "4"), ("z", "5", "6")])))
+    missing = subprocess.run([sys.executable, script, "--compare", str(a), str(short), str(longer)], capture_output=True,
+                             text=True, **away)
+    assert missing.returncode == 1
+    assert f"{short}: y: MISSING (in {a} only)" in missing.stdout and f"{longer}: z: MISSING from {a}" in missing.stdout
 
 
 def test_output_digest_runs_on_the_cpu_kernels(tmp_path):
@@ -699,10 +707,11 @@ def test_output_digest_runs_on_the_cpu_kernels(tmp_path):
         subprocess.run([sys.executable, script, "--device", "cpu", "--cases", "decode_t1_h64", "prefill_h16",
                         "--json", str(path)], check=True, capture_output=True, text=True)
     cases = json.loads(paths[0].read_text())["cases"]
-    assert [case["name"] for case in cases] == ["prefill_h16_tk512", "decode_t1_h64_2048"]
+    assert [case["name"] for case in cases] == ["prefill_h16_tk512", "decode_t1_h64_2048", "prefill_h16_tk512_dense",
+                                                "decode_t1_h64_2048_dense"]
     assert all(case["output_nan"] == 0 for case in cases)
     same = subprocess.run([sys.executable, script, "--compare", *map(str, paths)], capture_output=True, text=True)
-    assert same.returncode == 0 and same.stdout.count("same bits") == 2
+    assert same.returncode == 0 and same.stdout.count("same bits") == 4
 
 
 def test_decode_benchmark_selection_misses():
