@@ -12,8 +12,11 @@ ab.tar.gz first). Each tree is LABEL=COMMIT[=VARIANT][@NVCC_EXTRA]: the label of
 commit its tree was exported from, what the tree is (default: the label; no '@' in it) and its
 build flags.
 Files go to docs/data/<prefix>_<device>_<label>_<commit>.json (--out for another folder; device
-as `h200` from the runs' "NVIDIA H200"). A label without runs is an error: a tree whose tests
-failed was not timed, and recording it would record nothing.
+as `h200` from the runs' "NVIDIA H200"); an existing file is kept unless --force. A label without
+runs is an error: a tree whose tests failed was not timed, and recording it would record nothing.
+Where the call wrote <label>/tree.txt (ab_trees.sh does), the flags given after @ must be among the
+tree's build flags, and the file's lines (source, file hash, flags) go into meta.tree; the runs'
+own meta (command as run, environment, repeats, the matmul at the run's end, ...) into meta.run.
 """
 import argparse
 import json
@@ -39,6 +42,25 @@ def parse_tree(spec):
 def device_tag(name):
     """'NVIDIA H200' -> 'h200' (the last word, lower case): the data files' device part."""
     return name.split()[-1].lower() if name else "gpu"
+
+
+def tree_record(ab_dir, label):
+    """What ab_trees.sh wrote of the tree in <label>/tree.txt ({} for calls before it did)."""
+    path = pathlib.Path(ab_dir, label, "tree.txt")
+    if not path.exists():
+        return {}
+    return dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
+
+
+def check_flags(label, extra, tree):
+    """The @NVCC_EXTRA given here must be among the flags the tree was built with (tree.txt)."""
+    if tree and not set(extra.split()) <= set(tree.get("nvcc flags", "").split()):
+        raise ValueError(f"tree {label!r}: built with {tree.get('nvcc flags', '').strip()!r}, not with {extra!r}")
+
+
+# The runs' own meta kept beside what the call says (bench_prefill.run_meta): how they ran.
+RUN_META_KEYS = ("command", "environment", "repeats", "warmup", "matmul_tflops_end", "launch_floor_us", "max_splits",
+                 "splits", "head_tiles", "kernel_override", "torch_ops_file")
 
 
 def collect(ab_dir, label, kind):
@@ -68,10 +90,19 @@ def main(argv):
     parser.add_argument("--date", required=True)
     parser.add_argument("--command", required=True, help="the exact device call")
     parser.add_argument("--out", default=str(ROOT / "docs" / "data"))
+    parser.add_argument("--force", action="store_true", help="overwrite data files that exist")
     args = parser.parse_args(argv)
     try:
         trees = [parse_tree(spec) for spec in args.trees]
         collected = {label: collect(args.ab_dir, label, args.kind) for label, *_ in trees}
+        records = {label: tree_record(args.ab_dir, label) for label, *_ in trees}
+        for label, _, _, extra in trees:
+            check_flags(label, extra, records[label])
+        paths = {label: pathlib.Path(args.out) / f"{args.prefix}_{device_tag(collected[label][2].get('device'))}_"
+                                                 f"{label}_{commit}.json" for label, commit, *_ in trees}
+        existing = [str(path) for path in paths.values() if path.exists() and not args.force]
+        if existing:
+            raise ValueError(f"would overwrite {', '.join(existing)} (another --prefix, or --force)")
     except ValueError as error:
         print(f"record_ab.py: {error}", file=sys.stderr)
         return 2
@@ -81,8 +112,11 @@ def main(argv):
         rows, matmuls, run_meta = collected[label]
         meta = {"device": run_meta.get("device"), "commit": commit, "torch": run_meta.get("torch"), "date": args.date,
                 "label": label, "variant": variant, "nvcc_extra": extra, "command": args.command,
-                "matmul_tflops_by_round": matmuls}
-        path = out / f"{args.prefix}_{device_tag(run_meta.get('device'))}_{label}_{commit}.json"
+                "matmul_tflops_by_round": matmuls,
+                "run": {key: run_meta[key] for key in RUN_META_KEYS if key in run_meta}}
+        if records[label]:
+            meta["tree"] = records[label]
+        path = paths[label]
         path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
         print(f"{path}: {len(rows)} rows over {len(matmuls)} rounds")
     return 0

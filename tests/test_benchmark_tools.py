@@ -839,13 +839,43 @@ def test_record_ab_writes_one_file_a_tree(tmp_path):
     main_run = json.loads((out / "hopper_ab99_h200_main_abc1234.json").read_text())
     assert main_run["meta"] == {"device": "NVIDIA H200", "commit": "abc1234", "torch": "2.11.0+cu130",
                                 "date": "2026-12-02", "label": "main", "variant": "main", "nvcc_extra": "",
-                                "command": "bash the call", "matmul_tflops_by_round": [[1, 800.0], [2, 810.0]]}
+                                "command": "bash the call", "matmul_tflops_by_round": [[1, 800.0], [2, 810.0]],
+                                "run": {}}
     assert [(r["round"], r["us"], r["matmul_tflops"]) for r in main_run["rows"]] == [(1, 701.0, 800.0), (2, 702.0, 810.0)]
     assert [r["of_matmul"] for r in main_run["rows"]] == [400.0 / 800.0, 400.0 / 810.0]
     vf_run = json.loads((out / "hopper_ab99_h200_vf_def5678.json").read_text())
     assert vf_run["meta"]["variant"] == "the vote branch: same bits"
     assert vf_run["meta"]["nvcc_extra"] == "-DCAKE_X -DCAKE_Y"
     assert [r["of_matmul"] for r in vf_run["rows"]] == [0.5, 0.5]  # the run's own value kept
+    # The files exist now: the same call again is refused (another prefix, or --force).
+    again = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "record_ab.py"), str(ab), "main=abc1234",
+                            "--prefix", "hopper_ab99", "--date", "d", "--command", "c", "--out", str(out)],
+                           capture_output=True, text=True)
+    assert again.returncode == 2 and "would overwrite" in again.stderr
+
+
+def test_record_ab_checks_the_trees_flags_and_keeps_the_runs_meta(tmp_path):
+    """Where the call wrote <label>/tree.txt, flags given after @ that the tree was not built with
+    are refused, and the tree's record and the runs' own meta go into the file."""
+    ab = tmp_path / "ab"
+    write_run(ab / "new" / "prefill_r1.json", 800.0, [dict(T=4096, H=64, topk=512, us=650.0, tflops=420.0)])
+    run = json.loads((ab / "new" / "prefill_r1.json").read_text())
+    run["meta"].update(device="NVIDIA H200", repeats=10, warmup=3, matmul_tflops_end=790.0, command="python3 b.py")
+    (ab / "new" / "prefill_r1.json").write_text(json.dumps(run))
+    (ab / "new" / "tree.txt").write_text("label: new\nsource: .ab/x\ncommit: none\nnvcc flags:  -DCAKE_A\n"
+                                         "CAKE_CUDA_ARCHS: 90a\nsource hash: 0123456789abcdef\n")
+    out = tmp_path / "data"
+
+    def record(tree):
+        return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "record_ab.py"), str(ab), tree, "--prefix",
+                               "p", "--date", "d", "--command", "c", "--out", str(out)], capture_output=True, text=True)
+
+    wrong = record("new=abc1234@-DCAKE_B")
+    assert wrong.returncode == 2 and "built with '-DCAKE_A', not with '-DCAKE_B'" in wrong.stderr
+    assert record("new=abc1234@-DCAKE_A").returncode == 0
+    meta = json.loads((out / "p_h200_new_abc1234.json").read_text())["meta"]
+    assert meta["tree"]["source hash"] == "0123456789abcdef"
+    assert meta["run"] == {"command": "python3 b.py", "repeats": 10, "warmup": 3, "matmul_tflops_end": 790.0}
 
 
 def test_record_ab_refuses_a_tree_without_runs(tmp_path):
