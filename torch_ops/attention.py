@@ -57,9 +57,9 @@ def sparse_mla_attention(
     ..., more than 1024 candidates) or when its largest launch, ``T * H / 16`` work items, is
     below a share of the SM count (200% for H a multiple of 64, 300% for H = 80 and 96, 50% for
     the others); the prefill otherwise, which ignores the scratch. The decode needs ``mid_out`` / ``mid_lse`` when its plan
-    splits (``cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch`` covers every plan; the
-    decode here plans with the default ``max_splits`` of 16, so scratch allocated for a smaller
-    ``max_splits`` may be too small: leave it ``None`` or at least 16).
+    splits: allocate it with ``cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(T, H, topk,
+    extra_topk)``, which covers every plan, or with its ``max_splits`` at 16 or more (the decode here
+    plans with the default ``max_splits`` of 16, so scratch for a smaller one may be too small).
 
     Returns:
         ``{"op": "decode" | "prefill", "plan": the plan the chosen op returned}``.

@@ -10,7 +10,10 @@ Non-finite values. For one (token, head) row with logits ``z`` over its valid ca
   an infinite ``q`` or RoPE value, or a non-finite ``sm_scale``, which makes every logit NaN):
   output NaN and lse NaN, whatever the sink;
 - no valid candidate, or every ``z`` is ``-inf``: nothing carries weight, so zeros and ``-inf``,
-  or the sink's own lse (the row has no score, so ``sm_scale`` does not matter);
+  or the sink's own lse (with no candidate the row has no score, so ``sm_scale`` does not
+  matter);
+- in any row, a zero weight times an infinite value (a RoPE value is stored as is) is NaN in that
+  dim: the output is NaN there, whatever the other candidates' weights or the sink;
 - a NaN sink makes the lse NaN, and the output NaN for a row with candidates.
 """
 import math
