@@ -66,7 +66,7 @@ for arg in "$@"; do
 done
 
 rm -rf "$out"; mkdir -p "$out" "$dest"
-{ echo "$*"; env | grep -E '^(AB_|CAKE_)' | sort; } > "$out/command.txt"
+{ printf '%q ' "$@"; echo; env | grep -E '^(AB_|CAKE_)' | sort; } > "$out/command.txt"
 dirs=()
 for i in "${!labels[@]}"; do
   copy="$work/trees/${labels[$i]}"
@@ -77,10 +77,17 @@ for i in "${!labels[@]}"; do
   dirs+=("$copy")
   # What the tree was: its source (an exported branch keeps no commit, so a hash of its files says
   # which it was), its flags and architectures.
-  { echo "label: ${labels[$i]}"; echo "source: ${sources[$i]}"
-    echo "commit: $(git -C "${sources[$i]}" rev-parse --short HEAD 2>/dev/null || echo none)"
-    echo "nvcc flags: ${AB_NVCC_EXTRA:-} ${flags[$i]}"; echo "CAKE_CUDA_ARCHS: ${CAKE_CUDA_ARCHS:-90a}"
-    echo "source hash: $(cd "$copy" && find . -type f ! -name '*.so' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+  commit="none (not a checkout of its own)"
+  if [ "$(git -C "${sources[$i]}" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "${sources[$i]}" && pwd -P)" ]; then
+    commit="$(git -C "${sources[$i]}" rev-parse --short HEAD)"
+    [ -z "$(git -C "${sources[$i]}" status --porcelain --untracked-files=no)" ] || commit="$commit-dirty"
+  fi
+  { echo "label: ${labels[$i]}"; echo "source: ${sources[$i]}"; echo "commit: $commit"
+    echo "tree flags: ${flags[$i]}"; echo "common flags: ${AB_NVCC_EXTRA:-}"
+    echo "CAKE_CUDA_ARCHS: ${CAKE_CUDA_ARCHS:-90a}"
+    echo "source hash: $(cd "$copy" && find . \( -name __pycache__ -o -name .pytest_cache -o -name '*.egg-info' \
+      -o -name .whl -o -name .gl \) -prune -o -type f ! -name '*.so' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
+      | xargs -0 sha256sum | sha256sum | cut -c1-16)"
   } > "$out/${labels[$i]}/tree.txt"
 done
 n=${#labels[@]}

@@ -53,8 +53,12 @@ def tree_record(ab_dir, label):
 
 
 def check_flags(label, extra, tree):
-    """The @NVCC_EXTRA given here must be among the flags the tree was built with (tree.txt)."""
-    if tree and not set(extra.split()) <= set(tree.get("nvcc flags", "").split()):
+    """The @NVCC_EXTRA given here must be the tree's own build flags (tree.txt's "tree flags"; the
+    call's common AB_NVCC_EXTRA apart), so that a flagged build is not recorded as a plain one."""
+    if "tree flags" in tree:
+        if set(extra.split()) != set(tree["tree flags"].split()):
+            raise ValueError(f"tree {label!r}: built with {tree['tree flags'].strip()!r}, not {extra!r}")
+    elif tree and not set(extra.split()) <= set(tree.get("nvcc flags", "").split()):
         raise ValueError(f"tree {label!r}: built with {tree.get('nvcc flags', '').strip()!r}, not with {extra!r}")
 
 

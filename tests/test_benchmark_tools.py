@@ -862,8 +862,8 @@ def test_record_ab_checks_the_trees_flags_and_keeps_the_runs_meta(tmp_path):
     run = json.loads((ab / "new" / "prefill_r1.json").read_text())
     run["meta"].update(device="NVIDIA H200", repeats=10, warmup=3, matmul_tflops_end=790.0, command="python3 b.py")
     (ab / "new" / "prefill_r1.json").write_text(json.dumps(run))
-    (ab / "new" / "tree.txt").write_text("label: new\nsource: .ab/x\ncommit: none\nnvcc flags:  -DCAKE_A\n"
-                                         "CAKE_CUDA_ARCHS: 90a\nsource hash: 0123456789abcdef\n")
+    (ab / "new" / "tree.txt").write_text("label: new\nsource: .ab/x\ncommit: none\ntree flags: -DCAKE_A\n"
+                                         "common flags: \nCAKE_CUDA_ARCHS: 90a\nsource hash: 0123456789abcdef\n")
     out = tmp_path / "data"
 
     def record(tree):
@@ -871,7 +871,9 @@ def test_record_ab_checks_the_trees_flags_and_keeps_the_runs_meta(tmp_path):
                                "p", "--date", "d", "--command", "c", "--out", str(out)], capture_output=True, text=True)
 
     wrong = record("new=abc1234@-DCAKE_B")
-    assert wrong.returncode == 2 and "built with '-DCAKE_A', not with '-DCAKE_B'" in wrong.stderr
+    assert wrong.returncode == 2 and "built with '-DCAKE_A', not '-DCAKE_B'" in wrong.stderr
+    plain = record("new=abc1234")  # a flagged build recorded as a plain one
+    assert plain.returncode == 2 and "built with '-DCAKE_A', not ''" in plain.stderr
     assert record("new=abc1234@-DCAKE_A").returncode == 0
     meta = json.loads((out / "p_h200_new_abc1234.json").read_text())["meta"]
     assert meta["tree"]["source hash"] == "0123456789abcdef"
@@ -1068,3 +1070,35 @@ def test_clock_probe_recorded_run_is_consistent():
         assert row["of_matmul"] == pytest.approx(row["tflops"] / matmul[row["form"]])
         assert row["cycles_per_call_at_median_clock"] == pytest.approx(row["call_us"] * row["sm_mhz_median"])
         assert row["sm_mhz_min"] <= row["sm_mhz_median"] <= row["sm_mhz_max"]
+
+
+def test_ab_trees_reverses_the_order_on_even_rounds_and_records_each_tree(tmp_path):
+    """Round 1 times the trees in the order given, round 2 in reverse, round 3 as round 1; each
+    tree's tree.txt says its source, flags and a hash of its files, and command.txt the AB_
+    environment."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    log = tmp_path / "order.log"
+    bench = ("import json, os, sys\n"
+             "out = sys.argv[sys.argv.index('--json') + 1]\n"
+             "open(os.environ['ORDER_LOG'], 'a').write(os.environ['CAKE_COMMIT'] + '\\n')\n"
+             "json.dump({'meta': {'matmul_tflops': 800.0}, 'rows': [{'T': 1, 'H': 64, 'topk': 512, 'us': 1.0}]},"
+             " open(out, 'w'))\n")
+    trees = []
+    for name in ("one", "two"):
+        tree = fake_tree(tmp_path / name)
+        (tree / "benchmarks").mkdir()
+        (tree / "benchmarks" / "bench_prefill.py").write_text(bench)
+        trees.append(tree)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(tmp_path / "work"), PYTHON=sys.executable,
+               AB_PREFILL="--fake", AB_ROUNDS="3", ORDER_LOG=str(log))
+    result = subprocess.run(["bash", str(script), f"a={trees[0]}", f"b={trees[1]}@-DX=1 -DY"], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert log.read_text().split() == ["a", "b", "b", "a", "a", "b"]
+    work = tmp_path / "work" / "ab"
+    tree_b = dict(line.split(": ", 1) for line in (work / "b" / "tree.txt").read_text().splitlines())
+    assert tree_b["tree flags"] == "-DX=1 -DY" and tree_b["source"] == str(trees[1])
+    assert tree_b["commit"].startswith("none") and len(tree_b["source hash"]) == 16
+    tree_a = dict(line.split(": ", 1) for line in (work / "a" / "tree.txt").read_text().splitlines())
+    assert tree_a["source hash"] == tree_b["source hash"]  # the same files (the flags are not files)
+    assert "AB_ROUNDS=3" in (work / "command.txt").read_text()

@@ -246,3 +246,40 @@ def test_zero_weight_times_infinite_value_in_the_decode(device, num_heads, num_s
         assert torch.equal(torch.isnan(got_out), torch.isnan(ref_mid_out))
         assert torch.equal(torch.isneginf(got_lse), torch.isneginf(ref_mid_lse))
         assert torch.isnan(got_out[:, 0, :, 500]).all()  # token 0: every split all -inf, NaN kept in dim 500
+
+
+@pytest.mark.parametrize("device,num_heads,head_tiles", INF_VALUE_PREFILLS)
+@pytest.mark.parametrize("sink_value", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+def test_infinite_value_under_special_sinks(device, num_heads, head_tiles, sink_value):
+    """The same rows with a NaN, +inf or -inf sink on some heads: as the float64 reference, element
+    by element (a +inf sink keeps the NaN dims, a NaN sink poisons the rows with weight)."""
+    q, cache, indices, kwargs = _inf_value_problem(device, num_heads, 38, sink=1.0)
+    kwargs["attn_sink"][[0, num_heads - 1]] = sink_value
+    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
+    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
+    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles, **kwargs)
+    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05, **kwargs)
+    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
+
+
+@pytest.mark.parametrize("device,num_heads,head_tiles", INF_VALUE_PREFILLS)
+def test_masked_infinite_value_is_never_read(device, num_heads, head_tiles):
+    """An infinite value at a masked position (past the token's length, or the slot only beside -1
+    and out-of-range entries) is never read: no NaN, as the reference."""
+    q, cache, indices, _ = _inf_value_problem(device, num_heads, 39, sink=None)
+    indices = indices.cpu()
+    indices[0] = indices[2]            # finite rows only ...
+    indices[0, 100] = INF_SLOTS[0]     # ... and an infinite one past the length below
+    indices[1, :64] = -1               # token 1: its infinite slot among masked entries
+    indices[1, 64:90] = 128 + torch.arange(26, dtype=torch.int32)  # out of range (128 slots)
+    indices[1, 97] = INF_SLOTS[1]
+    indices[1, 98:] = -5
+    lengths = torch.tensor([100, 97, 130, 0], dtype=torch.int32, device=device)  # token 1: slot 97 is past it
+    indices = indices.to(device)
+    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
+    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
+    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles,
+                                 topk_length=lengths)
+    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05, topk_length=lengths)
+    assert not torch.isnan(ref_out).any()
+    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)

@@ -32,6 +32,17 @@ def _valid_slots(indices: torch.Tensor, lengths: Optional[torch.Tensor], t: int,
     return row[(row >= 0) & (row < num_slots)]
 
 
+def _weighted_values(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """weights [H, C] @ keys [C, 512], with 0 times an infinite value NaN in its dim as IEEE
+    arithmetic has it, whether or not the BLAS skips zero terms."""
+    out = weights @ keys
+    infinite = torch.isinf(keys)
+    if infinite.any():
+        zero_times_inf = ((weights == 0).to(keys.dtype) @ infinite.to(keys.dtype)) > 0
+        out = torch.where(zero_times_inf, math.nan, out)
+    return out
+
+
 def sparse_mla_prefill_reference(
     q: torch.Tensor,
     kv_cache: torch.Tensor,
@@ -78,7 +89,7 @@ def sparse_mla_prefill_reference(
         row_lse = torch.where(weighted, torch.logsumexp(safe, dim=1), -math.inf)
         # A row whose logits are all -inf weighs every candidate 0; 0 times an infinite value (a
         # RoPE value is stored as is) is NaN, as in any row (docs/contract.md section 8).
-        out = torch.where(weighted[:, None], torch.softmax(safe, dim=1), 0.0) @ keys
+        out = _weighted_values(torch.where(weighted[:, None], torch.softmax(safe, dim=1), 0.0), keys)
         if sink is not None:
             head_sink = sink[:num_heads]
             out = out * torch.where(weighted, torch.sigmoid(row_lse - head_sink), 1.0)[:, None]  # NaN sink: NaN
@@ -147,7 +158,7 @@ def sparse_mla_decode_partials_reference(
             weighted = (logits > -math.inf).any(dim=1) & ~poisoned
             safe = torch.where(weighted[:, None], logits, torch.zeros_like(logits))
             lse = torch.where(weighted, torch.logsumexp(safe, dim=1), -math.inf)
-            out = torch.where(weighted[:, None], torch.softmax(safe, dim=1), 0.0) @ keys  # as in the prefill
+            out = _weighted_values(torch.where(weighted[:, None], torch.softmax(safe, dim=1), 0.0), keys)
             mid_lse[s, t] = torch.where(poisoned, math.nan, lse) / math.log(2.0)
             mid_out[s, t] = torch.where(poisoned[:, None], math.nan, out)
     return mid_out, mid_lse
