@@ -356,3 +356,34 @@ def test_counts_that_are_not_ints_name_the_argument(name, value):
         torch_ops.sparse_mla_decode(*positional, **args)
     for buffer in buffers:
         assert torch.isnan(buffer.float()).all()
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compiled_calls_with_explicit_counts_that_change(dynamic):
+    """Under torch.compile an int argument that changes between calls arrives symbolic; the
+    planners need a constant, so each value gets its own graph (as its plan does) instead of the
+    trace failing. Same outputs as eager, prefill and decode."""
+    g = torch.Generator().manual_seed(5)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.randn(2, 16, 512, generator=g).to(torch.bfloat16))
+    q = torch.randn(3, 64, 512, generator=g).to(torch.bfloat16)
+    indices = torch.randint(0, 32, (3, 70), generator=g, dtype=torch.int32)
+    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(3, 64, 70)
+
+    def decode(output, out_lse, num_splits, head_tiles):
+        return torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, 0.05, num_splits=num_splits,
+                                           head_tiles=head_tiles, mid_out=mid_out, mid_lse=mid_lse)
+
+    def prefill(head_tiles):
+        return torch_ops.sparse_mla_prefill_functional(q, cache, indices, 0.05, head_tiles=head_tiles)
+
+    torch._dynamo.reset()
+    compiled_decode = torch.compile(decode, fullgraph=True, backend="aot_eager", dynamic=dynamic)
+    compiled_prefill = torch.compile(prefill, fullgraph=True, backend="aot_eager", dynamic=dynamic)
+    for num_splits, head_tiles in ((1, 1), (2, 2), (2, 4), (1, 4)):
+        output, out_lse = torch.full_like(q, float("nan")), torch.full((3, 64), float("nan"))
+        expected, expected_lse = torch.full_like(q, float("nan")), torch.full((3, 64), float("nan"))
+        plan = compiled_decode(output, out_lse, num_splits, head_tiles)
+        assert plan == decode(expected, expected_lse, num_splits, head_tiles)
+        assert (plan["num_splits"], plan["head_tiles"]) == (num_splits, head_tiles)
+        assert torch.equal(output, expected) and torch.equal(out_lse, expected_lse)
+        assert all(torch.equal(a, b) for a, b in zip(compiled_prefill(head_tiles), prefill(head_tiles)))

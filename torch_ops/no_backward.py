@@ -33,15 +33,21 @@ def check_no_grad(function: str, *, required: Tuple[str, ...] = (), **tensors: O
                 f"torch.no_grad() or torch.inference_mode(), or pass {name}.detach().")
 
 
-def check_int_args(function: str, *, required: Tuple[str, ...] = (), **values: Optional[int]) -> None:
-    """Raise ``TypeError`` naming an argument of ``values`` that is not an integer (anything with
-    ``__index__`` but a bool; ``None`` is allowed except for the names in ``required``)."""
+def int_args(function: str, *, required: Tuple[str, ...] = (), **values: Optional[int]) -> Tuple[Optional[int], ...]:
+    """``values`` as Python ints, in their order (``None`` kept where allowed: not for the names in
+    ``required``); ``TypeError`` naming one that is not an integer (anything with ``__index__`` but
+    a bool). Under ``torch.compile`` an int argument can arrive symbolic (it changed between
+    calls); its value here is a constant, which the planners need (one graph per value, as the
+    plan differs anyway)."""
+    result = []
     for name, value in values.items():
-        if type(value) is int or (value is None and name not in required):
+        if value is None and name not in required:
+            result.append(value)
             continue
-        try:
+        try:  # (operator.index even for an int: traced, a symbolic int may pass for one)
             if isinstance(value, bool):
                 raise TypeError
-            operator.index(value)
+            result.append(operator.index(value))
         except TypeError:
             raise TypeError(f"{function}: {name}: expected an int, got {type(value).__name__}") from None
+    return tuple(result)

@@ -4,7 +4,7 @@ from typing import Dict, Optional, Union
 
 import torch
 
-from .no_backward import REQUIRED_ATTENTION_TENSORS, check_int_args, check_no_grad
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_no_grad, int_args
 from .planner import cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles, plan_for_call
 
 
@@ -80,7 +80,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
                   kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                   attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                   extra_topk_length=extra_topk_length)
-    check_int_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", head_tiles=head_tiles)
+    (head_tiles,) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", head_tiles=head_tiles)
     plan = None
     if head_tiles is None and q.dim() == 3:
         # Planned once, here, and passed on explicitly; a head count without a prefill instance
