@@ -154,9 +154,10 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
                                                        mid_out=mid_out, mid_lse=mid_lse, max_splits=args.max_splits,
                                                        num_splits=num_splits, head_tiles=head_tiles))
 
-    seconds = timed_median(decode, args.repeats, args.warmup, flush)
+    spread = {}
+    seconds = timed_median(decode, args.repeats, args.warmup, flush, spread)
     row = dict(T=num_tokens, H=num_heads, candidates=candidates, head_tiles=decode_plan["head_tiles"],
-               num_splits=decode_plan["num_splits"], us=seconds * 1e6, tflops=flops / seconds / 1e12,
+               num_splits=decode_plan["num_splits"], us=seconds * 1e6, **spread, tflops=flops / seconds / 1e12,
                of_matmul=flops / seconds / ceiling, gathered_gbs=num_tokens * candidates * 384 / seconds / 1e9,
                select=torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
                    num_tokens=num_tokens, num_heads=num_heads, topk=candidates,

@@ -34,7 +34,10 @@ POOL_TOKENS = 65536
 PAGE_SIZE = 64
 
 
-def timed_median(fn, repeats, warmup, flush):
+def timed_median(fn, repeats, warmup, flush, spread=None):
+    """The median in seconds of `repeats` launches of fn, each timed by CUDA events after an L2
+    flush (outside the events), after `warmup` untimed ones; `spread`, a dict, gets the fastest,
+    the 90th percentile and the slowest in us (what a disturbed run shows in)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -46,6 +49,10 @@ def timed_median(fn, repeats, warmup, flush):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e-3)
+    if spread is not None:
+        ordered = sorted(times)
+        spread.update(us_min=ordered[0] * 1e6, us_p90=ordered[min(len(ordered) - 1, (9 * len(ordered)) // 10)] * 1e6,
+                      us_max=ordered[-1] * 1e6)
     return statistics.median(times)
 
 
@@ -235,12 +242,13 @@ def run_benchmark(args):
                     plan.update(torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
                         q, cache, indices, output, out_lse, sm_scale, attn_sink=sink, head_tiles=args.head_tiles))
 
-                seconds = timed_median(run, args.repeats, args.warmup, flush)
+                spread = {}
+                seconds = timed_median(run, args.repeats, args.warmup, flush, spread)
                 flops = 4 * num_tokens * num_heads * topk * 512
                 row = dict(T=num_tokens, H=num_heads, topk=topk, head_tiles=plan["head_tiles"],
                            kernel=plan["kernel"], us=seconds * 1e6,
                            tflops=flops / seconds / 1e12, of_matmul=flops / seconds / ceiling,
-                           gathered_gbs=num_tokens * topk * 384 / seconds / 1e9)
+                           gathered_gbs=num_tokens * topk * 384 / seconds / 1e9, **spread)
                 if args.baseline != "none":
                     eager = timed_median(lambda: composition(q, cache, indices, sink, sm_scale), 5, 1, flush)
                     ref_out, ref_lse = composition(q, cache, indices, sink, sm_scale)
