@@ -283,3 +283,28 @@ def test_masked_infinite_value_is_never_read(device, num_heads, head_tiles):
     ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05, topk_length=lengths)
     assert not torch.isnan(ref_out).any()
     assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
+
+
+@pytest.mark.parametrize("device,num_heads,head_tiles", INF_VALUE_PREFILLS)
+def test_infinite_value_does_not_leak_into_a_later_units_masked_rows(device, num_heads, head_tiles):
+    """More tokens than SMs, so a persistent CTA takes a later token after an earlier one: tokens
+    0..149 select an infinite row at position 5 (NaN in dim 500), tokens 150.. hold -1 there, in
+    the same lanes (the small-heads kernel keeps masked rows' stale registers, masked by zero
+    scales): no NaN may reach them, as the reference says."""
+    g = torch.Generator().manual_seed(40)
+    latent = random_latent(128, g)
+    latent[INF_SLOTS[0], 500] = float("inf")
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.view(2, 64, 512).to(device))
+    q = (torch.rand(300, num_heads, 512, generator=g) + 0.1).to(torch.bfloat16)
+    q[:, :, 500] = -1.0
+    finite_slots = torch.tensor([s for s in range(128) if s not in INF_SLOTS])
+    indices = finite_slots[torch.randint(0, finite_slots.numel(), (300, 130), generator=g)].to(torch.int32)
+    indices[:150, 5] = INF_SLOTS[0]
+    indices[150:, 5] = -1
+    q, indices = q.to(device), indices.to(device)
+    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
+    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
+    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles)
+    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05)
+    assert torch.isnan(ref_out[:150, :, 500]).all() and not torch.isnan(ref_out[150:]).any()
+    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
