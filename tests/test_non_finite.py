@@ -8,10 +8,9 @@ import pytest
 import torch
 
 import torch_ops
-from helpers import (HAS_CUDA, CacheSpec, assert_matches_reference_with_nan, cache_view, make_problem,
+from helpers import (HAS_CUDA, CacheSpec, Problem, assert_matches_reference_with_nan, cache_view, make_problem,
                      random_latent)
-from torch_ops.reference import (cache_rows_bytes, nvfp4_quantize_reference, sparse_mla_decode_partials_reference,
-                                 sparse_mla_prefill_reference)
+from torch_ops.reference import cache_rows_bytes, nvfp4_quantize_reference, sparse_mla_decode_partials_reference
 
 # (device, head_tiles). With 64 heads on an H100/H200, head_tiles 4 runs the Hopper kernel and 1
 # and 2 the portable kernel; elsewhere all three are portable instances.
@@ -171,30 +170,31 @@ def test_nan_in_cache_poisons_exactly_the_tokens_that_select_it(device, head_til
 INF_SLOTS = (5, 70)  # their RoPE dim 500 is +inf; q's dim 500 is negative, so their logits are -inf
 
 
-def _inf_value_problem(device, num_heads, seed, sink):
-    """Four tokens over a cache of two pages of 64, 130 positions each (three chunks, so the
-    decode can split): token 0 selects only the INF_SLOTS (every logit -inf: rule 2, NaN in dim
-    500, zeros elsewhere), token 1 finite rows and one of them (rule 3: NaN in dim 500 only),
-    token 2 finite rows only, token 3 nothing (the empty row)."""
+def _inf_value_problem(device, num_heads, seed, sink, num_tokens=4):
+    """Tokens over a cache of two pages of 64, 130 positions each (three chunks, so the decode can
+    split), every q's dim 500 negative: token 0 selects only the INF_SLOTS (every logit -inf:
+    rule 2, NaN in dim 500, zeros elsewhere), token 1 finite rows and one of them (rule 3: NaN in
+    dim 500 only), token 2 on finite rows only, token 3 nothing (the empty row); tokens past 3
+    finite rows only. sm_scale 0.05."""
     g = torch.Generator().manual_seed(seed)
     latent = random_latent(128, g)
     latent[list(INF_SLOTS), 500] = float("inf")
     cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.view(2, 64, 512).to(device))
-    q = (torch.rand(4, num_heads, 512, generator=g) + 0.1).to(torch.bfloat16)
+    q = (torch.rand(num_tokens, num_heads, 512, generator=g) + 0.1).to(torch.bfloat16)
     q[:, :, 500] = -1.0
     finite_slots = torch.tensor([s for s in range(128) if s not in INF_SLOTS])
-    indices = finite_slots[torch.randint(0, finite_slots.numel(), (4, 130), generator=g)].to(torch.int32)
+    indices = finite_slots[torch.randint(0, finite_slots.numel(), (num_tokens, 130), generator=g)].to(torch.int32)
     indices[0] = torch.tensor(INF_SLOTS, dtype=torch.int32).repeat(65)
     indices[1, 97] = INF_SLOTS[1]  # in the second chunk
     indices[3] = -1
     kwargs = {}
     if sink is not None:
         kwargs["attn_sink"] = torch.linspace(-1, 1, num_heads + 1).to(torch.float32).to(device)
-    return q.to(device), cache, indices.to(device), kwargs
+    return Problem(q.to(device), cache, indices.to(device), 0.05, kwargs)
 
 
-def _check_inf_value_rows(output, out_lse, q, cache, indices, kwargs):
-    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05, **kwargs)
+def _check_inf_value_rows(output, out_lse, problem):
+    ref_out, ref_lse = problem.reference()
     assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
     output = output.cpu().float()
     nan = torch.isnan(output)
@@ -202,7 +202,7 @@ def _check_inf_value_rows(output, out_lse, q, cache, indices, kwargs):
     assert not nan[2:].any()
     assert output[0].nan_to_num(0.0).eq(0).all() and output[3].eq(0).all()
     assert torch.isfinite(out_lse[1:3].cpu()).all()
-    if "attn_sink" not in kwargs:
+    if "attn_sink" not in problem.kwargs:
         assert torch.isneginf(out_lse[0].cpu()).all() and torch.isneginf(out_lse[3].cpu()).all()
 
 
@@ -219,11 +219,9 @@ def test_zero_weight_times_infinite_value_is_nan_in_that_dim(device, num_heads, 
     """Rules 2 and 3 of section 8: a candidate whose logit is -inf weighs 0, and 0 times its
     infinite RoPE value is NaN in that dim only, whether other candidates carry weight (token 1)
     or none does (token 0, whose lse is still -inf or the sink's)."""
-    q, cache, indices, kwargs = _inf_value_problem(device, num_heads, 36, sink)
-    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
-    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
-    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles, **kwargs)
-    _check_inf_value_rows(output, out_lse, q, cache, indices, kwargs)
+    problem = _inf_value_problem(device, num_heads, 36, sink)
+    output, out_lse, _ = problem.run(head_tiles)
+    _check_inf_value_rows(output, out_lse, problem)
 
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("cuda", marks=_cuda)])
@@ -232,16 +230,12 @@ def test_zero_weight_times_infinite_value_is_nan_in_that_dim(device, num_heads, 
 def test_zero_weight_times_infinite_value_in_the_decode(device, num_heads, num_splits):
     """The same rows through the decode: a split whose logits are all -inf gives its partial NaN
     in dim 500 (and -inf), and the merge keeps it (zero weight times NaN), as one pass does."""
-    q, cache, indices, kwargs = _inf_value_problem(device, num_heads, 37, sink=1.0)
-    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
-    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
-    mid_out = torch.full((3,) + tuple(q.shape), float("nan"), device=device)
-    mid_lse = torch.full((3,) + tuple(q.shape[:2]), float("nan"), device=device)
-    torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, 0.05, mid_out=mid_out, mid_lse=mid_lse,
-                                num_splits=num_splits, **kwargs)
-    _check_inf_value_rows(output, out_lse, q, cache, indices, kwargs)
+    problem = _inf_value_problem(device, num_heads, 37, sink=1.0)
+    output, out_lse, _, mid_out, mid_lse = problem.run_decode(num_splits=num_splits, scratch_splits=3)
+    _check_inf_value_rows(output, out_lse, problem)
     if num_splits > 1:
-        ref_mid_out, ref_mid_lse = sparse_mla_decode_partials_reference(q, cache, indices, 0.05, num_splits=num_splits)
+        ref_mid_out, ref_mid_lse = sparse_mla_decode_partials_reference(problem.q, problem.kv_cache, problem.indices,
+                                                                        problem.sm_scale, num_splits=num_splits)
         got_out, got_lse = mid_out[:num_splits].cpu().double(), mid_lse[:num_splits].cpu().double()
         assert torch.equal(torch.isnan(got_out), torch.isnan(ref_mid_out))
         assert torch.equal(torch.isneginf(got_lse), torch.isneginf(ref_mid_lse))
@@ -253,36 +247,28 @@ def test_zero_weight_times_infinite_value_in_the_decode(device, num_heads, num_s
 def test_infinite_value_under_special_sinks(device, num_heads, head_tiles, sink_value):
     """The same rows with a NaN, +inf or -inf sink on some heads: as the float64 reference, element
     by element (a +inf sink keeps the NaN dims, a NaN sink poisons the rows with weight)."""
-    q, cache, indices, kwargs = _inf_value_problem(device, num_heads, 38, sink=1.0)
-    kwargs["attn_sink"][[0, num_heads - 1]] = sink_value
-    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
-    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
-    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles, **kwargs)
-    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05, **kwargs)
-    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
+    problem = _inf_value_problem(device, num_heads, 38, sink=1.0)
+    problem.kwargs["attn_sink"][[0, num_heads - 1]] = sink_value
+    run_and_check(problem, head_tiles)
 
 
 @pytest.mark.parametrize("device,num_heads,head_tiles", INF_VALUE_PREFILLS)
 def test_masked_infinite_value_is_never_read(device, num_heads, head_tiles):
     """An infinite value at a masked position (past the token's length, or the slot only beside -1
     and out-of-range entries) is never read: no NaN, as the reference."""
-    q, cache, indices, _ = _inf_value_problem(device, num_heads, 39, sink=None)
-    indices = indices.cpu()
+    problem = _inf_value_problem(device, num_heads, 39, sink=None)
+    indices = problem.indices.cpu()
     indices[0] = indices[2]            # finite rows only ...
     indices[0, 100] = INF_SLOTS[0]     # ... and an infinite one past the length below
     indices[1, :64] = -1               # token 1: its infinite slot among masked entries
     indices[1, 64:90] = 128 + torch.arange(26, dtype=torch.int32)  # out of range (128 slots)
     indices[1, 97] = INF_SLOTS[1]
     indices[1, 98:] = -5
-    lengths = torch.tensor([100, 97, 130, 0], dtype=torch.int32, device=device)  # token 1: slot 97 is past it
-    indices = indices.to(device)
-    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
-    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
-    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles,
-                                 topk_length=lengths)
-    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05, topk_length=lengths)
-    assert not torch.isnan(ref_out).any()
-    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
+    problem.indices = indices.to(device)
+    # token 1's length stops before its infinite slot at 97
+    problem.kwargs["topk_length"] = torch.tensor([100, 97, 130, 0], dtype=torch.int32, device=device)
+    output, _, _ = run_and_check(problem, head_tiles)
+    assert not torch.isnan(output).any()
 
 
 @pytest.mark.parametrize("device,num_heads,head_tiles", INF_VALUE_PREFILLS)
@@ -291,20 +277,11 @@ def test_infinite_value_does_not_leak_into_a_later_units_masked_rows(device, num
     0..149 select an infinite row at position 5 (NaN in dim 500), tokens 150.. hold -1 there, in
     the same lanes (the small-heads kernel keeps masked rows' stale registers, masked by zero
     scales): no NaN may reach them, as the reference says."""
-    g = torch.Generator().manual_seed(40)
-    latent = random_latent(128, g)
-    latent[INF_SLOTS[0], 500] = float("inf")
-    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.view(2, 64, 512).to(device))
-    q = (torch.rand(300, num_heads, 512, generator=g) + 0.1).to(torch.bfloat16)
-    q[:, :, 500] = -1.0
-    finite_slots = torch.tensor([s for s in range(128) if s not in INF_SLOTS])
-    indices = finite_slots[torch.randint(0, finite_slots.numel(), (300, 130), generator=g)].to(torch.int32)
+    problem = _inf_value_problem(device, num_heads, 40, sink=None, num_tokens=300)
+    indices = problem.indices.cpu()
+    indices[:4] = indices[4:8]  # the first four tokens' special rows set aside
     indices[:150, 5] = INF_SLOTS[0]
     indices[150:, 5] = -1
-    q, indices = q.to(device), indices.to(device)
-    output = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=device)
-    out_lse = torch.full(q.shape[:2], float("nan"), device=device)
-    torch_ops.sparse_mla_prefill(q, cache, indices, output, out_lse, 0.05, head_tiles=head_tiles)
-    ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, 0.05)
-    assert torch.isnan(ref_out[:150, :, 500]).all() and not torch.isnan(ref_out[150:]).any()
-    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
+    problem.indices = indices.to(device)
+    output, _, _ = run_and_check(problem, head_tiles)
+    assert torch.isnan(output[:150, :, 500]).all() and not torch.isnan(output[150:]).any()
