@@ -8,8 +8,8 @@ import torch
 
 from .decode import _width, cake_sparse_mla_sm120_dsv4_nvfp4_decode
 from .decode_planner import decode_token_limit
-from .planner import name_q_for_device
 from .no_backward import REQUIRED_ATTENTION_TENSORS, check_no_grad
+from .planner import planned_for_q
 from .prefill import cake_sparse_mla_sm120_dsv4_nvfp4_prefill
 
 
@@ -19,11 +19,7 @@ def _choose_op(q: torch.Tensor, indices: torch.Tensor, extra_indices: Optional[t
     if q.dim() != 3 or topk is None or extra_topk is None:
         return "prefill"  # malformed: the prefill names the argument
     num_heads = operator.index(q.shape[1])
-    try:
-        limit = decode_token_limit(q.device.type, q.device.index, num_heads, topk, extra_topk)
-    except ValueError as error:
-        name_q_for_device(q.device, error)
-        raise
+    limit = planned_for_q(q.device, decode_token_limit, q.device.type, q.device.index, num_heads, topk, extra_topk)
     if limit is None:
         return "decode"  # neither op serves the shape; the decode's checks are the wider ones
     return "decode" if limit < 0 or q.shape[0] < limit else "prefill"

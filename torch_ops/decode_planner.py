@@ -12,7 +12,7 @@ import torch
 
 from . import _C
 from . import kernel_override as _kernel_override
-from .planner import DeviceLike, _device_name, name_q_for_device, resolved_device
+from .planner import DeviceLike, _device_name, planned_for_q, resolved_device
 
 DEFAULT_MAX_SPLITS = _C.DEFAULT_MAX_SPLITS
 MAX_CHUNKS_PER_SPLIT = _C.MAX_CHUNKS_PER_SPLIT
@@ -246,13 +246,9 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
     too, built without a guard: the planner's steps change the plan up to
     ~20 times over T = 0 .. SMs at up to 2048 candidates (up to ~60 with 16384), and a guard per
     step would recompile the graph at each."""
-    try:
-        # The override's generation is read here, in traced code, so torch.compile guards on it.
-        steps = _decode_plan_steps(device.type, device.index, num_heads, topk, extra_topk, max_splits, head_tiles,
-                                   num_splits, _kernel_override._generation)
-    except ValueError as error:
-        name_q_for_device(device, error)
-        raise
+    # The override's generation is read here, in traced code, so torch.compile guards on it.
+    steps = planned_for_q(device, _decode_plan_steps, device.type, device.index, num_heads, topk, extra_topk,
+                          max_splits, head_tiles, num_splits, _kernel_override._generation)
     if steps is None:
         return None
     # Eager: the last step T has reached (what the sum below gives an int T). Not while tracing,

@@ -156,21 +156,23 @@ def plan_for_tokens(steps: tuple, num_tokens) -> Dict[str, Union[int, str]]:
             "grid_size": num_tokens * grid_per_token + grid_base, "kernel": kernel}
 
 
-def name_q_for_device(device: torch.device, error: ValueError) -> None:
-    """A call plans for ``q``'s device, which must have kernels: the CPU or a CUDA device (the
-    ops themselves also take meta tensors, through their fake implementations). Called where the
-    planner has rejected ``device``: raises naming ``q``, not a ``device`` argument the caller
-    never passed (and returns for any other device, whose error then stands)."""
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"q: expected a tensor on the CPU or a CUDA device, got one on {device}") from error
+def planned_for_q(device: torch.device, planner, *args):
+    """``planner(*args)`` for a call on ``q``'s device. That device must have kernels: the CPU or
+    a CUDA device (the ops themselves also take meta tensors, through their fake
+    implementations); where the planner rejects another one, the error names ``q``, not a
+    ``device`` argument the caller never passed. (Checked only on failure: nothing on the hot
+    path.)"""
+    try:
+        return planner(*args)
+    except ValueError as error:
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"q: expected a tensor on the CPU or a CUDA device, got one on {device}") from error
+        raise
 
 
 def plan_for_call(device: torch.device, num_tokens, num_heads: int, head_tiles: Optional[int]) -> Dict[str, Union[int, str]]:
     """The plan of a prefill call on ``device`` (what the op resolves for these arguments)."""
-    try:
-        # The override's generation is read here, in traced code, so torch.compile guards on it.
-        steps = _plan_steps(device.type, device.index, num_heads, head_tiles, _kernel_override._generation)
-    except ValueError as error:
-        name_q_for_device(device, error)
-        raise
+    # The override's generation is read here, in traced code, so torch.compile guards on it.
+    steps = planned_for_q(device, _plan_steps, device.type, device.index, num_heads, head_tiles,
+                          _kernel_override._generation)
     return plan_for_tokens(steps, num_tokens)
