@@ -14,7 +14,7 @@ from typing import Tuple
 import torch
 
 from . import _C
-from .no_backward import check_no_grad
+from .no_backward import check_tensor_args
 
 TOKEN_BYTES = _C.TOKEN_BYTES
 DATA_ROW_BYTES = _C.DATA_ROW_BYTES
@@ -40,7 +40,7 @@ def nvfp4_quantize_pack_sparse_mla_cache(latent_kv: torch.Tensor, *, kv_layout: 
     Returns:
         A new contiguous uint8 cache on ``latent_kv``'s device.
     """
-    check_no_grad("nvfp4_quantize_pack_sparse_mla_cache", required=("latent_kv",), latent_kv=latent_kv)
+    check_tensor_args("nvfp4_quantize_pack_sparse_mla_cache", required=("latent_kv",), latent_kv=latent_kv)
     if kv_layout not in ("HND", "NHD"):
         raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
     if latent_kv.dim() == 4:
@@ -68,8 +68,8 @@ def nvfp4_quantize_append_sparse_mla_cache(
     occurs more than once the lowest input row wins. Only the addressed data and scale rows are
     written.
     """
-    check_no_grad("nvfp4_quantize_append_sparse_mla_cache", required=("latent_kv", "slot_mapping", "cache"),
-                  latent_kv=latent_kv, slot_mapping=slot_mapping, cache=cache)
+    check_tensor_args("nvfp4_quantize_append_sparse_mla_cache", required=("latent_kv", "slot_mapping", "cache"),
+                      latent_kv=latent_kv, slot_mapping=slot_mapping, cache=cache)
     torch.ops.cake.nvfp4_append_cache(latent_kv, slot_mapping, cache)
 
 

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .no_backward import check_no_grad, int_args
+from .no_backward import check_tensor_args, int_args
 from .prefill import _contiguous
 
 
@@ -58,9 +58,9 @@ def sparse_mla_prefill_functional(
     Invalid arguments raise ``ValueError`` naming the argument. There is no backward: an input
     that requires grad while grad mode is on raises ``NotImplementedError``.
     """
-    check_no_grad("sparse_mla_prefill_functional", required=("q", "kv_cache", "indices"), q=q, kv_cache=kv_cache,
-                  indices=indices, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
-                  extra_indices=extra_indices, extra_topk_length=extra_topk_length)
+    check_tensor_args("sparse_mla_prefill_functional", required=("q", "kv_cache", "indices"), q=q, kv_cache=kv_cache,
+                      indices=indices, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
+                      extra_indices=extra_indices, extra_topk_length=extra_topk_length)
     (head_tiles,) = int_args("sparse_mla_prefill_functional", head_tiles=head_tiles)
     return torch.ops.cake.sparse_mla_prefill_functional(
         q,

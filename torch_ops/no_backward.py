@@ -16,7 +16,7 @@ import torch
 REQUIRED_ATTENTION_TENSORS = ("q", "kv_cache", "indices", "output", "out_lse")
 
 
-def check_no_grad(function: str, *, required: Tuple[str, ...] = (), **tensors: Optional[torch.Tensor]) -> None:
+def check_tensor_args(function: str, *, required: Tuple[str, ...] = (), **tensors: Optional[torch.Tensor]) -> None:
     """Raise ``TypeError`` naming an argument of ``tensors`` that is not a tensor (``None`` is
     allowed except for the names in ``required``), and ``NotImplementedError`` if grad mode is
     on and one of them requires grad. (One pass: every eager call runs it.)"""

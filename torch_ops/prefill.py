@@ -4,7 +4,7 @@ from typing import Dict, Optional, Union
 
 import torch
 
-from .no_backward import REQUIRED_ATTENTION_TENSORS, check_no_grad, int_args
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, int_args
 from .planner import cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles, plan_for_call
 
 
@@ -76,10 +76,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
         grid walks its own units: see ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``),
         "portable" or "cpu".
     """
-    check_no_grad("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", required=REQUIRED_ATTENTION_TENSORS, q=q,
-                  kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
-                  attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
-                  extra_topk_length=extra_topk_length)
+    check_tensor_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", required=REQUIRED_ATTENTION_TENSORS, q=q,
+                      kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
+                      attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                      extra_topk_length=extra_topk_length)
     (head_tiles,) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", head_tiles=head_tiles)
     plan = None
     if head_tiles is None and q.dim() == 3:
