@@ -43,8 +43,9 @@
 #             PYTHONPATH=. python3 benchmarks/trace_items.py --run)
 # Logs and JSON go to /tmp/cake-ab/ab (AB_WORK/ab): command.txt (the arguments and the AB_* /
 # CAKE_* environment), <label>/tree.txt (source, commit if any, a hash of its files, flags),
-# <label>/build.log, <label>/pytest.log, <label>/{prefill,decode}_r<round>.{json,md}; $OUT (or /tmp/cake-ab) gets two files, summary.md
-# (benchmarks/ab_summary.py) and ab.tar.gz with everything (few files, for the device's limit).
+# <label>/build.log, <label>/pytest.log, <label>/{prefill,decode}_r<round>.{json,md}; $OUT (or
+# /tmp/cake-ab) gets two files, summary.md (benchmarks/ab_summary.py) and ab.tar.gz with
+# everything (few files, for the device's limit).
 # Nothing is removed or written before every argument has been checked.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"

@@ -11,8 +11,9 @@
 // Each split computes a partial over its own valid candidates (base 2, without the sink):
 // out_s = sum_c exp2(z_c - lse_s) * K_c and lse_s = log2(sum_c exp2(z_c)), in fp32; an empty
 // split (no valid candidate, or only -inf logits) gives zeros and -inf (NaN in a dim where a
-// zero-weight value is infinite), a poisoned one (a NaN or +inf logit) NaN and NaN. The merge treats the splits as candidates with logit lse_s and
-// value out_s and ends like any softmax (finalize_softmax: the sink, the non-finite rules).
+// zero-weight value is infinite), a poisoned one (a NaN or +inf logit) NaN and NaN. The merge
+// treats the splits as candidates with logit lse_s and value out_s and ends like any softmax
+// (finalize_softmax: the sink, the non-finite rules).
 #pragma once
 
 #include <cstdint>
