@@ -13,14 +13,21 @@ HEAD_DIM = _C.HEAD_DIM
 TOKEN_BYTES = _C.TOKEN_BYTES
 
 
+def _check_devices(anchor_name, anchor, **named):
+    """ValueError naming a tensor of `named` (None: absent) on another device than `anchor`, as
+    the C++ checks say it (a meta tensor among real ones sends a call to these fakes, which must
+    not pass it as a write that never happens)."""
+    for name, tensor in named.items():
+        if tensor is not None and tensor.device != anchor.device:
+            raise ValueError(f"{name}: expected a tensor on {anchor.device} (the device of {anchor_name}), "
+                             f"got {tensor.device}")
+
+
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length):
-    named = dict(kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
-                 attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
-                 extra_topk_length=extra_topk_length)
-    for name, tensor in named.items():
-        if tensor is not None and tensor.device != q.device:
-            raise ValueError(f"{name}: expected a tensor on {q.device} (the device of q), got {tensor.device}")
+    _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
+                   attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                   extra_topk_length=extra_topk_length)
     torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
     torch._check(q.shape[2] == HEAD_DIM, lambda: f"q: expected last dim 512, got {q.shape[2]}")
     torch._check(q.dtype == torch.bfloat16, lambda: f"q: expected dtype bfloat16, got {q.dtype}")
@@ -106,11 +113,10 @@ def _sparse_mla_decode_fake(
 ):
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length)
+    _check_devices("q", q, mid_out=mid_out, mid_lse=mid_lse)
     for name, scratch, rank in (("mid_out", mid_out, 4), ("mid_lse", mid_lse, 3)):
         if scratch is None:
             continue
-        if scratch.device != q.device:
-            raise ValueError(f"{name}: expected a tensor on {q.device} (the device of q), got {scratch.device}")
         torch._check(scratch.dtype == torch.float32, lambda: f"{name}: expected dtype float32, got {scratch.dtype}")
         torch._check(scratch.dim() == rank, lambda: f"{name}: expected {rank} dims, got shape {tuple(scratch.shape)}")
         torch._check(scratch.shape[1] == q.shape[0], lambda: f"{name}: expected T of q in dim 1")
@@ -119,17 +125,9 @@ def _sparse_mla_decode_fake(
     return None
 
 
-def _check_writer_devices(cache, **named):
-    # A tensor on another device (a meta one among real ones sends the call here) raises as the
-    # C++ writers do, rather than passing as a write that never happens.
-    for name, tensor in named.items():
-        if tensor.device != cache.device:
-            raise ValueError(f"{name}: expected a tensor on {cache.device} (the device of cache), got {tensor.device}")
-
-
 @torch.library.register_fake("cake::nvfp4_pack_cache")
 def _nvfp4_pack_cache_fake(latent_kv, cache):
-    _check_writer_devices(cache, latent_kv=latent_kv)
+    _check_devices("cache", cache, latent_kv=latent_kv)
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
     torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
     torch._check(cache.dtype == torch.uint8, lambda: f"cache: expected dtype uint8, got {cache.dtype}")
@@ -138,7 +136,7 @@ def _nvfp4_pack_cache_fake(latent_kv, cache):
 
 @torch.library.register_fake("cake::nvfp4_append_cache")
 def _nvfp4_append_cache_fake(latent_kv, slot_mapping, cache):
-    _check_writer_devices(cache, latent_kv=latent_kv, slot_mapping=slot_mapping)
+    _check_devices("cache", cache, latent_kv=latent_kv, slot_mapping=slot_mapping)
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
     torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
     torch._check(slot_mapping.shape[0] == latent_kv.shape[0], lambda: "slot_mapping: expected one slot per row")
