@@ -30,6 +30,31 @@ __device__ __forceinline__ uint32_t e4m3_to_decode_scale(uint8_t scale_byte) {
   return pack_bf16x2(scale, scale);
 }
 
+// A unit's two E4M3 block scales (byte 0 and byte 1 of `scale_pair`) times 2^117 in one bf16 pair,
+// byte 0's in the low half, by one two-byte conversion: the same values as e4m3_to_decode_scale
+// of each byte (NaN stays NaN). decode_scale_half<h> puts half h in both halves, the form the
+// decode below multiplies by; fed straight to that multiply it costs no instruction (ptxas reads
+// the half through the multiply's operand selector), so a unit's scales take one conversion, two
+// widenings, two multiplies and one pack instead of twice four and the byte extraction.
+__device__ __forceinline__ uint32_t e4m3x2_to_decode_scales(uint16_t scale_pair) {
+  uint32_t halves;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(scale_pair));
+  const float low = __half2float(__ushort_as_half(static_cast<unsigned short>(halves & 0xFFFFu)));
+  const float high = __half2float(__ushort_as_half(static_cast<unsigned short>(halves >> 16)));
+  return pack_bf16x2(low * kBitDecodeScaleBias, high * kBitDecodeScaleBias);
+}
+template <int kHalf>
+__device__ __forceinline__ uint32_t decode_scale_half(uint32_t scales) {
+  static_assert(kHalf == 0 || kHalf == 1, "a pair has two halves");
+  uint32_t both;
+  if constexpr (kHalf == 0) {
+    asm("{\n .reg .b16 low, high;\n mov.b32 {low, high}, %1;\n mov.b32 %0, {low, low};\n}\n" : "=r"(both) : "r"(scales));
+  } else {
+    asm("{\n .reg .b16 low, high;\n mov.b32 {low, high}, %1;\n mov.b32 %0, {high, high};\n}\n" : "=r"(both) : "r"(scales));
+  }
+  return both;
+}
+
 // Eight E2M1 codes (element i in bits 4i..4i+3) times a block scale times 2^-9 -> four bf16
 // pairs, pair[k] = (element k, element k + 4) (element k in the low half); `decode_scale` is
 // e4m3_to_decode_scale of the scale byte. One shift brings nibbles k and k + 4 to bits 12..15 and

@@ -40,10 +40,23 @@ class DequantRole {
   // quarter warp's code loads cover two rows' contiguous bytes (fewer sectors a request). Part-
   // major lanes (8 part + row % 8) give conflict-free 16-byte stores instead, and were 0.6-4%
   // slower at T = 4096 (the loads matter more than the stores' two-way conflicts).
-  // The candidate flags' ballot (run()) relies on this order: row k of a warp is lanes 4 k .. 4 k + 3.
+  // The candidate flags' ballot (run()) relies on lane 4 k being in row k of the warp.
   static_assert(kPartsPerRow == 4, "the flags' ballot layout: four lanes a row");
+#if defined(CAKE_HOPPER_QUAD_ROW_LANES)
+  // Development variant: each quarter warp (the eight lanes one 16-byte shared store serves at a
+  // time) holds four rows x two parts, parts 0 and 3 in quarters 0 and 2, parts 1 and 2 in
+  // quarters 1 and 3, so the eight chunks of each tile store (units, tail, RoPE) fall in eight
+  // different bank groups; the row-major order puts parts p and p + 2 of a row in one group
+  // (two-way conflicts on the units' stores). Bit maps of the lane, so the setup stays a few
+  // instructions: row bit 1 is lane bit 3 ^ lane bit 1, part = 3 * (lane bit 0) ^ lane bit 3. A
+  // warp keeps its eight rows (the code loads' sectors do not change), and lane 4 k is still in
+  // row k of the warp, the lane whose ballot bit the consumers read.
+  static __device__ __forceinline__ int row_of(int thread) { return (thread >> 2) ^ (thread & 2); }
+  static __device__ __forceinline__ int part_of(int thread) { return (3 * (thread & 1)) ^ ((thread >> 3) & 1); }
+#else
   static __device__ __forceinline__ int row_of(int thread) { return thread / kPartsPerRow; }
   static __device__ __forceinline__ int part_of(int thread) { return thread % kPartsPerRow; }
+#endif
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
   // scales and block j + 2's row index into shared memory (each has a whole block to land), waits until the
@@ -71,6 +84,9 @@ class DequantRole {
     BlockCursor<kSplitItems> next = cur;
     advance(params_, num_items_, next);
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
+#if defined(CAKE_HOPPER_CARRIED_INDEX)
+    IndexPlace index_place = index_place_of(next);  // follows after_next below
+#endif
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
@@ -87,8 +103,13 @@ class DequantRole {
       trace_event(2 + warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       BlockCursor<kSplitItems> after_next = next;
+#if defined(CAKE_HOPPER_CARRIED_INDEX)
+      if (has_next) advance_index_place(after_next, index_place);
+      copy_row_index(index_place, has_next, parity);
+#else
       if (has_next) advance(params_, num_items_, after_next);
       copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
+#endif
       cp_async_commit();
       trace_event(2 + warpgroup_, 6, gblock);
 
@@ -102,8 +123,9 @@ class DequantRole {
       trace_event(2 + warpgroup_, 1, gblock);
       const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
       // The flags go with the low half: both consumers release it after the block's softmax.
-      // Row-major lanes (lane 4 row + part, row_of / part_of): row k of the warp votes in bits 4 k
-      // .. 4 k + 3, the layout the consumers read (SharedStorage::valid).
+      // Lane 4 k is in row k of the warp (row_of / part_of), so ballot bit 4 k is row k's flag, the
+      // layout the consumers read (SharedStorage::valid), and all 32 bits are set only when all
+      // eight rows are valid (the consumers' all-valid test).
       const uint32_t flags = __ballot_sync(0xffffffffu, source.valid);
       if (row_ % 8 == 0 && part_ == 0) smem_.valid[parity][(warpgroup_ * kHalfRows + row_) / 8] = flags;
       convert_low(half_tile, scales);
@@ -194,6 +216,45 @@ class DequantRole {
       row_index_slot(stage) = -1;
     }
   }
+#if defined(CAKE_HOPPER_CARRIED_INDEX)
+  // The row's raw index in a cursor's block, carried from block to block: within a list the next
+  // block's is 64 entries on and 64 rows nearer the length, so only a cursor that moves to
+  // another list or item recomputes it (index_place_of) and a block costs two adds, not the
+  // cursor's address math (its indexed constant loads included).
+  struct IndexPlace {
+    const int32_t* address;  // where the index would be read (nothing is read where remaining <= 0)
+    int remaining;           // the list's length minus the row's position: <= 0 past the length or the CTA's blocks
+  };
+  __device__ __forceinline__ IndexPlace index_place_of(const BlockCursor<kSplitItems>& cursor) const {
+    if (cursor.item >= num_items_) return {params_.lists[0].indices, 0};
+    const WorkItem<kSplitItems>& w = cursor.w;
+    const CandidateListParams& list = params_.lists[w.in_main(cursor.block) ? 0 : 1];
+    const int position = w.chunk(cursor.block) * kBlockRows + warpgroup_ * kHalfRows + row_;
+    return {list.indices + int64_t(w.token) * list.width + position, w.length(cursor.block) - position};
+  }
+  // advance() of the cursor with its index place.
+  __device__ __forceinline__ void advance_index_place(BlockCursor<kSplitItems>& cursor, IndexPlace& place) const {
+    ++cursor.block;
+    if (cursor.block == cursor.w.num_chunks) {
+      seek_item(params_, num_items_, cursor, cursor.item + gridDim.x);
+      place = index_place_of(cursor);
+    } else if (cursor.block == cursor.w.chunks0) {
+      place = index_place_of(cursor);  // the extra list's first block
+    } else {
+      place.address += kBlockRows;
+      place.remaining -= kBlockRows;
+    }
+  }
+  // copy_row_index of the carried place (a cursor past the CTA's blocks, has_next false: -1).
+  __device__ __forceinline__ void copy_row_index(const IndexPlace& place, bool has_next, int stage) {
+    if (part_ != 0) return;
+    if (has_next && place.remaining > 0) {
+      cp_async_4(smem_address(&row_index_slot(stage)), place.address);
+    } else {
+      row_index_slot(stage) = -1;
+    }
+  }
+#endif
   __device__ __forceinline__ int32_t& row_index_slot(int stage) const {
     return smem_.row_index[stage][warpgroup_][row_];
   }
@@ -338,8 +399,14 @@ class DequantRole {
   // (part_scales): chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
   __device__ __forceinline__ void convert_unit(uint32_t half_tile, int i, uint16_t scale_pair) {
     static_assert(kPartsPerRow * 4 == 2 * 8, "a unit's four chunks stay in one column block, unit + 4 is two blocks on");
+#if defined(CAKE_HOPPER_PAIRED_SCALES)
+    const uint32_t scales = e4m3x2_to_decode_scales(scale_pair);
+    const uint32_t scale_low = decode_scale_half<0>(scales);
+    const uint32_t scale_high = decode_scale_half<1>(scales);
+#else
     const uint32_t scale_low = e4m3_to_decode_scale(uint8_t(scale_pair & 0xFFu));
     const uint32_t scale_high = e4m3_to_decode_scale(uint8_t(scale_pair >> 8));
+#endif
     const uint32_t chunk0 = half_tile + unit_offset_;
     const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
     convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
