@@ -263,8 +263,18 @@ class DequantRole {
     return in_main_list(w, block) ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
   }
   static __device__ __forceinline__ RowSource list_row_source(const CandidateListParams& list, int32_t index) {
+#if defined(CAKE_HOPPER_LEAN_ROW_SOURCE)
+    // candidate_rows_of_index without its last selects: a masked row's offsets are slot 0's, so
+    // its data row is the view's base as there, and its scale row (slot 0's) is never used
+    // (copy_scales and copy_rope take the data row's address for a masked row; nothing is read).
+    const bool valid = index >= 0 && int64_t(index) < list.num_slots;
+    const nvfp4::SlotRowOffsets offsets =
+        nvfp4::slot_row_offsets(valid ? uint32_t(index) : 0u, list.page_divisor, list.page_size, list.page_stride);
+    return RowSource{list.cache + offsets.data, list.cache + offsets.scale, valid};
+#else
     const CandidateRows rows = candidate_rows_of_index(list, index);
     return RowSource{rows.data, rows.scale, rows.valid};
+#endif
   }
 
   // This part's codes of a row into registers: the low half's units (part, part + 4) and the high
