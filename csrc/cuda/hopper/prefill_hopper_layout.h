@@ -87,7 +87,9 @@ struct alignas(1024) SharedStorage {
   // Scale rows of the block halves being converted, by block parity and half: copied one block ahead.
   uint8_t scales[2][kDequantWarpgroups][kHalfRows][nvfp4::kScaleRowBytes];
   // Candidate flags of each block parity: a dequant warp's ballot of its 8 rows' flags, row r in
-  // bit 4 (r % 8) of word r / 8 (its four parts vote alike); a consumer reads them in two loads.
+  // bit 4 (r % 8) of word r / 8 (lane 4 k is in row k in every dequant lane order); every bit is
+  // some row's flag, so a word is all ones only when its eight rows are valid. A consumer reads
+  // them in two loads.
   alignas(16) uint32_t valid[2][kBlockRows / 8];
   // The cache slot of each row of block k (-1: masked), by k's parity: copied two blocks ahead,
   // so the dequant's first use of it does not wait on a load of its own registers.
