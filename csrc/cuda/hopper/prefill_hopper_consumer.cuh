@@ -445,25 +445,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
         }
       }
     }
-#if defined(CAKE_HOPPER_MAX_TREE)
-    // Each row's max by a tree: four dependent steps instead of sixteen, the same count and the
-    // same value (a max is exact; the last step against -inf keeps an all-NaN row at -inf).
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float level[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) level[i] = fmaxf(s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1]);
-#pragma unroll
-      for (int width = 4; width >= 1; width /= 2) {
-#pragma unroll
-        for (int i = 0; i < width; ++i) level[i] = fmaxf(level[i], level[i + width]);
-      }
-      block_max[r] = fmaxf(block_max[r], level[0]);
-    }
-#else
 #pragma unroll
     for (int i = 0; i < 32; ++i) block_max[(i % 4) / 2] = fmaxf(block_max[(i % 4) / 2], s_acc[i]);
-#endif
     // The reference moves only where some lane's own max passes it by the margin: a warp vote
     // first, and the quad's max by shuffles only when the vote says a row may move (an item's
     // first blocks, then rarely): beside the dequant's tile stores the shuffles' results come late

@@ -34,14 +34,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
   // Broadcast from lane 0 so that ptxas knows the role branches below are warp-uniform: code it
   // sees as divergent gets its wgmmas serialised (ptxas info C7520), each waiting for the last.
-#if defined(CAKE_HOPPER_DEQUANT_WARPS_FIRST)
-  // Development probe: the dequant on warpgroups 0 and 1 (warps 0..7), the consumers on 2 and 3.
-  // Each scheduler still holds two warps of each side; whether it favours its lower warps when
-  // several are ready is what the timing says.
-  const int warpgroup = __shfl_sync(0xffffffffu, (threadIdx.x / kWarpgroupThreads + kConsumers) % (kConsumers + kDequantWarpgroups), 0);
-#else
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / kWarpgroupThreads, 0);
-#endif
   trace_life(warpgroup, kLifeEntry);
   if constexpr (kSplitItems) launch_dependent_grids();  // the decode's merge waits for this grid's end
   if (threadIdx.x == 0) {

@@ -66,23 +66,9 @@ class ChunkSoftmax {
           logits[4 * side + n] = masked_logit2(sums[n], ((valid >> (8 * n)) & 0xFFu) != 0, score_scale_);
         }
       }
-#if defined(CAKE_SMALL_MAX_TREE)
-      // By a tree: three dependent steps instead of seven, the same count and value (a max is
-      // exact, and NaN only where all eight are, as in the chain).
-      float level[8];
-#pragma unroll
-      for (int n = 0; n < 8; ++n) level[n] = logits[n];
-#pragma unroll
-      for (int width = 4; width >= 1; width /= 2) {
-#pragma unroll
-        for (int n = 0; n < width; ++n) level[n] = fmaxf(level[n], level[n + width]);
-      }
-      float chunk_max = level[0];
-#else
       float chunk_max = logits[0];
 #pragma unroll
       for (int n = 1; n < 8; ++n) chunk_max = fmaxf(chunk_max, logits[n]);
-#endif
       // The head's max by shuffles only when a warp vote says some thread's own max passes the
       // reference by the lazy margin (a unit's first chunks, then rarely); otherwise no head of
       // the warp moves, as the shuffled max would have said.
