@@ -34,11 +34,16 @@ __device__ __forceinline__ CandidateRows candidate_rows(const CandidateListParam
 // masked candidate's rows are the view's base, never read). The same addresses as candidate_rows
 // of candidate_slot's slot, in the format's 32-bit slot arithmetic (nvfp4::slot_row_offsets) and
 // without a branch (a masked index computes slot 0's rows, then selects the base), so that a
-// kernel's per-block address math is a short chain.
+// kernel's per-block address math is a short chain. kSelectMasked false leaves out that last
+// select: a masked candidate then gets slot 0's rows, its data row the view's base all the same,
+// its scale row slot 0's, for a caller that reads nothing of a masked row and takes the data row's
+// address for it.
+template <bool kSelectMasked = true>
 __device__ __forceinline__ CandidateRows candidate_rows_of_index(const CandidateListParams& list, int32_t index) {
   const bool valid = index >= 0 && int64_t(index) < list.num_slots;
   const nvfp4::SlotRowOffsets offsets =
       nvfp4::slot_row_offsets(valid ? uint32_t(index) : 0u, list.page_divisor, list.page_size, list.page_stride);
+  if constexpr (!kSelectMasked) return {list.cache + offsets.data, list.cache + offsets.scale, valid};
   return {valid ? list.cache + offsets.data : list.cache, valid ? list.cache + offsets.scale : list.cache, valid};
 }
 

@@ -33,13 +33,23 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(uint32_t nibbles, uint32_t& out
   out23 = byte_perm(low, high, 0x7362u);
 }
 
+// Two E4M3 bytes (byte 0 in the low half) -> two fp16 (exact, subnormals and NaN included), by
+// one hardware conversion: sm_89+ device code only.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint16_t pair) {
+  uint32_t halves;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(pair));
+  return halves;
+}
+// The fp16 in the low half of `bits` as a float.
+__device__ __forceinline__ float f16_bits_to_float(uint32_t bits) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
+}
+
 // An E4M3 block scale as a float (exact). sm_89+ converts in hardware (subnormals and NaN
 // included); older GPUs use the format header's decoder.
 __device__ __forceinline__ float e4m3_scale_to_float(uint8_t scale_byte) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  uint32_t halves;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(static_cast<unsigned short>(scale_byte)));
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(halves & 0xFFFFu)));
+  return f16_bits_to_float(e4m3x2_to_f16x2(scale_byte));
 #else
   return nvfp4::e4m3_to_float(scale_byte);
 #endif

@@ -37,11 +37,8 @@ __device__ __forceinline__ uint32_t e4m3_to_decode_scale(uint8_t scale_byte) {
 // the half through the multiply's operand selector), so a unit's scales take one conversion, two
 // widenings, two multiplies and one pack instead of twice four and the byte extraction.
 __device__ __forceinline__ uint32_t e4m3x2_to_decode_scales(uint16_t scale_pair) {
-  uint32_t halves;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(scale_pair));
-  const float low = __half2float(__ushort_as_half(static_cast<unsigned short>(halves & 0xFFFFu)));
-  const float high = __half2float(__ushort_as_half(static_cast<unsigned short>(halves >> 16)));
-  return pack_bf16x2(low * kBitDecodeScaleBias, high * kBitDecodeScaleBias);
+  const uint32_t halves = e4m3x2_to_f16x2(scale_pair);
+  return pack_bf16x2(f16_bits_to_float(halves) * kBitDecodeScaleBias, f16_bits_to_float(halves >> 16) * kBitDecodeScaleBias);
 }
 template <int kHalf>
 __device__ __forceinline__ uint32_t decode_scale_half(uint32_t scales) {

@@ -264,17 +264,13 @@ class DequantRole {
   }
   static __device__ __forceinline__ RowSource list_row_source(const CandidateListParams& list, int32_t index) {
 #if defined(CAKE_HOPPER_LEAN_ROW_SOURCE)
-    // candidate_rows_of_index without its last selects: a masked row's offsets are slot 0's, so
-    // its data row is the view's base as there, and its scale row (slot 0's) is never used
-    // (copy_scales and copy_rope take the data row's address for a masked row; nothing is read).
-    const bool valid = index >= 0 && int64_t(index) < list.num_slots;
-    const nvfp4::SlotRowOffsets offsets =
-        nvfp4::slot_row_offsets(valid ? uint32_t(index) : 0u, list.page_divisor, list.page_size, list.page_stride);
-    return RowSource{list.cache + offsets.data, list.cache + offsets.scale, valid};
+    // copy_scales and copy_rope take the data row's address for a masked row (nothing is read),
+    // so the masked row's scale row need not be the base.
+    const CandidateRows rows = candidate_rows_of_index<false>(list, index);
 #else
     const CandidateRows rows = candidate_rows_of_index(list, index);
-    return RowSource{rows.data, rows.scale, rows.valid};
 #endif
+    return RowSource{rows.data, rows.scale, rows.valid};
   }
 
   // This part's codes of a row into registers: the low half's units (part, part + 4) and the high
