@@ -36,6 +36,11 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     # "Four dequant changes ...")
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_QUAD_ROW_LANES", "-DCAKE_HOPPER_PAIRED_SCALES",
                                            "-DCAKE_HOPPER_CARRIED_INDEX", "-DCAKE_HOPPER_LEAN_ROW_SOURCE")),
+    # the decode's placement by one multiply a pair (nvfp4_bit_decode.cuh), in both kernels, with the four
+    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_QUAD_ROW_LANES", "-DCAKE_HOPPER_PAIRED_SCALES",
+                                           "-DCAKE_HOPPER_CARRIED_INDEX", "-DCAKE_HOPPER_LEAN_ROW_SOURCE",
+                                           "-DCAKE_SPREAD_DECODE")),
+    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SPREAD_DECODE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),

@@ -62,6 +62,23 @@ __device__ __forceinline__ uint32_t decode_scale_half(uint32_t scales) {
 // bits (the small-heads kernel's masked rows, whose registers hold stale codes).
 __device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t decode_scale, uint32_t (&pair)[4],
                                                      uint32_t sign_mask = 0x80008000u) {
+#if defined(CAKE_SPREAD_DECODE)
+  // Development variant: nibbles k and k + 4 isolated by one mask, then one integer multiply by
+  // 2^a + 2^(a + 6) writes two copies of them (which cannot overlap or carry: the isolated word
+  // has four bits a half) whose magnitude bits land in bits 6..8 / 22..24 of the first copy and
+  // whose signs in bits 15 / 31 of the second; one mask keeps those. Pairs 2 and 3 take the word
+  // moved down by one byte. Three instructions a pair (mask, multiply on the FMA pipe, mask) and
+  // one shift a word, against two shifts and two masks a pair.
+  const uint32_t upper = codes >> 8;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t source = k < 2 ? codes : upper;
+    const uint32_t isolated = source & (k % 2 == 0 ? 0x000F000Fu : 0x00F000F0u);
+    const uint32_t copies = isolated * (k % 2 == 0 ? 0x1040u : 0x0104u);
+    pair[k] = bf16x2_mul(copies & (sign_mask | 0x01C001C0u), decode_scale);
+  }
+  return;
+#endif
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const uint32_t signs = codes << (12 - 4 * k);
