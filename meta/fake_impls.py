@@ -23,6 +23,13 @@ def _check_devices(anchor_name, anchor, **named):
                              f"got {tensor.device}")
 
 
+def _check_rank(name, tensor, ranks, shapes):
+    """ValueError naming `name` for a rank the C++ checks reject, before the fakes index its shape
+    (a 0-d tensor would otherwise raise IndexError from here)."""
+    if tensor.dim() not in ranks:
+        raise ValueError(f"{name}: expected {shapes}, got shape {list(tensor.shape)}")
+
+
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length):
     _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
@@ -38,8 +45,11 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
     torch._check(out_lse.shape[1] == q.shape[1], lambda: "out_lse: expected H columns")
     torch._check(out_lse.dtype == torch.float32, lambda: f"out_lse: expected dtype float32, got {out_lse.dtype}")
     torch._check(kv_cache.dtype == torch.uint8, lambda: f"kv_cache: expected dtype uint8, got {kv_cache.dtype}")
+    _check_rank("kv_cache", kv_cache, (3, 4), "[num_pages, page_size, 384], HND [num_pages, 1, page_size, 384] or NHD "
+                "[num_pages, page_size, 1, 384]")
     torch._check(kv_cache.shape[-1] == TOKEN_BYTES, lambda: "kv_cache: expected last dim 384")
     torch._check(indices.dtype == torch.int32, lambda: f"indices: expected dtype int32, got {indices.dtype}")
+    _check_rank("indices", indices, (2, 3), "[T, topk] or [T, 1, topk]")
     torch._check(indices.shape[0] == q.shape[0], lambda: "indices: expected T rows")
     torch._check((extra_kv_cache is None) == (extra_indices is None), lambda: "extra_kv_cache and extra_indices go together")
 
@@ -128,6 +138,7 @@ def _sparse_mla_decode_fake(
 @torch.library.register_fake("cake::nvfp4_pack_cache")
 def _nvfp4_pack_cache_fake(latent_kv, cache):
     _check_devices("cache", cache, latent_kv=latent_kv)
+    _check_rank("latent_kv", latent_kv, (3,), "shape [num_pages, page_size, 512]")
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
     torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
     torch._check(cache.dtype == torch.uint8, lambda: f"cache: expected dtype uint8, got {cache.dtype}")
@@ -137,6 +148,8 @@ def _nvfp4_pack_cache_fake(latent_kv, cache):
 @torch.library.register_fake("cake::nvfp4_append_cache")
 def _nvfp4_append_cache_fake(latent_kv, slot_mapping, cache):
     _check_devices("cache", cache, latent_kv=latent_kv, slot_mapping=slot_mapping)
+    _check_rank("latent_kv", latent_kv, (2,), "shape [N, 512]")
+    _check_rank("slot_mapping", slot_mapping, (1,), "shape [N]")
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
     torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
     torch._check(slot_mapping.shape[0] == latent_kv.shape[0], lambda: "slot_mapping: expected one slot per row")

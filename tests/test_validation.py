@@ -200,3 +200,89 @@ def test_head_tiles_not_an_int_names_it(value):
             return 2
 
     call(head_tiles=Two())  # anything with __index__ but a bool (a numpy integer, say)
+
+
+def test_fakes_name_a_tensor_of_the_wrong_rank():
+    """The fake implementations (meta tensors, torch.compile) raise the C++ checks' ValueError for
+    a cache or index tensor of the wrong rank, rather than an IndexError from indexing its shape."""
+    args = {name: (t.to("meta") if isinstance(t, torch.Tensor) else t) for name, t in base_args().items()}
+    cases = {"kv_cache": (torch.zeros((), dtype=torch.uint8, device="meta"), r"kv_cache: expected \[num_pages"),
+             "indices": (torch.zeros((), dtype=torch.int32, device="meta"), r"indices: expected \[T, topk\]")}
+    for name, (bad, message) in cases.items():
+        with pytest.raises(ValueError, match=message):
+            raw_op(base=args, **{name: bad})
+        functional = {k: v for k, v in args.items() if k not in ("output", "out_lse")}
+        functional[name] = bad
+        with pytest.raises(ValueError, match=message):
+            torch.ops.cake.sparse_mla_prefill_functional(*[functional.pop(k) for k in ("q", "kv_cache", "indices", "sm_scale")])
+        with pytest.raises(ValueError, match=message):
+            torch.ops.cake.sparse_mla_decode(*[dict(args, **{name: bad})[k] for k in
+                                               ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")])
+    cache = torch.zeros(2, 4, 384, dtype=torch.uint8, device="meta")
+    with pytest.raises(ValueError, match=r"latent_kv: expected shape"):
+        torch.ops.cake.nvfp4_pack_cache(torch.zeros((), dtype=torch.bfloat16, device="meta"), cache)
+    with pytest.raises(ValueError, match=r"latent_kv: expected shape \[N, 512\]"):
+        torch.ops.cake.nvfp4_append_cache(torch.zeros((), dtype=torch.bfloat16, device="meta"),
+                                          torch.zeros(1, dtype=torch.int32, device="meta"), cache)
+    with pytest.raises(ValueError, match=r"slot_mapping: expected shape \[N\]"):
+        torch.ops.cake.nvfp4_append_cache(torch.zeros(1, 512, dtype=torch.bfloat16, device="meta"),
+                                          torch.zeros((), dtype=torch.int32, device="meta"), cache)
+
+
+def test_decode_under_compile_names_a_rejected_plan_int():
+    """Traced, the decode does not ask the (untraceable) planner again for ints it rejected: the
+    compiled graph's op raises the eager ValueError naming the argument."""
+    base = base_args()
+    q, cache, indices, output, out_lse = (base[k] for k in ("q", "kv_cache", "indices", "output", "out_lse"))
+
+    for overrides, message in ((dict(num_splits=7), "num_splits: expected 1 to 2"),
+                               (dict(head_tiles=3), r"head_tiles: expected one of \[1, 2\]")):
+        torch._dynamo.reset()
+
+        def decode(q, cache, indices, output, out_lse):
+            return torch_ops.sparse_mla_decode(q, cache, indices, output, out_lse, 0.1, **overrides)
+
+        with pytest.raises(ValueError, match=message):
+            torch.compile(decode, fullgraph=True, backend="eager")(q, cache, indices, output, out_lse)
+        assert torch.isnan(output.float()).all(), "nothing may be written before validation passes"
+
+
+def test_planners_count_chunks_of_any_width():
+    """A list width near 2^63 is more than 16 * max_splits chunks, not a negative count."""
+    huge = 2 ** 63 - 1
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(huge) == 2 ** 57
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(1, huge) == 2 ** 57 + 1
+    shape = dict(num_tokens=2, num_heads=32)
+    for widths in (dict(topk=huge), dict(topk=1, extra_topk=huge)):
+        with pytest.raises(ValueError, match="topk/extra_topk: expected"):
+            torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(**shape, **widths, num_sms=132)
+        with pytest.raises(ValueError, match="topk/extra_topk: expected"):
+            torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(**shape, **widths)
+        with pytest.raises(ValueError, match="topk/extra_topk: expected"):
+            torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(**shape, **widths)
+        with pytest.raises(ValueError, match="topk/extra_topk: expected"):
+            torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(**shape, **widths, num_sms=132)
+        with pytest.raises(ValueError, match="topk/extra_topk: expected"):
+            torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(2, 32, widths["topk"], widths.get("extra_topk", 0))
+
+
+def test_dequantizer_rejects_what_it_would_misread():
+    """Views whose bytes are not where the format puts them, and non-integer slots, raise instead
+    of returning other bytes' values."""
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.randn(4, 16, 512).to(torch.bfloat16))
+    slots = torch.tensor([0, 5, 63])
+    padded = torch.zeros(4, 16, 400, dtype=torch.uint8)
+    padded[:, :, :384] = cache.view(4, 16, 384)
+    bad_views = {
+        "expected token stride 384": padded[:, :, :384],
+        r"expected a page stride >= page_size \* 384": cache.reshape(-1).as_strided((4, 16, 384), (384, 384, 1)),
+        "expected stride 1 in the last dim": cache.view(4, 16, 384).transpose(1, 2).contiguous().transpose(1, 2),
+        "expected page_size >= 1": torch.zeros(4, 0, 384, dtype=torch.uint8),
+    }
+    for message, view in bad_views.items():
+        with pytest.raises(ValueError, match=f"cache: {message}"):
+            torch_ops.nvfp4_dequantize_sparse_mla_cache(view, slots[:0] if view.shape[1] == 0 else slots)
+    with pytest.raises(ValueError, match="slots: expected an integer dtype"):
+        torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, slots.float() + 0.5)
+    with pytest.raises(TypeError, match="slots: expected a torch.Tensor, got list"):
+        torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, [0, 5])

@@ -74,7 +74,10 @@ def nvfp4_quantize_append_sparse_mla_cache(
 
 
 def cache_geometry(cache: torch.Tensor) -> Tuple[int, int, int]:
-    """(num_pages, page_size, page_stride_bytes) of a 3-D, HND or NHD cache view."""
+    """(num_pages, page_size, page_stride_bytes) of a 3-D, HND or NHD cache view.
+
+    Raises ValueError naming ``cache`` for a view whose bytes are not laid out as the format says
+    (the strides the operators reject: docs/contract.md section 4), which would be read wrongly."""
     if cache.dtype != torch.uint8 or cache.dim() not in (3, 4) or cache.shape[-1] != TOKEN_BYTES:
         raise ValueError(f"cache: expected a uint8 [P, page_size, 384] / HND / NHD view, got {cache.dtype} {tuple(cache.shape)}")
     if cache.dim() == 4:
@@ -84,7 +87,15 @@ def cache_geometry(cache: torch.Tensor) -> Tuple[int, int, int]:
     else:
         token_dim = 1
     num_pages, page_size = cache.shape[0], cache.shape[token_dim]
+    if page_size < 1:
+        raise ValueError(f"cache: expected page_size >= 1, got {page_size}")
+    if cache.stride(-1) != 1:
+        raise ValueError(f"cache: expected stride 1 in the last dim, got {cache.stride(-1)}")
+    if page_size > 1 and cache.stride(token_dim) != TOKEN_BYTES:
+        raise ValueError(f"cache: expected token stride 384 inside a page, got {cache.stride(token_dim)}")
     page_stride = cache.stride(0) if num_pages > 1 else page_size * TOKEN_BYTES
+    if page_stride < page_size * TOKEN_BYTES:
+        raise ValueError(f"cache: expected a page stride >= page_size * 384 = {page_size * TOKEN_BYTES}, got {page_stride}")
     return num_pages, page_size, page_stride
 
 
@@ -97,6 +108,9 @@ def nvfp4_dequantize_sparse_mla_cache(cache: torch.Tensor, slots: torch.Tensor) 
 
     A group whose scale byte is the E4M3 NaN (0x7F or 0xFF) reads back as 16 NaNs.
     """
+    check_tensor_args("nvfp4_dequantize_sparse_mla_cache", required=("cache", "slots"), cache=cache, slots=slots)
+    if slots.dtype.is_floating_point or slots.dtype.is_complex or slots.dtype == torch.bool:
+        raise ValueError(f"slots: expected an integer dtype, got {slots.dtype}")
     num_pages, page_size, page_stride = cache_geometry(cache)
     slots = slots.to(device=cache.device, dtype=torch.int64).reshape(-1)
     if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= num_pages * page_size):

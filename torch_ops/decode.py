@@ -136,6 +136,12 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
         head_tiles=head_tiles,
     )
     if plan is None:
+        if torch.compiler.is_compiling():
+            # Traced, the op above is a fake that does not plan, and the planner below (a C++
+            # binding) cannot be traced. The planner rejected these ints, so the op rejects them
+            # too: the compiled graph raises its ValueError naming the argument, as eager does,
+            # and never returns this.
+            return {"head_tiles": head_tiles, "num_splits": num_splits, "chunks_per_block": None}
         # The op checks what the planner checks, so it has raised already; if not, the planner
         # says what it rejects (ValueError naming the argument).
         plan = cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(

@@ -31,6 +31,8 @@ constexpr int kTokenBytes = kDataRowBytes + kScaleRowBytes;  // 384
 // Candidate lists are processed in chunks of 64; a token may have at most 16 chunks.
 constexpr int kChunkSize = 64;
 constexpr int kMaxChunks = 16;
+// Chunks of a list of `width >= 0` positions, ceil(width / 64) without overflow for any width.
+constexpr int64_t list_chunks(int64_t width) { return width / kChunkSize + (width % kChunkSize != 0); }
 constexpr int kHeadsPerTile = 16;
 
 // Where a slot's bytes are. Slot `slot` of a view is row slot_row(slot, page, page_size) of page

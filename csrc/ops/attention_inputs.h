@@ -20,7 +20,7 @@ struct CandidateList {
   at::Tensor lengths;       // [>= T] int32 or undefined (every slot counts)
   nvfp4::CacheGeometry geometry{};
   int64_t width = 0;        // topk of this list; 0 when the list is absent
-  int64_t num_chunks() const { return (width + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize; }
+  int64_t num_chunks() const { return nvfp4::list_chunks(width); }
 };
 
 struct AttentionInputs {

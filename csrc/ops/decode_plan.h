@@ -77,7 +77,7 @@ inline int64_t decode_head_blocks(int64_t num_heads, int64_t head_tiles) {
 
 // Chunks of 64 of a token's candidate lists (each list rounded up on its own).
 inline int64_t decode_num_chunks(int64_t topk, int64_t extra_topk) {
-  return (topk + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize + (extra_topk + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize;
+  return nvfp4::list_chunks(topk) + nvfp4::list_chunks(extra_topk);
 }
 
 struct DecodePlan {

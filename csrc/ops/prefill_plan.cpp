@@ -149,8 +149,7 @@ void check_prefill_plan_request(int64_t num_tokens, int64_t num_heads, int64_t t
   TORCH_CHECK_VALUE(num_tokens >= 0, "num_tokens: expected >= 0, got ", num_tokens);
   TORCH_CHECK_VALUE(topk >= 1, "topk: expected >= 1, got ", topk);
   TORCH_CHECK_VALUE(extra_topk >= 0, "extra_topk: expected >= 0, got ", extra_topk);
-  const int64_t chunks = (topk + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize +
-                         (extra_topk + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize;
+  const int64_t chunks = nvfp4::list_chunks(topk) + nvfp4::list_chunks(extra_topk);
   TORCH_CHECK_VALUE(chunks <= nvfp4::kMaxChunks, "topk/extra_topk: expected ceil(topk/64) + ceil(extra_topk/64) <= ",
                     nvfp4::kMaxChunks, ", got ", chunks);
 }
