@@ -266,6 +266,26 @@ def test_planners_count_chunks_of_any_width():
             torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(2, 32, widths["topk"], widths.get("extra_topk", 0))
 
 
+def test_planners_bound_the_token_count_and_the_scratch():
+    """Counts that would pass 64 bits are rejected naming the argument, not planned with products
+    that wrap: a prefill plan past 2^56 tokens (num_tokens), a scratch past 2^63 bytes
+    (num_tokens/topk/max_splits). The decode's planners and select_kernel take any count (their
+    model runs in 128 bits)."""
+    shape = dict(num_heads=128, topk=1024)
+    with pytest.raises(ValueError, match=r"num_tokens: expected <= 2\^56"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(num_tokens=2 ** 56 + 1, **shape)
+    plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(num_tokens=2 ** 56, **shape)
+    assert plan["num_ctas"] == 2 ** 56 * 128 // (16 * plan["head_tiles"])
+    # Many tokens fill any GPU: the prefill serves them (the product in 64 bits had wrapped to the decode).
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(num_tokens=2 ** 61, **shape, num_sms=132) == "prefill"
+    with pytest.raises(ValueError, match="num_tokens/topk/max_splits: the scratch"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(2 ** 50, 128, 16384)
+    most = 2 ** 31 - 1
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(most, 128, 16384) == 256 * most * 128 * 513 * 4  # 256 chunks, one a split at most
+    with pytest.raises(ValueError, match="num_tokens/topk/max_splits: the scratch"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(most, 128, 2 ** 40, max_splits=2 ** 40)
+
+
 def test_dequantizer_rejects_what_it_would_misread():
     """Views whose bytes are not where the format puts them, and non-integer slots, raise instead
     of returning other bytes' values."""

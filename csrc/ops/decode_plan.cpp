@@ -241,8 +241,13 @@ int64_t decode_scratch_splits(int64_t num_chunks, std::optional<int64_t> max_spl
 
 int64_t decode_scratch_bytes(int64_t num_tokens, int64_t num_heads, int64_t num_chunks,
                              std::optional<int64_t> max_splits) {
-  return decode_scratch_splits(num_chunks, max_splits) * num_tokens * num_heads * (nvfp4::kHeadDim + 1) *
-         int64_t(sizeof(float));
+  int64_t bytes = 0;
+  const bool overflow =
+      __builtin_mul_overflow(decode_scratch_splits(num_chunks, max_splits), num_tokens, &bytes) ||
+      __builtin_mul_overflow(bytes, num_heads * (nvfp4::kHeadDim + 1) * int64_t(sizeof(float)), &bytes);
+  TORCH_CHECK_VALUE(!overflow, "num_tokens/topk/max_splits: the scratch of ", num_tokens, " tokens, ",
+                    decode_scratch_splits(num_chunks, max_splits), " splits would pass 2^63 bytes");
+  return bytes;
 }
 
 bool prefill_serves(int64_t num_heads, int64_t num_chunks) {
@@ -257,8 +262,9 @@ int64_t decode_crossover_items_percent(int64_t num_heads) {
 
 AttentionOp select_attention_op(int64_t num_tokens, int64_t num_heads, int64_t num_chunks, int64_t num_sms) {
   if (!prefill_serves(num_heads, num_chunks)) return AttentionOp::kDecode;
-  const int64_t prefill_items = num_tokens * prefill_items_per_token(num_heads, 1);
-  return prefill_items * 100 < decode_crossover_items_percent(num_heads) * num_sms ? AttentionOp::kDecode
+  // In 128 bits: the planning functions take any token and SM count.
+  const __int128 prefill_items = __int128(num_tokens) * prefill_items_per_token(num_heads, 1);
+  return prefill_items * 100 < __int128(decode_crossover_items_percent(num_heads)) * num_sms ? AttentionOp::kDecode
                                                                                    : AttentionOp::kPrefill;
 }
 

@@ -75,6 +75,7 @@ PrefillPlan plan_prefill(int64_t num_tokens, int64_t num_heads, std::optional<in
   TORCH_CHECK_VALUE(is_prefill_head_count(num_heads), "num_heads: expected 16, 32, ..., 128 (a prefill instance), got ",
                     num_heads);
   TORCH_CHECK_VALUE(num_tokens >= 0, "num_tokens: expected >= 0, got ", num_tokens);
+  TORCH_CHECK_VALUE(num_tokens <= kMaxPrefillPlanTokens, "num_tokens: expected <= 2^56 = ", kMaxPrefillPlanTokens, ", got ", num_tokens);
   TORCH_CHECK_VALUE(target.num_sms >= 1, "num_sms: expected >= 1, got ", target.num_sms);
   TORCH_CHECK_VALUE(target.max_head_tiles >= 1, "device: its shared memory per block fits no prefill kernel instance");
   PrefillPlan plan{};
@@ -147,6 +148,7 @@ void check_prefill_plan_request(int64_t num_tokens, int64_t num_heads, int64_t t
   TORCH_CHECK_VALUE(is_prefill_head_count(num_heads), "num_heads: expected 16, 32, ..., 128 (a prefill instance), got ",
                     num_heads);
   TORCH_CHECK_VALUE(num_tokens >= 0, "num_tokens: expected >= 0, got ", num_tokens);
+  TORCH_CHECK_VALUE(num_tokens <= kMaxPrefillPlanTokens, "num_tokens: expected <= 2^56 = ", kMaxPrefillPlanTokens, ", got ", num_tokens);
   TORCH_CHECK_VALUE(topk >= 1, "topk: expected >= 1, got ", topk);
   TORCH_CHECK_VALUE(extra_topk >= 0, "extra_topk: expected >= 0, got ", extra_topk);
   const int64_t chunks = nvfp4::list_chunks(topk) + nvfp4::list_chunks(extra_topk);

@@ -16,6 +16,9 @@ namespace cake {
 // Prefill instances exist for 16..128 heads in steps of 16; a work item holds 1, 2 or 4 tiles.
 constexpr int64_t kMaxPrefillHeads = 128;
 constexpr int64_t kMaxHeadTiles = 4;
+// The most tokens a prefill plan takes: a plan's counts (work items, CTAs: at most 8 a token) then
+// stay within 64 bits. Far past any q a GPU holds.
+constexpr int64_t kMaxPrefillPlanTokens = int64_t(1) << 56;
 
 inline bool is_prefill_head_count(int64_t num_heads) {
   return num_heads >= nvfp4::kHeadsPerTile && num_heads <= kMaxPrefillHeads && num_heads % nvfp4::kHeadsPerTile == 0;
