@@ -247,6 +247,29 @@ def test_decode_under_compile_names_a_rejected_plan_int():
         assert torch.isnan(output.float()).all(), "nothing may be written before validation passes"
 
 
+def test_prefill_under_compile_names_a_rejected_head_count_or_tile():
+    """Traced, the prefill does not plan a head count or head_tiles the op rejects (the planner would
+    raise inside the trace, which torch reports as its own internal error): the compiled graph's op
+    raises the eager ValueError naming the argument, and writes nothing."""
+    for heads, head_tiles, message in ((H, 3, r"head_tiles: expected one of"),
+                                       (8, None, r"q: expected a head count")):
+        base = base_args()
+        q = torch.randn(T, heads, 512).to(torch.bfloat16)
+        output = torch.full((T, heads, 512), float("nan"), dtype=torch.bfloat16)
+        out_lse = torch.full((T, heads), float("nan"))
+        torch._dynamo.reset()
+
+        def prefill(q, cache, indices, output, out_lse):
+            return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, 0.1,
+                                                                      head_tiles=head_tiles)
+
+        with pytest.raises(ValueError, match=message):
+            prefill(q, base["kv_cache"], base["indices"], output, out_lse)
+        with pytest.raises(ValueError, match=message):
+            torch.compile(prefill, fullgraph=True, backend="eager")(q, base["kv_cache"], base["indices"], output, out_lse)
+        assert torch.isnan(output.float()).all() and torch.isnan(out_lse).all()
+
+
 def test_planners_count_chunks_of_any_width():
     """A list width near 2^63 is more than 16 * max_splits chunks, not a negative count."""
     huge = 2 ** 63 - 1

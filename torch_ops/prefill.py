@@ -105,6 +105,14 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
         head_tiles=head_tiles,
     )
     if plan is None:
+        num_heads = operator.index(q.shape[1])
+        if torch.compiler.is_compiling() and head_tiles not in cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(
+                num_heads):
+            # Traced, the op above is a fake that does not check the head count or head_tiles; the
+            # op rejects them when the graph runs (ValueError naming the argument, as eager), so
+            # this is never returned. Planning here would raise inside the trace instead, where
+            # torch reports it as its own internal error.
+            return {"head_tiles": head_tiles, "num_ctas": None, "grid_size": None, "kernel": None}
         # An explicit head_tiles, already checked by the op: the kernel and grid it ran.
-        plan = plan_for_call(q.device, q.shape[0], operator.index(q.shape[1]), head_tiles)
+        plan = plan_for_call(q.device, q.shape[0], num_heads, head_tiles)
     return plan
