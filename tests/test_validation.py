@@ -270,6 +270,31 @@ def test_prefill_under_compile_names_a_rejected_head_count_or_tile():
         assert torch.isnan(output.float()).all() and torch.isnan(out_lse).all()
 
 
+@pytest.mark.parametrize("bad", [4.0, True, None, "4"])
+def test_planning_functions_name_an_argument_that_is_not_an_int(bad):
+    """Not a pybind error naming a private function: TypeError naming the public one and the argument."""
+    p = "cake_sparse_mla_sm120_dsv4_nvfp4_"
+    calls = [
+        ("prefill_head_tiles", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(v), "num_heads"),
+        ("decode_head_tiles", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(v), "num_heads"),
+        ("num_chunks", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(512, v), "extra_topk"),
+        ("plan_prefill_details", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
+            num_tokens=v, num_heads=64, topk=512), "num_tokens"),
+        ("plan_splits", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
+            num_tokens=4, num_heads=64, topk=512, num_sms=v), "num_sms"),
+        ("plan_decode", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
+            num_tokens=4, num_heads=v, topk=512), "num_heads"),
+        ("scratch_bytes", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(4, 64, v), "topk"),
+        ("allocate_decode_scratch", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
+            v, 64, 512), "num_tokens"),
+        ("select_kernel", lambda v: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+            num_tokens=4, num_heads=64, topk=v, num_sms=132), "topk"),
+    ]
+    for name, make_call, argument in calls:
+        with pytest.raises(TypeError, match=f"{p}{name}: {argument}: expected an int"):
+            make_call(bad)
+
+
 def test_planners_count_chunks_of_any_width():
     """A list width near 2^63 is more than 16 * max_splits chunks, not a negative count."""
     huge = 2 ** 63 - 1

@@ -12,6 +12,7 @@ import torch
 
 from . import _C
 from . import kernel_override as _kernel_override
+from .no_backward import int_args
 from .planner import DeviceLike, _device_name, planned_for_q, resolved_device
 
 DEFAULT_MAX_SPLITS = _C.DEFAULT_MAX_SPLITS
@@ -26,6 +27,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles(num_heads: int) -> Tuple[
     count the decode rejects (anything but 8, 16, ..., 128). With ``num_heads % 16 == 8`` the last
     tile holds 8 heads.
     """
+    (num_heads,) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_decode_head_tiles", required=("num_heads",),
+                            num_heads=num_heads)
     return tuple(_C.decode_head_tile_choices(num_heads))
 
 
@@ -39,6 +42,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(topk: int, extra_topk: int = 0) 
     No plan has more splits than this (each split holds at least one chunk), so scratch with
     this many splits covers every plan of the shape.
     """
+    topk, extra_topk = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks", required=("topk", "extra_topk"),
+                                topk=topk, extra_topk=extra_topk)
     return _C.decode_num_chunks(topk, extra_topk)
 
 
@@ -90,6 +95,13 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
 
     Bad arguments raise ValueError naming the argument.
     """
+    names = ("num_tokens", "num_heads", "topk", "extra_topk", "num_sms", "max_splits", "head_tiles",
+             "min_chunks_per_split", "max_unsplit_chunks")
+    (num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, min_chunks_per_split,
+     max_unsplit_chunks) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits", required=names,
+                                    num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk,
+                                    num_sms=num_sms, max_splits=max_splits, head_tiles=head_tiles,
+                                    min_chunks_per_split=min_chunks_per_split, max_unsplit_chunks=max_unsplit_chunks)
     plan = _C.plan_decode(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles,
                           min_chunks_per_split=min_chunks_per_split, max_unsplit_chunks=max_unsplit_chunks)
     return plan["num_splits"], plan["chunks_per_block"]
@@ -137,6 +149,11 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(
 
     Bad arguments raise ValueError naming the argument.
     """
+    num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, num_splits = int_args(
+        "cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode",
+        required=("num_tokens", "num_heads", "topk", "extra_topk", "max_splits"), num_tokens=num_tokens,
+        num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, max_splits=max_splits,
+        head_tiles=head_tiles, num_splits=num_splits)
     return _C.plan_decode_on_device(num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles,
                                     num_splits, device=_device_name(device))
 
@@ -155,6 +172,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(num_tokens: int, num_heads: i
         extra_topk: width of the extra candidate list (0: none).
         max_splits: the ``max_splits`` the calls use; None: any.
     """
+    num_tokens, num_heads, topk, extra_topk, max_splits = int_args(
+        "cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes", required=("num_tokens", "num_heads", "topk", "extra_topk"),
+        num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, max_splits=max_splits)
     return _C.decode_scratch_bytes(num_tokens, num_heads, topk, extra_topk, max_splits)
 
 
@@ -182,6 +202,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
             splits); None: every plan, ``num_chunks(topk, extra_topk)`` splits.
         device: where to allocate; None: torch's default device.
     """
+    num_tokens, num_heads, topk, extra_topk, max_splits = int_args(
+        "cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",
+        required=("num_tokens", "num_heads", "topk", "extra_topk"), num_tokens=num_tokens, num_heads=num_heads,
+        topk=topk, extra_topk=extra_topk, max_splits=max_splits)
     _C.decode_scratch_bytes(num_tokens, num_heads, topk, extra_topk, max_splits)  # checks the arguments
     splits = _C.decode_scratch_splits(topk, extra_topk, max_splits)
     mid_out = torch.empty(splits, num_tokens, num_heads, _C.HEAD_DIM, dtype=torch.float32, device=device)
@@ -209,6 +233,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 
     Bad arguments raise ValueError naming the argument.
     """
+    num_tokens, num_heads, topk, extra_topk, num_sms = int_args(
+        "cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel",
+        required=("num_tokens", "num_heads", "topk", "extra_topk", "num_sms"), num_tokens=num_tokens,
+        num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms)
     return _C.select_attention_op(num_tokens, num_heads, topk, extra_topk, num_sms)
 
 

@@ -11,6 +11,7 @@ import torch
 
 from . import _C
 from . import kernel_override as _kernel_override
+from .no_backward import int_args
 
 DeviceLike = Union[None, str, torch.device]
 
@@ -30,6 +31,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads: int) -> Tuple
     ``(1,)`` plus 2 when ``num_heads % 32 == 0`` plus 4 when ``num_heads % 64 == 0``; ``()`` for a
     head count without a prefill instance (anything but 16, 32, ..., 128).
     """
+    (num_heads,) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles", required=("num_heads",),
+                            num_heads=num_heads)
     return tuple(_C.prefill_head_tile_choices(num_heads))
 
 
@@ -78,6 +81,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
 
     Bad arguments raise ValueError naming the argument.
     """
+    num_tokens, num_heads, topk, extra_topk, num_sms, head_tiles = int_args(
+        "cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details", required=("num_tokens", "num_heads", "topk", "extra_topk"),
+        num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms,
+        head_tiles=head_tiles)
     return _C.plan_prefill(num_tokens, num_heads, topk, extra_topk, num_sms, _device_name(device), kernel, head_tiles)
 
 
