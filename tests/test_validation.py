@@ -295,6 +295,28 @@ def test_planning_functions_name_an_argument_that_is_not_an_int(bad):
             make_call(bad)
 
 
+@pytest.mark.parametrize("bad", [None, "0.1", 1j, True, torch.tensor(0.1)])
+@pytest.mark.parametrize("name", ["sm_scale", "lse_scale"])
+def test_scales_that_are_not_real_numbers_are_named(name, bad):
+    """TypeError naming the function and the scale (not the dispatcher's RuntimeError), before
+    anything is written; real numbers of other types (an int, a numpy float) are taken."""
+    import numpy as np
+
+    base = base_args()
+    q, cache, indices, output, out_lse = (base[k] for k in ("q", "kv_cache", "indices", "output", "out_lse"))
+    scales = dict(sm_scale=0.1, lse_scale=1.0)
+    scales[name] = bad
+    for function in ("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", "cake_sparse_mla_sm120_dsv4_nvfp4_decode"):
+        with pytest.raises(TypeError, match=f"{function}: {name}: expected a float"):
+            getattr(torch_ops, function)(q, cache, indices, output, out_lse, scales["sm_scale"],
+                                         lse_scale=scales["lse_scale"])
+    with pytest.raises(TypeError, match=f"sparse_mla_prefill_functional: {name}: expected a float"):
+        torch_ops.sparse_mla_prefill_functional(q, cache, indices, scales["sm_scale"], lse_scale=scales["lse_scale"])
+    assert torch.isnan(output.float()).all()
+    for good in (1, np.float32(0.5)):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, good, lse_scale=good)
+
+
 def test_planners_count_chunks_of_any_width():
     """A list width near 2^63 is more than 16 * max_splits chunks, not a negative count."""
     huge = 2 ** 63 - 1

@@ -5,7 +5,7 @@ from typing import Dict, Optional
 import torch
 
 from .decode_planner import DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode, decode_plan_for_call
-from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, int_args
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args, int_args
 from .prefill import _contiguous
 
 
@@ -101,6 +101,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
                       kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                       attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                       extra_topk_length=extra_topk_length, mid_out=mid_out, mid_lse=mid_lse)
+    float_args("cake_sparse_mla_sm120_dsv4_nvfp4_decode", sm_scale=sm_scale, lse_scale=lse_scale)
     num_splits, max_splits, head_tiles = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_decode",
                                                   required=("max_splits",), num_splits=num_splits,
                                                   max_splits=max_splits, head_tiles=head_tiles)

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .no_backward import check_tensor_args, int_args
+from .no_backward import check_tensor_args, float_args, int_args
 from .prefill import _contiguous
 
 
@@ -62,6 +62,7 @@ def sparse_mla_prefill_functional(
                       indices=indices, topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
                       extra_indices=extra_indices, extra_topk_length=extra_topk_length)
     (head_tiles,) = int_args("sparse_mla_prefill_functional", head_tiles=head_tiles)
+    float_args("sparse_mla_prefill_functional", sm_scale=sm_scale, lse_scale=lse_scale)
     return torch.ops.cake.sparse_mla_prefill_functional(
         q,
         kv_cache,

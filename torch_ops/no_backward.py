@@ -6,6 +6,7 @@ tensor requires grad.
 The operators refuse inputs that require grad too (their Autograd kernel,
 ``csrc/ops/no_backward.cpp``); checking here as well names the Python function the caller used.
 """
+import numbers
 import operator
 from typing import Optional, Tuple
 
@@ -51,3 +52,12 @@ def int_args(function: str, *, required: Tuple[str, ...] = (), **values: Optiona
         except TypeError:
             raise TypeError(f"{function}: {name}: expected an int, got {type(value).__name__}") from None
     return tuple(result)
+
+
+def float_args(function: str, **values) -> None:
+    """``TypeError`` naming a scale argument that is not a real number (a bool, ``None``, a string,
+    a complex, a tensor), which the operator would otherwise reject with the dispatcher's
+    ``RuntimeError`` naming no function. Under ``torch.compile`` a float can arrive symbolic."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.SymFloat, torch.SymInt)):
+            raise TypeError(f"{function}: {name}: expected a float, got {type(value).__name__}")

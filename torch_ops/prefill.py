@@ -4,7 +4,7 @@ from typing import Dict, Optional, Union
 
 import torch
 
-from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, int_args
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args, int_args
 from .planner import cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles, plan_for_call
 
 
@@ -81,6 +81,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
                       attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                       extra_topk_length=extra_topk_length)
     (head_tiles,) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", head_tiles=head_tiles)
+    float_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill", sm_scale=sm_scale, lse_scale=lse_scale)
     plan = None
     if head_tiles is None and q.dim() == 3:
         # Planned once, here, and passed on explicitly; a head count without a prefill instance
