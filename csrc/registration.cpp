@@ -125,10 +125,16 @@ cake::PrefillKernelOverride override_from_python(const pybind11::object& kernel,
                       is_python_int(variant[pybind11::int_(1)]);
     TORCH_CHECK_VALUE(pair, "variant: expected None or (stages, k_tiles), two ints, got ",
                       std::string(pybind11::repr(variant)));
-    const int64_t stages = variant[pybind11::int_(0)].cast<int64_t>();
-    const int64_t k_tiles = variant[pybind11::int_(1)].cast<int64_t>();
+    // Values past 64 bits go to the range check as 0 (a cast would raise pybind's RuntimeError).
+    const auto small_int = [](const pybind11::handle& value) -> int64_t {
+      int overflow = 0;
+      const long long result = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+      return overflow != 0 ? 0 : int64_t(result);
+    };
+    const int64_t stages = small_int(variant[pybind11::int_(0)]);
+    const int64_t k_tiles = small_int(variant[pybind11::int_(1)]);
     TORCH_CHECK_VALUE(stages > 0 && stages < 1000 && k_tiles > 0 && k_tiles < 1000, "variant: expected (stages, k_tiles) "
-                      "of a compiled portable instance, got (", stages, ", ", k_tiles, ")");
+                      "of a compiled portable instance, got ", std::string(pybind11::repr(variant)));
     pipeline = cake::PrefillPipeline{int(stages), int(k_tiles)};
   }
   return cake::make_prefill_kernel_override(kernel_name, pipeline);

@@ -78,6 +78,8 @@ def test_set_and_get_round_trip(kwargs):
     (dict(variant=(True, 1)), r"variant: expected None or \(stages, k_tiles\)"),
     (dict(variant=(9, 1)), r"variant: expected \(stages, k_tiles\) of a compiled portable instance"),
     (dict(variant=(0, 0)), "variant"),
+    (dict(variant=(2 ** 70, 1)), r"variant: expected \(stages, k_tiles\) of a compiled portable instance, got \(1180591620717411303424, 1\)"),
+    (dict(variant=(2, -2 ** 64)), r"variant: expected \(stages, k_tiles\) of a compiled portable instance"),
     (dict(kernel="hopper", variant=(2, 1)), "variant: picks a portable kernel instance"),
     (dict(kernel="hopper_small", variant=(3, 2)), "variant: picks a portable kernel instance"),
 ])
