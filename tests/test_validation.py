@@ -346,6 +346,15 @@ def test_planners_bound_the_token_count_and_the_scratch():
         torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(num_tokens=2 ** 56 + 1, **shape)
     plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(num_tokens=2 ** 56, **shape)
     assert plan["num_ctas"] == 2 ** 56 * 128 // (16 * plan["head_tiles"])
+    # The head tile rule's work-item products stay exact there and for any SM count: as many
+    # tokens pick what 2^40 tokens pick, one token on a huge SM count what it picks on 132.
+    for kernel in ("portable", None):
+        details = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details
+        for num_tokens in (2 ** 54, 2 ** 55, 2 ** 56):
+            assert (details(num_tokens=num_tokens, **shape, num_sms=132, kernel=kernel)["head_tiles"]
+                    == details(num_tokens=2 ** 40, **shape, num_sms=132, kernel=kernel)["head_tiles"] == 4)
+        for num_sms in (2 ** 57, 2 ** 62, 2 ** 63 - 1):
+            assert details(num_tokens=1, **shape, num_sms=num_sms, kernel=kernel)["head_tiles"] == 1
     # Many tokens fill any GPU: the prefill serves them (the product in 64 bits had wrapped to the decode).
     assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(num_tokens=2 ** 61, **shape, num_sms=132) == "prefill"
     with pytest.raises(ValueError, match="num_tokens/topk/max_splits: the scratch"):

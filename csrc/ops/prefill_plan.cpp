@@ -21,8 +21,11 @@ int64_t table_head_tiles(int64_t num_tokens, int64_t num_heads, const PrefillTar
     const int64_t head_tiles = *it;
     if (head_tiles == 1) return 1;
     for (const HeadTileThreshold& threshold : prefill_plan_table(target.family)) {
+      // In 128 bits: up to 2^56 tokens times 8 items times 100 and any SM count times a percent
+      // pass 64 bits.
       if (threshold.head_tiles == head_tiles &&
-          num_tokens * prefill_items_per_token(num_heads, head_tiles) * 100 >= threshold.min_items_percent * target.num_sms) {
+          __int128(num_tokens) * prefill_items_per_token(num_heads, head_tiles) * 100 >=
+              __int128(threshold.min_items_percent) * target.num_sms) {
         return head_tiles;
       }
     }
