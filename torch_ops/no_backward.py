@@ -59,5 +59,7 @@ def float_args(function: str, **values) -> None:
     a complex, a tensor), which the operator would otherwise reject with the dispatcher's
     ``RuntimeError`` naming no function. Under ``torch.compile`` a float can arrive symbolic."""
     for name, value in values.items():
+        if type(value) is float or type(value) is int:  # the common case, without the ABC check (~0.4 us each)
+            continue
         if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.SymFloat, torch.SymInt)):
             raise TypeError(f"{function}: {name}: expected a float, got {type(value).__name__}")

@@ -25,6 +25,12 @@ def _device_name(device: DeviceLike) -> Optional[str]:
 
 
 @torch.compiler.assume_constant_result
+def _prefill_head_tiles(num_heads: int) -> Tuple[int, ...]:
+    """The choices for an int ``num_heads`` (the wrappers' hot path: no argument check)."""
+    return tuple(_C.prefill_head_tile_choices(num_heads))
+
+
+@torch.compiler.assume_constant_result
 def cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads: int) -> Tuple[int, ...]:
     """Head-tile choices (sixteen-head tiles per work item) for ``num_heads``.
 
@@ -33,7 +39,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads: int) -> Tuple
     """
     (num_heads,) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles", required=("num_heads",),
                             num_heads=num_heads)
-    return tuple(_C.prefill_head_tile_choices(num_heads))
+    return _prefill_head_tiles(num_heads)
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(

@@ -5,7 +5,7 @@ from typing import Dict, Optional, Union
 import torch
 
 from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args, int_args
-from .planner import cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles, plan_for_call
+from .planner import _prefill_head_tiles, plan_for_call
 
 
 def _contiguous(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -87,7 +87,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
         # Planned once, here, and passed on explicitly; a head count without a prefill instance
         # goes to the op as is, which rejects it (naming q).
         num_heads = operator.index(q.shape[1])  # a constant under torch.compile: the choices depend on it
-        if cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(num_heads):
+        if _prefill_head_tiles(num_heads):
             plan = plan_for_call(q.device, q.shape[0], num_heads, None)
             head_tiles = plan["head_tiles"]
     torch.ops.cake.sparse_mla_prefill(
@@ -107,8 +107,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     )
     if plan is None:
         num_heads = operator.index(q.shape[1])
-        if torch.compiler.is_compiling() and head_tiles not in cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(
-                num_heads):
+        if torch.compiler.is_compiling() and head_tiles not in _prefill_head_tiles(num_heads):
             # Traced, the op above is a fake that does not check the head count or head_tiles; the
             # op rejects them when the graph runs (ValueError naming the argument, as eager), so
             # this is never returned. Planning here would raise inside the trace instead, where
