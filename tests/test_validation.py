@@ -293,6 +293,9 @@ def test_planning_functions_name_an_argument_that_is_not_an_int(bad):
     for name, make_call, argument in calls:
         with pytest.raises(TypeError, match=f"{p}{name}: {argument}: expected an int"):
             make_call(bad)
+    # None stays accepted where it was before: plan_splits' head_tiles.
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(num_tokens=4, num_heads=64, topk=512, num_sms=132,
+                                                                   head_tiles=None)
 
 
 @pytest.mark.parametrize("bad", [None, "0.1", 1j, True, torch.tensor(0.1)])

@@ -95,8 +95,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits(
 
     Bad arguments raise ValueError naming the argument.
     """
-    names = ("num_tokens", "num_heads", "topk", "extra_topk", "num_sms", "max_splits", "head_tiles",
-             "min_chunks_per_split", "max_unsplit_chunks")
+    # head_tiles None is taken as before (the C++ planner's default)
+    names = ("num_tokens", "num_heads", "topk", "extra_topk", "num_sms", "max_splits", "min_chunks_per_split",
+             "max_unsplit_chunks")
     (num_tokens, num_heads, topk, extra_topk, num_sms, max_splits, head_tiles, min_chunks_per_split,
      max_unsplit_chunks) = int_args("cake_sparse_mla_sm120_dsv4_nvfp4_plan_splits", required=names,
                                     num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk,
