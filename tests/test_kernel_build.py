@@ -32,14 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", (switch,))
     for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA")] + [
-    # the dequant's lane order and bookkeeping cuts waiting to become the default (docs/benchmarks.md,
-    # "Four dequant changes ...")
-    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_QUAD_ROW_LANES", "-DCAKE_HOPPER_PAIRED_SCALES",
-                                           "-DCAKE_HOPPER_CARRIED_INDEX", "-DCAKE_HOPPER_LEAN_ROW_SOURCE")),
-    # the decode's placement by one multiply a pair (nvfp4_bit_decode.cuh), in both kernels, with the four
-    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_QUAD_ROW_LANES", "-DCAKE_HOPPER_PAIRED_SCALES",
-                                           "-DCAKE_HOPPER_CARRIED_INDEX", "-DCAKE_HOPPER_LEAN_ROW_SOURCE",
-                                           "-DCAKE_SPREAD_DECODE")),
+    # the decode's placement by one multiply a pair (nvfp4_bit_decode.cuh), in both kernels
+    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_SPREAD_DECODE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SPREAD_DECODE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),

@@ -36,27 +36,19 @@ class DequantRole {
         unit_offset_(unit_store_offset(row_of(thread), part_of(thread))),
         tail_offset_(tail_store_offset(row_of(thread), part_of(thread))) {}
 
-  // A warp converts 8 rows, lane 4 row + part: the four parts of a row are adjacent lanes, so a
-  // quarter warp's code loads cover two rows' contiguous bytes (fewer sectors a request). Part-
-  // major lanes (8 part + row % 8) give conflict-free 16-byte stores instead, and were 0.6-4%
-  // slower at T = 4096 (the loads matter more than the stores' two-way conflicts).
-  // The candidate flags' ballot (run()) relies on lane 4 k being in row k of the warp.
-  static_assert(kPartsPerRow == 4, "the flags' ballot layout: four lanes a row");
-#if defined(CAKE_HOPPER_QUAD_ROW_LANES)
-  // Development variant: each quarter warp (the eight lanes one 16-byte shared store serves at a
-  // time) holds four rows x two parts, parts 0 and 3 in quarters 0 and 2, parts 1 and 2 in
-  // quarters 1 and 3, so the eight chunks of each tile store (units, tail, RoPE) fall in eight
-  // different bank groups; the row-major order puts parts p and p + 2 of a row in one group
-  // (two-way conflicts on the units' stores). Bit maps of the lane, so the setup stays a few
+  // A warp converts 8 rows, four lanes a row. Each quarter warp (the eight lanes one 16-byte
+  // shared store serves at a time) holds four rows x two parts, parts 0 and 3 in quarters 0 and
+  // 2, parts 1 and 2 in quarters 1 and 3, so the eight chunks of each tile store (units, tail,
+  // RoPE) fall in eight different bank groups: a row-major order (lane = 4 row + part) puts parts
+  // p and p + 2 of a row in one group, two-way conflicts on the units' stores, and was 1-2%
+  // slower at T = 4096 (docs/benchmarks.md). Bit maps of the lane keep the setup a few
   // instructions: row bit 1 is lane bit 3 ^ lane bit 1, part = 3 * (lane bit 0) ^ lane bit 3. A
-  // warp keeps its eight rows (the code loads' sectors do not change), and lane 4 k is still in
-  // row k of the warp, the lane whose ballot bit the consumers read.
+  // warp still holds eight whole rows (the code loads' sectors are those of the row-major order),
+  // and lane 4 k is in row k of the warp, the lane whose bit the candidate flags' ballot (run())
+  // gives the consumers.
+  static_assert(kPartsPerRow == 4, "the lane map and the flags' ballot layout: four lanes a row");
   static __device__ __forceinline__ int row_of(int thread) { return (thread >> 2) ^ (thread & 2); }
   static __device__ __forceinline__ int part_of(int thread) { return (3 * (thread & 1)) ^ ((thread >> 3) & 1); }
-#else
-  static __device__ __forceinline__ int row_of(int thread) { return thread / kPartsPerRow; }
-  static __device__ __forceinline__ int part_of(int thread) { return thread % kPartsPerRow; }
-#endif
 
   // A software pipeline over the CTA's blocks. For block j this thread copies block j + 1's
   // scales and block j + 2's row index into shared memory (each has a whole block to land), waits until the
@@ -84,9 +76,7 @@ class DequantRole {
     BlockCursor<kSplitItems> next = cur;
     advance(params_, num_items_, next);
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
-#if defined(CAKE_HOPPER_CARRIED_INDEX)
     IndexPlace index_place = index_place_of(next);  // follows after_next below
-#endif
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
@@ -103,13 +93,8 @@ class DequantRole {
       trace_event(2 + warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       BlockCursor<kSplitItems> after_next = next;
-#if defined(CAKE_HOPPER_CARRIED_INDEX)
       if (has_next) advance_index_place(after_next, index_place);
-      copy_row_index(index_place, has_next, parity);
-#else
-      if (has_next) advance(params_, num_items_, after_next);
-      copy_row_index(after_next, parity);  // the stage of block j, whose index every part has read
-#endif
+      copy_row_index(index_place, has_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
       trace_event(2 + warpgroup_, 6, gblock);
 
@@ -204,19 +189,6 @@ class DequantRole {
     const int32_t* address = cursor_index_address(cursor);
     return address != nullptr ? __ldg(address) : -1;
   }
-  // The row's index in the cursor's block into row_index stage `stage` (part 0 of the row; the
-  // block-top wait and __syncwarp make it visible to the other parts): by cp.async, so its first
-  // use waits on the cp.async group, not on the scoreboard of this thread's register loads.
-  __device__ __forceinline__ void copy_row_index(const BlockCursor<kSplitItems>& cursor, int stage) {
-    if (part_ != 0) return;
-    const int32_t* address = cursor_index_address(cursor);
-    if (address != nullptr) {
-      cp_async_4(smem_address(&row_index_slot(stage)), address);
-    } else {
-      row_index_slot(stage) = -1;
-    }
-  }
-#if defined(CAKE_HOPPER_CARRIED_INDEX)
   // The row's raw index in a cursor's block, carried from block to block: within a list the next
   // block's is 64 entries on and 64 rows nearer the length, so only a cursor that moves to
   // another list or item recomputes it (index_place_of) and a block costs two adds, not the
@@ -245,7 +217,10 @@ class DequantRole {
       place.remaining -= kBlockRows;
     }
   }
-  // copy_row_index of the carried place (a cursor past the CTA's blocks, has_next false: -1).
+  // The row's index at the carried place into row_index stage `stage` (part 0 of the row; the
+  // block-top wait and __syncwarp make it visible to the other parts; a cursor past the CTA's
+  // blocks, has_next false, or a row past the list's length: -1): by cp.async, so its first use
+  // waits on the cp.async group, not on the scoreboard of this thread's register loads.
   __device__ __forceinline__ void copy_row_index(const IndexPlace& place, bool has_next, int stage) {
     if (part_ != 0) return;
     if (has_next && place.remaining > 0) {
@@ -254,7 +229,6 @@ class DequantRole {
       row_index_slot(stage) = -1;
     }
   }
-#endif
   __device__ __forceinline__ int32_t& row_index_slot(int stage) const {
     return smem_.row_index[stage][warpgroup_][row_];
   }
@@ -263,13 +237,9 @@ class DequantRole {
     return in_main_list(w, block) ? list_row_source(params_.lists[0], index) : list_row_source(params_.lists[1], index);
   }
   static __device__ __forceinline__ RowSource list_row_source(const CandidateListParams& list, int32_t index) {
-#if defined(CAKE_HOPPER_LEAN_ROW_SOURCE)
     // copy_scales and copy_rope take the data row's address for a masked row (nothing is read),
     // so the masked row's scale row need not be the base.
     const CandidateRows rows = candidate_rows_of_index<false>(list, index);
-#else
-    const CandidateRows rows = candidate_rows_of_index(list, index);
-#endif
     return RowSource{rows.data, rows.scale, rows.valid};
   }
 
@@ -405,14 +375,11 @@ class DequantRole {
   // (part_scales): chunks 4 (part + 4 i) + w, column block 2 i + part / 2.
   __device__ __forceinline__ void convert_unit(uint32_t half_tile, int i, uint16_t scale_pair) {
     static_assert(kPartsPerRow * 4 == 2 * 8, "a unit's four chunks stay in one column block, unit + 4 is two blocks on");
-#if defined(CAKE_HOPPER_PAIRED_SCALES)
+    // One conversion of both scale bytes; each half is broadcast to a bf16 pair by the
+    // multiply's operand selector.
     const uint32_t scales = e4m3x2_to_decode_scales(scale_pair);
     const uint32_t scale_low = decode_scale_half<0>(scales);
     const uint32_t scale_high = decode_scale_half<1>(scales);
-#else
-    const uint32_t scale_low = e4m3_to_decode_scale(uint8_t(scale_pair & 0xFFu));
-    const uint32_t scale_high = e4m3_to_decode_scale(uint8_t(scale_pair >> 8));
-#endif
     const uint32_t chunk0 = half_tile + unit_offset_;
     const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
     convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
