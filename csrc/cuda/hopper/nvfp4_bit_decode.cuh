@@ -52,48 +52,57 @@ __device__ __forceinline__ uint32_t decode_scale_half(uint32_t scales) {
   return both;
 }
 
-// Eight E2M1 codes (element i in bits 4i..4i+3) times a block scale times 2^-9 -> four bf16
-// pairs, pair[k] = (element k, element k + 4) (element k in the low half); `decode_scale` is
-// e4m3_to_decode_scale of the scale byte. One shift brings nibbles k and k + 4 to bits 12..15 and
-// 28..31 (signs in place), another brings their magnitudes to bits 6..8 and 22..24; two masks
-// merge them (one LOP3); one multiply. The small-heads kernel uses the pairs as they come (its K
-// order follows them).
-// `sign_mask` 0 drops the codes' signs: with a zero scale the pairs are then +0 whatever the code
-// bits (the small-heads kernel's masked rows, whose registers hold stale codes).
-__device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t decode_scale, uint32_t (&pair)[4],
-                                                     uint32_t sign_mask = 0x80008000u) {
-#if defined(CAKE_SPREAD_DECODE)
-  // Development variant: nibbles k and k + 4 isolated by one mask, then one integer multiply by
+// How a word's nibbles reach their bf16 bit places (same bits either way).
+enum class BitPlacement {
+  // Per pair: one shift brings nibbles k and k + 4 to bits 12..15 and 28..31 (signs in place),
+  // another brings their magnitudes to bits 6..8 and 22..24; two masks merge them (one LOP3).
+  kShifts,
+  // Per pair: nibbles k and k + 4 isolated by one mask, then one integer multiply by
   // 2^a + 2^(a + 6) writes two copies of them (which cannot overlap or carry: the isolated word
   // has four bits a half) whose magnitude bits land in bits 6..8 / 22..24 of the first copy and
   // whose signs in bits 15 / 31 of the second; one mask keeps those. Pairs 2 and 3 take the word
-  // moved down by one byte. Three instructions a pair (mask, multiply on the FMA pipe, mask) and
-  // one shift a word, against two shifts and two masks a pair.
-  const uint32_t upper = codes >> 8;
+  // moved down by one byte. Three instructions a pair (one on the FMA pipe) and one shift a
+  // word, against two shifts and two masks a pair.
+  kMultiply,
+};
+
+// Eight E2M1 codes (element i in bits 4i..4i+3) times a block scale times 2^-9 -> four bf16
+// pairs, pair[k] = (element k, element k + 4) (element k in the low half); `decode_scale` is
+// e4m3_to_decode_scale of the scale byte; one bf16 multiply a pair after the placement. The
+// small-heads kernel uses the pairs as they come (its K order follows them), with kShifts: the
+// multiply form was 1-2.5% slower there at 16 heads (docs/hopper_small_kernel.md), where the
+// 64-head kernel's dequant gains 0-2% by it (docs/hopper_kernel.md).
+// `sign_mask` 0 drops the codes' signs: with a zero scale the pairs are then +0 whatever the code
+// bits (the small-heads kernel's masked rows, whose registers hold stale codes).
+template <BitPlacement kPlacement = BitPlacement::kShifts>
+__device__ __forceinline__ void e2m1x8_to_bf16_pairs(uint32_t codes, uint32_t decode_scale, uint32_t (&pair)[4],
+                                                     uint32_t sign_mask = 0x80008000u) {
+  if constexpr (kPlacement == BitPlacement::kMultiply) {
+    const uint32_t upper = codes >> 8;
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t source = k < 2 ? codes : upper;
-    const uint32_t isolated = source & (k % 2 == 0 ? 0x000F000Fu : 0x00F000F0u);
-    const uint32_t copies = isolated * (k % 2 == 0 ? 0x1040u : 0x0104u);
-    pair[k] = bf16x2_mul(copies & (sign_mask | 0x01C001C0u), decode_scale);
-  }
-  return;
-#endif
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t source = k < 2 ? codes : upper;
+      const uint32_t isolated = source & (k % 2 == 0 ? 0x000F000Fu : 0x00F000F0u);
+      const uint32_t copies = isolated * (k % 2 == 0 ? 0x1040u : 0x0104u);
+      pair[k] = bf16x2_mul(copies & (sign_mask | 0x01C001C0u), decode_scale);
+    }
+  } else {
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t signs = codes << (12 - 4 * k);
-    const int magnitude_shift = 6 - 4 * k;
-    const uint32_t magnitudes = magnitude_shift >= 0 ? codes << magnitude_shift : codes >> -magnitude_shift;
-    const uint32_t placed = (signs & sign_mask) | (magnitudes & 0x01C001C0u);
-    pair[k] = bf16x2_mul(placed, decode_scale);
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t signs = codes << (12 - 4 * k);
+      const int magnitude_shift = 6 - 4 * k;
+      const uint32_t magnitudes = magnitude_shift >= 0 ? codes << magnitude_shift : codes >> -magnitude_shift;
+      const uint32_t placed = (signs & sign_mask) | (magnitudes & 0x01C001C0u);
+      pair[k] = bf16x2_mul(placed, decode_scale);
+    }
   }
 }
 
-// The same eight values in element order: byte permutes of the pairs. About 3 instructions a
-// value in SASS.
+// The same eight values in element order (the 64-head kernel's dequant): byte permutes of the
+// pairs. About 2.7 instructions a value in SASS.
 __device__ __forceinline__ void e2m1x8_to_bf16x8(uint32_t codes, uint32_t decode_scale, uint32_t (&out)[4]) {
   uint32_t pair[4];
-  e2m1x8_to_bf16_pairs(codes, decode_scale, pair);
+  e2m1x8_to_bf16_pairs<BitPlacement::kMultiply>(codes, decode_scale, pair);
   out[0] = byte_perm(pair[0], pair[1], 0x5410u);
   out[1] = byte_perm(pair[2], pair[3], 0x5410u);
   out[2] = byte_perm(pair[0], pair[1], 0x7632u);
