@@ -40,8 +40,15 @@ def parse_tree(spec):
 
 
 def device_tag(name):
-    """'NVIDIA H200' -> 'h200' (the last word, lower case): the data files' device part."""
-    return name.split()[-1].lower() if name else "gpu"
+    """'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100' (the first word that names a
+    chip: a letter and digits; else the last word), lower case: the data files' device part."""
+    if not name:
+        return "gpu"
+    words = name.split()
+    for word in words:
+        if len(word) > 1 and word[0].isalpha() and word[1:].isdigit():
+            return word.lower()
+    return words[-1].lower()
 
 
 def tree_record(ab_dir, label):

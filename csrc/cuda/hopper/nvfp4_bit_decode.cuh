@@ -70,8 +70,9 @@ enum class BitPlacement {
 // pairs, pair[k] = (element k, element k + 4) (element k in the low half); `decode_scale` is
 // e4m3_to_decode_scale of the scale byte; one bf16 multiply a pair after the placement. The
 // small-heads kernel uses the pairs as they come (its K order follows them), with kShifts: the
-// multiply form was 1-2.5% slower there at 16 heads (docs/hopper_small_kernel.md), where the
-// 64-head kernel's dequant gains 0-2% by it (docs/hopper_kernel.md).
+// multiply form moved it by -1.5% to +1.4% (0-1.4% slower at 16 heads), where the 64-head
+// kernel's dequant gains up to 2.4% by it (docs/benchmarks.md, "The four dequant changes and the
+// multiply placement ...").
 // `sign_mask` 0 drops the codes' signs: with a zero scale the pairs are then +0 whatever the code
 // bits (the small-heads kernel's masked rows, whose registers hold stale codes).
 template <BitPlacement kPlacement = BitPlacement::kShifts>
