@@ -6,12 +6,15 @@
 #include <Python.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
 #include "cuda/portable/prefill_variants.h"
 #include "format/nvfp4_format.h"
 #include "cuda/prefill_kernel_choice.h"
+#include "ops/decode_args.h"
 #include "ops/decode_plan.h"
+#include "ops/prefill_args.h"
 #include "ops/prefill_kernel_override.h"
 #include "ops/prefill_plan.h"
 #include "ops/prefill_target.h"
@@ -158,6 +161,33 @@ PYBIND11_MODULE(_C, module) {
       },
       "(head_tiles, min_items_percent of the SM count) rows of the prefill planner's table for a kernel family",
       pybind11::arg("kernel") = "portable");
+  // The fake implementations (torch_ops.meta) run the ops' own tensor checks through this, so a
+  // meta or fake call raises the ValueError a real one would (the data pointers aside).
+  module.def(
+      "check_attention_inputs",
+      [](const std::string& op, const at::Tensor& q, const at::Tensor& kv_cache, const at::Tensor& indices,
+         const at::Tensor& output, const at::Tensor& out_lse, const std::optional<at::Tensor>& topk_length,
+         const std::optional<at::Tensor>& attn_sink, const std::optional<at::Tensor>& extra_kv_cache,
+         const std::optional<at::Tensor>& extra_indices, const std::optional<at::Tensor>& extra_topk_length,
+         int64_t max_splits) {
+        value_errors([&] {
+          TORCH_CHECK_VALUE(op == "prefill" || op == "decode", "op: expected 'prefill' or 'decode', got '", op, "'");
+          cake::AttentionInputs inputs;
+          cake::pack_attention_inputs(inputs, q, kv_cache, indices, output, out_lse, /*sm_scale=*/0.0, topk_length,
+                                      attn_sink, extra_kv_cache, extra_indices, extra_topk_length, /*lse_scale=*/1.0);
+          if (op == "prefill") {
+            cake::validate_prefill_inputs(inputs, cake::PointerChecks::kSkip);
+          } else {
+            cake::validate_decode_inputs(inputs, max_splits, cake::PointerChecks::kSkip);
+          }
+        });
+      },
+      "The prefill's or the decode's tensor checks (ValueError naming the argument) without the data-pointer "
+      "alignment checks, for tensors without data",
+      pybind11::arg("op"), pybind11::arg("q"), pybind11::arg("kv_cache"), pybind11::arg("indices"),
+      pybind11::arg("output"), pybind11::arg("out_lse"), pybind11::arg("topk_length"), pybind11::arg("attn_sink"),
+      pybind11::arg("extra_kv_cache"), pybind11::arg("extra_indices"), pybind11::arg("extra_topk_length"),
+      pybind11::arg("max_splits") = 16);
   module.def("prefill_max_head_tiles", &cake::cuda::prefill_max_head_tiles,
              "Largest head tile whose CUDA instance fits `smem_per_block` bytes of shared memory",
              pybind11::arg("smem_per_block"));

@@ -30,11 +30,28 @@ def _check_rank(name, tensor, ranks, shapes):
         raise ValueError(f"{name}: expected {shapes}, got shape {list(tensor.shape)}")
 
 
+def _concrete(*tensors):
+    """Whether every size, stride and storage offset of `tensors` (None: absent) is a plain int: the
+    C++ checks read them as such, so a call traced with symbolic shapes keeps the checks below."""
+    return all(isinstance(value, int) for tensor in tensors if tensor is not None
+               for value in (*tensor.shape, *tensor.stride(), tensor.storage_offset()))
+
+
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length):
+                   extra_topk_length, op="prefill", max_splits=16):
     _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                    attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                    extra_topk_length=extra_topk_length)
+    tensors = (q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
+               extra_topk_length)
+    if _concrete(*tensors) and not torch.compiler.is_compiling():
+        # Meta tensors and a caller's FakeTensorMode: the op's own checks (every ValueError of the
+        # eager call, the data pointers' alignment aside: these tensors have none). Not while
+        # torch.compile traces: it would report a ValueError raised here as its own
+        # TorchRuntimeError, so there the compiled graph's op raises the eager ValueError at run time.
+        _C.check_attention_inputs(op, *tensors, max_splits=max_splits)
+        return
+    # Traced (or symbolic shapes): what the trace needs to be consistent.
     torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
     torch._check(q.shape[2] == HEAD_DIM, lambda: f"q: expected last dim 512, got {q.shape[2]}")
     torch._check(q.dtype == torch.bfloat16, lambda: f"q: expected dtype bfloat16, got {q.dtype}")
@@ -49,7 +66,7 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
                 "[num_pages, page_size, 1, 384]")
     torch._check(kv_cache.shape[-1] == TOKEN_BYTES, lambda: "kv_cache: expected last dim 384")
     torch._check(indices.dtype == torch.int32, lambda: f"indices: expected dtype int32, got {indices.dtype}")
-    _check_rank("indices", indices, (2, 3), "[T, topk] or [T, 1, topk]")
+    _check_rank("indices", indices, (2, 3), "shape [T, topk] or [T, 1, topk]")
     torch._check(indices.shape[0] == q.shape[0], lambda: "indices: expected T rows")
     torch._check((extra_kv_cache is None) == (extra_indices is None), lambda: "extra_kv_cache and extra_indices go together")
 
@@ -122,7 +139,7 @@ def _sparse_mla_decode_fake(
     head_tiles=None,
 ):
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length)
+                   extra_topk_length, op="decode", max_splits=max_splits)
     _check_devices("q", q, mid_out=mid_out, mid_lse=mid_lse)
     for name, scratch, rank in (("mid_out", mid_out, 4), ("mid_lse", mid_lse, 3)):
         if scratch is None:

@@ -1,5 +1,7 @@
 """Every ValueError of docs/contract.md section 10 (errors), each with the message it must carry.
 Raised before any launch, so the output buffers stay poisoned."""
+import contextlib
+
 import pytest
 import torch
 
@@ -207,7 +209,7 @@ def test_fakes_name_a_tensor_of_the_wrong_rank():
     a cache or index tensor of the wrong rank, rather than an IndexError from indexing its shape."""
     args = {name: (t.to("meta") if isinstance(t, torch.Tensor) else t) for name, t in base_args().items()}
     cases = {"kv_cache": (torch.zeros((), dtype=torch.uint8, device="meta"), r"kv_cache: expected \[num_pages"),
-             "indices": (torch.zeros((), dtype=torch.int32, device="meta"), r"indices: expected \[T, topk\]")}
+             "indices": (torch.zeros((), dtype=torch.int32, device="meta"), r"indices: expected shape \[T, topk\]")}
     for name, (bad, message) in cases.items():
         with pytest.raises(ValueError, match=message):
             raw_op(base=args, **{name: bad})
@@ -392,3 +394,59 @@ def test_dequantizer_rejects_what_it_would_misread():
         torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, slots.float() + 0.5)
     with pytest.raises(TypeError, match="slots: expected a torch.Tensor, got list"):
         torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, [0, 5])
+
+
+# The data pointer's alignment is a property of the real buffer: checked when the op runs, not by the
+# fakes (a meta or fake tensor has no data). The head_tiles cases need the planner (tested above).
+_CASES_NEEDING_DATA_OR_PLAN = {"q_misaligned", "output_misaligned", "cache_misaligned", "head_tiles_3",
+                               "head_tiles_4_for_32"}
+
+
+def _without_data(tensor, convert):
+    """`tensor`'s sizes, strides and storage offset on a tensor without data (convert: the meta
+    device or a FakeTensorMode), so that a view's layout reaches the fake as it is."""
+    if not isinstance(tensor, torch.Tensor):
+        return tensor
+    base = convert(torch.empty(tensor.untyped_storage().nbytes() // tensor.element_size(), dtype=tensor.dtype))
+    return base.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+
+
+@pytest.mark.parametrize("mode", ["meta", "fake"])
+@pytest.mark.parametrize("name", sorted(set(CASES) - _CASES_NEEDING_DATA_OR_PLAN))
+def test_fakes_raise_the_ops_value_errors(name, mode):
+    """The fake implementations run the op's own tensor checks: a meta or FakeTensor call (what
+    torch.compile traces) raises the ValueError, with the message, that the eager call does; the
+    prefill's and the decode's op alike."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fake_mode = FakeTensorMode()
+    convert = (lambda t: t.to("meta")) if mode == "meta" else fake_mode.from_tensor
+    overrides, message = CASES[name]
+    base = base_args()
+    base["indices"] = torch.randint(0, 256, (T, TOPK), dtype=torch.int32)
+    args = {k: _without_data(v, convert) for k, v in dict(base, **overrides).items()}
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    with fake_mode if mode == "fake" else contextlib.nullcontext():
+        with pytest.raises(ValueError, match=message):
+            torch.ops.cake.sparse_mla_prefill(*positional, **args)
+        if name not in ("too_many_chunks", "too_many_chunks_split", "heads_8", "heads_24"):  # the decode takes these
+            with pytest.raises(ValueError, match=message):
+                torch.ops.cake.sparse_mla_decode(*positional, **args)
+
+
+def test_fakes_accept_what_needs_data_to_reject():
+    """A misaligned view passes the fakes (its data pointer is unknown there) and the decode's fake
+    takes the 8 heads and the chunk counts its op takes: the fakes reject no more than the ops."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fake_mode = FakeTensorMode()
+    for name in ("q_misaligned", "output_misaligned", "cache_misaligned"):
+        args = {k: _without_data(v, fake_mode.from_tensor) for k, v in dict(base_args(), **CASES[name][0]).items()}
+        with fake_mode:
+            raw_op(base=args)
+    for overrides in (CASES["heads_8"][0], CASES["too_many_chunks"][0]):
+        args = {k: _without_data(v, fake_mode.from_tensor) for k, v in dict(base_args(), **overrides).items()}
+        if "q" in overrides:
+            args["output"] = _without_data(torch.zeros(T, 8, 512, dtype=torch.bfloat16), fake_mode.from_tensor)
+            args["out_lse"] = _without_data(torch.zeros(T, 8), fake_mode.from_tensor)
+        with fake_mode:
+            torch.ops.cake.sparse_mla_decode(*[args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse",
+                                                                     "sm_scale")], **args)

@@ -30,9 +30,9 @@ void check_lengths(const at::Tensor& lengths, int64_t num_tokens, const char* na
 
 // One candidate list: its cache view, indices and lengths, each error naming the caller's argument.
 void check_candidate_list(CandidateList& list, const at::Tensor& q, int64_t num_tokens, const char* cache_name,
-                          const char* indices_name, const char* lengths_name) {
+                          const char* indices_name, const char* lengths_name, PointerChecks pointers) {
   check_same_device(list.cache, q, cache_name);
-  list.geometry = check_cache_view(list.cache, cache_name);
+  list.geometry = check_cache_view(list.cache, cache_name, pointers);
   check_same_device(list.indices, q, indices_name);
   list.indices = check_indices(list.indices, num_tokens, indices_name);
   list.width = list.indices.size(1);
@@ -49,14 +49,14 @@ void check_same_device(const at::Tensor& tensor, const at::Tensor& q, const char
                     tensor.device());
 }
 
-void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& limits) {
+void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& limits, PointerChecks pointers) {
   const at::Tensor& q = inputs.q;
   // q, output, out_lse.
   TORCH_CHECK_VALUE(q.dim() == 3 && q.size(2) == nvfp4::kHeadDim, "q: expected shape [T, H, 512], got ", q.sizes());
   TORCH_CHECK_VALUE(q.scalar_type() == at::kBFloat16, "q: expected dtype bfloat16, got ", q.scalar_type());
   TORCH_CHECK_VALUE(q.is_contiguous(), "q: expected a contiguous tensor");
   // The CUDA kernels copy q in 16-byte pieces and store output as bf16 pairs.
-  check_data_alignment(q, 16, "q");
+  check_data_alignment(q, 16, "q", pointers);
   inputs.num_tokens = q.size(0);
   inputs.num_heads = q.size(1);
   TORCH_CHECK_VALUE(limits.head_count_ok(inputs.num_heads), "q: expected a head count in ", limits.head_counts,
@@ -67,7 +67,7 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
   TORCH_CHECK_VALUE(inputs.output.scalar_type() == at::kBFloat16, "output: expected dtype bfloat16, got ",
                     inputs.output.scalar_type());
   TORCH_CHECK_VALUE(inputs.output.is_contiguous(), "output: expected a contiguous tensor");
-  check_data_alignment(inputs.output, 4, "output");
+  check_data_alignment(inputs.output, 4, "output", pointers);
   check_same_device(inputs.out_lse, q, "out_lse");
   TORCH_CHECK_VALUE(inputs.out_lse.dim() == 2 && inputs.out_lse.size(0) == inputs.num_tokens &&
                     inputs.out_lse.size(1) == inputs.num_heads,
@@ -79,7 +79,7 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
 
   // Main candidate list.
   CandidateList& main = inputs.main;
-  check_candidate_list(main, q, inputs.num_tokens, "kv_cache", "indices", "topk_length");
+  check_candidate_list(main, q, inputs.num_tokens, "kv_cache", "indices", "topk_length", pointers);
 
   // Extra (compressed) candidate list.
   CandidateList& extra = inputs.extra;
@@ -89,7 +89,8 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
   TORCH_CHECK_VALUE(!extra.lengths.defined() || extra.indices.defined(),
                     "extra_topk_length: given without extra_indices and extra_kv_cache");
   if (extra.cache.defined()) {
-    check_candidate_list(extra, q, inputs.num_tokens, "extra_kv_cache", "extra_indices", "extra_topk_length");
+    check_candidate_list(extra, q, inputs.num_tokens, "extra_kv_cache", "extra_indices", "extra_topk_length",
+                         pointers);
   }
   TORCH_CHECK_VALUE(inputs.num_chunks() <= limits.max_chunks, "indices/extra_indices: expected ceil(topk/64) + "
                     "ceil(extra_topk/64) <= ", limits.max_chunks_text, " chunks, got ", main.num_chunks(), " + ",

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "../format/nvfp4_format.h"
+#include "tensor_alignment.h"
 
 namespace cake {
 
@@ -74,8 +75,9 @@ inline void pack_attention_inputs(AttentionInputs& inputs, const at::Tensor& q, 
 }
 
 // Checks every tensor (ValueError naming the argument, before anything is launched) and fills
-// num_tokens and num_heads.
-void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& limits);
+// num_tokens and num_heads. `pointers` skips the data-pointer alignment checks (fake tensors).
+void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& limits,
+                               PointerChecks pointers = PointerChecks::kCheck);
 
 // Raises ValueError naming `name` when `tensor` is not on q's device.
 void check_same_device(const at::Tensor& tensor, const at::Tensor& q, const char* name);

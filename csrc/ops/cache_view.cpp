@@ -5,7 +5,7 @@
 
 namespace cake {
 
-nvfp4::CacheGeometry check_cache_view(const at::Tensor& cache, const char* name) {
+nvfp4::CacheGeometry check_cache_view(const at::Tensor& cache, const char* name, PointerChecks pointers) {
   TORCH_CHECK_VALUE(cache.defined(), name, ": expected a tensor");
   TORCH_CHECK_VALUE(cache.scalar_type() == at::kByte, name, ": expected dtype uint8, got ", cache.scalar_type());
   const int64_t rank = cache.dim();
@@ -36,7 +36,7 @@ nvfp4::CacheGeometry check_cache_view(const at::Tensor& cache, const char* name)
                     geometry.page_stride);
   TORCH_CHECK_VALUE(geometry.page_stride >= page_payload, name, ": expected a page stride >= page_size * 384 = ",
                     page_payload, ", got ", geometry.page_stride);
-  check_data_alignment(cache, 16, name);
+  check_data_alignment(cache, 16, name, pointers);
   return geometry;
 }
 

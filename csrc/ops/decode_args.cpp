@@ -27,13 +27,17 @@ void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
 
 }  // namespace
 
-void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
-  TORCH_CHECK_VALUE(args.max_splits >= 1, "max_splits: expected >= 1, got ", args.max_splits);
-  const int64_t max_chunks = decode_list_chunk_limit(args.max_splits);
+void validate_decode_inputs(AttentionInputs& inputs, int64_t max_splits, PointerChecks pointers) {
+  TORCH_CHECK_VALUE(max_splits >= 1, "max_splits: expected >= 1, got ", max_splits);
+  const int64_t max_chunks = decode_list_chunk_limit(max_splits);
   const std::string max_chunks_text = "16 * max_splits = " + std::to_string(max_chunks);
   const AttentionLimits limits{&is_decode_head_count, "{8, 16, ..., 128} (multiple of 8)", max_chunks,
                                max_chunks_text.c_str()};
-  validate_attention_inputs(args, limits);
+  validate_attention_inputs(inputs, limits, pointers);
+}
+
+void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
+  validate_decode_inputs(args, args.max_splits);
 
   args.plan = plan_decode_on_target(target, args.num_tokens, args.num_heads, args.num_chunks(), args.max_splits,
                                     args.head_tiles, args.num_splits);

@@ -23,6 +23,12 @@ struct DecodeArgs : AttentionInputs {
   DecodePlan plan{};                  // filled in by validate_decode_args
 };
 
+// The tensor checks of the decode (max_splits, then the shared ones with its head counts and its
+// chunk limit of 16 * max_splits), without the plan or the scratch: what the fake implementation
+// also runs (`pointers` kSkip there).
+void validate_decode_inputs(AttentionInputs& inputs, int64_t max_splits,
+                            PointerChecks pointers = PointerChecks::kCheck);
+
 // Checks every argument (ValueError naming it), resolves the plan for `target` (its SMs, head tiles
 // up to its max_head_tiles, its split kernels' fewest chunks a split; the planner's, or the explicit
 // head_tiles / num_splits checked) and checks the scratch against it: required when the plan has

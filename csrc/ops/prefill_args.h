@@ -18,6 +18,10 @@ struct PrefillArgs : AttentionInputs {
   PrefillPlan plan{};                 // filled in by validate_prefill_args
 };
 
+// The tensor checks of the prefill (the shared ones with its head counts and chunk limit), without
+// the plan: what the fake implementation also runs (`pointers` kSkip there).
+void validate_prefill_inputs(AttentionInputs& inputs, PointerChecks pointers = PointerChecks::kCheck);
+
 // Checks every argument (ValueError naming it) and resolves the plan for `target` (the
 // planner's choice, or the explicit head_tiles checked against the choices and the device).
 void validate_prefill_args(PrefillArgs& args, const PrefillTarget& target);
