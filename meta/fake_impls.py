@@ -37,6 +37,12 @@ def _concrete(*tensors):
                for value in (*tensor.shape, *tensor.stride(), tensor.storage_offset()))
 
 
+def _traced():
+    """Whether torch.compile (or export) is tracing this call. Dynamo's fake runs of an op have a
+    TracingContext; torch.compiler.is_compiling() says so only in some torch versions (2.14, not 2.11)."""
+    return torch._guards.TracingContext.try_get() is not None
+
+
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length, op="prefill", max_splits=16):
     _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
@@ -44,7 +50,7 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
                    extra_topk_length=extra_topk_length)
     tensors = (q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                extra_topk_length)
-    if _concrete(*tensors) and not torch.compiler.is_compiling():
+    if _concrete(*tensors) and not _traced():
         # Meta tensors and a caller's FakeTensorMode: the op's own checks (every ValueError of the
         # eager call, the data pointers' alignment aside: these tensors have none). Not while
         # torch.compile traces: it would report a ValueError raised here as its own
