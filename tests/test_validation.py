@@ -450,3 +450,34 @@ def test_fakes_accept_what_needs_data_to_reject():
         with fake_mode:
             torch.ops.cake.sparse_mla_decode(*[args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse",
                                                                      "sm_scale")], **args)
+
+
+def test_prefill_under_compile_leaves_a_tile_the_device_rejects_to_the_op(monkeypatch):
+    """A head_tiles among H's choices that the device's planner still rejects (more shared memory than
+    the GPU has; simulated here by a planner that rejects head_tiles = 2) does not fail the trace:
+    the compiled graph reaches the op, which decides (a GPU whose shared memory is short raises the
+    eager ValueError there). Eager, the planner's ValueError reaches the caller."""
+    from torch_ops import planner
+    real = planner._cached_plan_steps
+
+    def rejecting(device, num_heads, head_tiles, override_generation):
+        if head_tiles == 2:
+            raise ValueError("head_tiles: expected at most 1 on this device (a test's planner)")
+        return real(device, num_heads, head_tiles, override_generation)
+
+    monkeypatch.setattr(planner, "_cached_plan_steps", rejecting)
+    base = base_args()
+    base["indices"] = torch.randint(0, 256, (T, TOPK), dtype=torch.int32)
+    q, cache, indices, output, out_lse = (base[k] for k in ("q", "kv_cache", "indices", "output", "out_lse"))
+
+    def prefill(q, cache, indices, output, out_lse):
+        return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, 0.1,
+                                                                  head_tiles=2)
+
+    with pytest.raises(ValueError, match="a test's planner"):
+        prefill(q, cache, indices, output, out_lse)
+    torch._dynamo.reset()
+    plan = torch.compile(prefill, fullgraph=True, backend="eager")(q, cache, indices, output, out_lse)
+    # The CPU op's own planner takes head_tiles = 2 for H = 32, so the call ran: every element written.
+    assert plan == {"head_tiles": 2, "num_ctas": None, "grid_size": None, "kernel": None}
+    assert not torch.isnan(output.float()).any() and not torch.isnan(out_lse).any()

@@ -157,6 +157,24 @@ def _plan_steps(device_type: str, device_index: Optional[int], num_heads: int, h
     return _cached_plan_steps(resolved_device(device_type, device_index), num_heads, head_tiles, override_generation)
 
 
+@torch.compiler.assume_constant_result
+def _planner_accepts(device_type: str, device_index: Optional[int], num_heads: int, head_tiles: Optional[int],
+                     override_generation: int) -> bool:
+    """Whether the C++ planner accepts ``head_tiles`` for ``num_heads`` on a device (a constant while
+    tracing): a head tile among the choices for H can still be past what the device's shared memory
+    holds."""
+    try:
+        _cached_plan_steps(resolved_device(device_type, device_index), num_heads, head_tiles, override_generation)
+    except ValueError:
+        return False
+    return True
+
+
+def planner_accepts(device: torch.device, num_heads: int, head_tiles: Optional[int]) -> bool:
+    """``_planner_accepts`` for ``q``'s device, tied to the kernel override in force."""
+    return _planner_accepts(device.type, device.index, num_heads, head_tiles, _kernel_override._generation)
+
+
 def plan_for_tokens(steps: tuple, num_tokens) -> Dict[str, Union[int, str]]:
     """Reads the plan for ``num_tokens`` off the planner's steps. Under ``torch.compile`` with a
     symbolic token count each comparison becomes a guard, so a graph holds one plan."""

@@ -5,7 +5,7 @@ from typing import Dict, Optional, Union
 import torch
 
 from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args, int_args
-from .planner import _prefill_head_tiles, plan_for_call
+from .planner import _prefill_head_tiles, plan_for_call, planner_accepts
 
 
 def _contiguous(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -107,11 +107,14 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     )
     if plan is None:
         num_heads = operator.index(q.shape[1])
-        if torch.compiler.is_compiling() and head_tiles not in _prefill_head_tiles(num_heads):
-            # Traced, the op above is a fake that does not check the head count or head_tiles; the
-            # op rejects them when the graph runs (ValueError naming the argument, as eager), so
-            # this is never returned. Planning here would raise inside the trace instead, where
-            # torch reports it as its own internal error.
+        if torch.compiler.is_compiling() and (
+                head_tiles not in _prefill_head_tiles(num_heads)
+                or (q.device.type in ("cpu", "cuda") and not planner_accepts(q.device, num_heads, head_tiles))):
+            # Traced, the op above is a fake that does not check the head count or head_tiles (nor
+            # whether the device's shared memory holds that tile); the op rejects them when the
+            # graph runs (ValueError naming the argument, as eager), so this is never returned.
+            # Planning here would raise inside the trace instead, where torch reports it as its own
+            # internal error.
             return {"head_tiles": head_tiles, "num_ctas": None, "grid_size": None, "kernel": None}
         # An explicit head_tiles, already checked by the op: the kernel and grid it ran.
         plan = plan_for_call(q.device, q.shape[0], num_heads, head_tiles)
