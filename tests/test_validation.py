@@ -414,9 +414,9 @@ def _without_data(tensor, convert):
 @pytest.mark.parametrize("mode", ["meta", "fake"])
 @pytest.mark.parametrize("name", sorted(set(CASES) - _CASES_NEEDING_DATA_OR_PLAN))
 def test_fakes_raise_the_ops_value_errors(name, mode):
-    """The fake implementations run the op's own tensor checks: a meta or FakeTensor call (what
-    torch.compile traces) raises the ValueError, with the message, that the eager call does; the
-    prefill's and the decode's op alike."""
+    """The fake implementations run the op's own tensor checks: a meta call or one under a caller's
+    FakeTensorMode raises the ValueError, with the message, that the eager call does; the prefill's
+    and the decode's op alike (while torch.compile traces, the op raises it when the graph runs)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     fake_mode = FakeTensorMode()
     convert = (lambda t: t.to("meta")) if mode == "meta" else fake_mode.from_tensor

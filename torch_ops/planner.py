@@ -171,7 +171,10 @@ def _planner_accepts(device_type: str, device_index: Optional[int], num_heads: i
 
 
 def planner_accepts(device: torch.device, num_heads: int, head_tiles: Optional[int]) -> bool:
-    """``_planner_accepts`` for ``q``'s device, tied to the kernel override in force."""
+    """``_planner_accepts`` for ``q``'s device, tied to the kernel override in force; True on a device
+    without kernels, whose planning then raises the ValueError naming ``q`` (``planned_for_q``)."""
+    if device.type not in ("cpu", "cuda"):
+        return True
     return _planner_accepts(device.type, device.index, num_heads, head_tiles, _kernel_override._generation)
 
 

@@ -107,9 +107,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     )
     if plan is None:
         num_heads = operator.index(q.shape[1])
-        if torch.compiler.is_compiling() and (
-                head_tiles not in _prefill_head_tiles(num_heads)
-                or (q.device.type in ("cpu", "cuda") and not planner_accepts(q.device, num_heads, head_tiles))):
+        if torch.compiler.is_compiling() and (head_tiles not in _prefill_head_tiles(num_heads)
+                                              or not planner_accepts(q.device, num_heads, head_tiles)):
             # Traced, the op above is a fake that does not check the head count or head_tiles (nor
             # whether the device's shared memory holds that tile); the op rejects them when the
             # graph runs (ValueError naming the argument, as eager), so this is never returned.
