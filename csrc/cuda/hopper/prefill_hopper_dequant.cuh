@@ -91,11 +91,6 @@ class DequantRole {
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
       trace_event(2 + warpgroup_, 5, gblock);
-#if defined(CAKE_HOPPER_PREFETCH_ROWS)
-      // Development: the next block's data rows (codes and RoPE) on their way into L2 from here,
-      // a quarter to a whole block before their loads (one bulk prefetch a row, by its part 0).
-      if (part_ == 0 && next_source.valid) prefetch_row_l2(next_source.data_row);
-#endif
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance_index_place(after_next, index_place);
@@ -283,13 +278,6 @@ class DequantRole {
   // loaded, different for each unit.
   static __device__ __forceinline__ uint32_t address_codes(const RowSource& source, int unit) {
     return uint32_t(reinterpret_cast<uintptr_t>(source.data_row)) * 0x9E3779B1u + uint32_t(unit);
-  }
-#endif
-
-#if defined(CAKE_HOPPER_PREFETCH_ROWS)
-  static __device__ __forceinline__ void prefetch_row_l2(const uint8_t* data_row) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(data_row), "r"(uint32_t(nvfp4::kDataRowBytes))
-                 : "memory");
   }
 #endif
 
