@@ -43,8 +43,20 @@ def _traced():
     return torch._guards.TracingContext.try_get() is not None
 
 
+def _check_head_tiles(head_tiles, num_heads, op):
+    """The plan's first check, as the op words it: `head_tiles` (None: the planner's) among H's
+    choices for `op`. Whether the device's shared memory fits that tile is the op's to say (a meta
+    or fake tensor's device is not the GPU the call will run on)."""
+    if head_tiles is None or not isinstance(num_heads, int):
+        return
+    choices = list(_C.prefill_head_tile_choices(num_heads) if op == "prefill" else _C.decode_head_tile_choices(num_heads))
+    if head_tiles not in choices:
+        where = "" if op == "prefill" else " in the decode"
+        raise ValueError(f"head_tiles: expected one of {choices} for H = {num_heads}{where}, got {head_tiles}")
+
+
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length, op="prefill", max_splits=16):
+                   extra_topk_length, op="prefill", max_splits=16, head_tiles=None):
     _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                    attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                    extra_topk_length=extra_topk_length)
@@ -56,6 +68,7 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
         # torch.compile traces: it would report a ValueError raised here as its own
         # TorchRuntimeError, so there the compiled graph's op raises the eager ValueError at run time.
         _C.check_attention_inputs(op, *tensors, max_splits=max_splits)
+        _check_head_tiles(head_tiles, q.shape[1], op)
         return
     # Traced (or symbolic shapes): what the trace needs to be consistent.
     torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
@@ -95,7 +108,7 @@ def _sparse_mla_prefill_fake(
     head_tiles=None,
 ):
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length)
+                   extra_topk_length, head_tiles=head_tiles)
     return None
 
 
@@ -119,7 +132,7 @@ def _sparse_mla_prefill_functional_fake(
     output = q.new_empty(q.shape, dtype=torch.bfloat16)
     out_lse = q.new_empty(q.shape[:2], dtype=torch.float32)
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length)
+                   extra_topk_length, head_tiles=head_tiles)
     return output, out_lse
 
 
@@ -145,7 +158,7 @@ def _sparse_mla_decode_fake(
     head_tiles=None,
 ):
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length, op="decode", max_splits=max_splits)
+                   extra_topk_length, op="decode", max_splits=max_splits, head_tiles=head_tiles)
     _check_devices("q", q, mid_out=mid_out, mid_lse=mid_lse)
     for name, scratch, rank in (("mid_out", mid_out, 4), ("mid_lse", mid_lse, 3)):
         if scratch is None:
