@@ -169,25 +169,46 @@ PYBIND11_MODULE(_C, module) {
          const at::Tensor& output, const at::Tensor& out_lse, const std::optional<at::Tensor>& topk_length,
          const std::optional<at::Tensor>& attn_sink, const std::optional<at::Tensor>& extra_kv_cache,
          const std::optional<at::Tensor>& extra_indices, const std::optional<at::Tensor>& extra_topk_length,
-         int64_t max_splits) {
+         int64_t max_splits, const std::optional<at::Tensor>& mid_out, const std::optional<at::Tensor>& mid_lse,
+         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits) {
         value_errors([&] {
           TORCH_CHECK_VALUE(op == "prefill" || op == "decode", "op: expected 'prefill' or 'decode', got '", op, "'");
-          cake::AttentionInputs inputs;
-          cake::pack_attention_inputs(inputs, q, kv_cache, indices, output, out_lse, /*sm_scale=*/0.0, topk_length,
+          cake::DecodeArgs args;
+          cake::pack_attention_inputs(args, q, kv_cache, indices, output, out_lse, /*sm_scale=*/0.0, topk_length,
                                       attn_sink, extra_kv_cache, extra_indices, extra_topk_length, /*lse_scale=*/1.0);
           if (op == "prefill") {
-            cake::validate_prefill_inputs(inputs, cake::PointerChecks::kSkip);
-          } else {
-            cake::validate_decode_inputs(inputs, max_splits, cake::PointerChecks::kSkip);
+            cake::validate_prefill_inputs(args, cake::PointerChecks::kSkip);
+            return;
+          }
+          cake::validate_decode_inputs(args, max_splits, cake::PointerChecks::kSkip);
+          // The plan's checks that need no device: head_tiles among H's choices (whether the GPU's
+          // shared memory fits it is the op's to say), an explicit num_splits against the chunks and
+          // max_splits (that path of plan_decode reads none of a device's split rules), then the
+          // scratch against it; without num_splits the planned count needs the device, so the
+          // scratch is checked for its form only (against one split).
+          args.mid_out = mid_out.value_or(at::Tensor());
+          args.mid_lse = mid_lse.value_or(at::Tensor());
+          args.max_splits = max_splits;
+          const int64_t tiles = cake::plan_decode_head_tiles(args.num_heads, head_tiles, cake::kMaxHeadTiles);
+          if (num_splits.has_value()) {
+            args.plan = cake::plan_decode(args.num_tokens, args.num_heads, args.num_chunks(), /*num_sms=*/1,
+                                          max_splits, tiles, num_splits, cake::DecodeSplitRules{});
+            cake::validate_decode_scratch(args, cake::PointerChecks::kSkip);
+          } else if (args.mid_out.defined() || args.mid_lse.defined()) {
+            args.plan.num_splits = 1;
+            cake::validate_decode_scratch(args, cake::PointerChecks::kSkip);
           }
         });
       },
       "The prefill's or the decode's tensor checks (ValueError naming the argument) without the data-pointer "
-      "alignment checks, for tensors without data",
+      "alignment checks, for tensors without data; for the decode also its head_tiles, an explicit num_splits and "
+      "its scratch",
       pybind11::arg("op"), pybind11::arg("q"), pybind11::arg("kv_cache"), pybind11::arg("indices"),
       pybind11::arg("output"), pybind11::arg("out_lse"), pybind11::arg("topk_length"), pybind11::arg("attn_sink"),
       pybind11::arg("extra_kv_cache"), pybind11::arg("extra_indices"), pybind11::arg("extra_topk_length"),
-      pybind11::arg("max_splits") = 16);
+      pybind11::arg("max_splits") = 16, pybind11::arg("mid_out") = pybind11::none(),
+      pybind11::arg("mid_lse") = pybind11::none(), pybind11::arg("head_tiles") = pybind11::none(),
+      pybind11::arg("num_splits") = pybind11::none());
   module.def("prefill_max_head_tiles", &cake::cuda::prefill_max_head_tiles,
              "Largest head tile whose CUDA instance fits `smem_per_block` bytes of shared memory",
              pybind11::arg("smem_per_block"));

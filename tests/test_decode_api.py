@@ -2,6 +2,8 @@
 the schema, opcheck (CPU and CUDA), torch.compile(fullgraph=True) with no copies, the errors, no
 backward, sparse_mla_attention's choice. The CUDA kernels' results: test_decode.py and
 test_decode_cuda.py."""
+import contextlib
+
 import pytest
 import torch
 import torch._dynamo
@@ -10,6 +12,7 @@ from torch._inductor.utils import run_and_get_code
 import torch_ops
 from helpers import DEVICES, CacheSpec, assert_matches_reference, make_problem
 from test_validation import CASES as PREFILL_CASES
+from test_validation import _without_data
 from test_validation import base_args as prefill_base_args
 
 allocate = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch
@@ -225,6 +228,46 @@ def test_value_errors(name):
             call(*positional, **args)
         for buffer in buffers:
             assert torch.isnan(buffer.float()).all(), "nothing may be written before validation passes"
+
+
+# A data pointer's alignment needs the data; a meta scratch among meta tensors is on their device.
+_DECODE_CASES_NEEDING_DATA = {"mid_out_aligned", "mid_out_device"}
+
+
+@pytest.mark.parametrize("mode", ["meta", "fake"])
+@pytest.mark.parametrize("name", sorted(set(DECODE_CASES) - _DECODE_CASES_NEEDING_DATA))
+def test_fakes_raise_the_decodes_plan_and_scratch_errors(name, mode):
+    """The decode's fake, on meta tensors and under a caller's FakeTensorMode, raises the eager
+    call's ValueError for its own arguments too: head_tiles, an explicit num_splits, the scratch
+    (the split count it must hold where num_splits is given)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fake_mode = FakeTensorMode()
+    convert = (lambda t: t.to("meta")) if mode == "meta" else fake_mode.from_tensor
+    overrides, message = DECODE_CASES[name]
+    args = {k: _without_data(v, convert) for k, v in dict(base_args(), **overrides).items()}
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    with fake_mode if mode == "fake" else contextlib.nullcontext():
+        with pytest.raises(ValueError, match=message):
+            torch.ops.cake.sparse_mla_decode(*positional, **args)
+
+
+def test_decode_fake_leaves_the_planned_split_count_to_the_op():
+    """Without num_splits the split count is the device's planner's: the fake accepts a call without
+    scratch (the op may plan one split) and a scratch of any split count in its form, and still
+    rejects a scratch of the wrong form."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fake_mode = FakeTensorMode()
+    for overrides, message in ((dict(mid_out=None, mid_lse=None), None),
+                               (dict(mid_out=torch.zeros(1, 3, 32, 512), mid_lse=torch.zeros(1, 3, 32)), None),
+                               (dict(mid_lse=torch.zeros(1, 3, 32, dtype=torch.float64)), "mid_lse: expected dtype float32")):
+        args = {k: _without_data(v, fake_mode.from_tensor) for k, v in dict(base_args(), num_splits=None, **overrides).items()}
+        positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+        with fake_mode:
+            if message is None:
+                torch.ops.cake.sparse_mla_decode(*positional, **args)
+            else:
+                with pytest.raises(ValueError, match=message):
+                    torch.ops.cake.sparse_mla_decode(*positional, **args)
 
 
 def test_base_args_are_valid_and_one_split_needs_no_scratch():

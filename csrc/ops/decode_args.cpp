@@ -11,7 +11,8 @@ namespace {
 
 // mid_out [S, T, H, 512] or mid_lse [S, T, H]: fp32, contiguous, on q's device, S >= num_splits;
 // mid_out 16-byte aligned (the CUDA merge reads it in 16-byte vectors).
-void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name) {
+void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name,
+                   PointerChecks pointers) {
   check_same_device(scratch, args.q, name);
   TORCH_CHECK_VALUE(scratch.scalar_type() == at::kFloat, name, ": expected dtype float32, got ", scratch.scalar_type());
   const int64_t rank = rows ? 4 : 3;
@@ -22,7 +23,7 @@ void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
   TORCH_CHECK_VALUE(scratch.size(0) >= args.plan.num_splits, name, ": expected at least ", args.plan.num_splits,
                     " splits in dim 0 (the plan's num_splits), got ", scratch.size(0));
   TORCH_CHECK_VALUE(scratch.is_contiguous(), name, ": expected a contiguous tensor");
-  if (rows) check_data_alignment(scratch, 16, name);
+  if (rows) check_data_alignment(scratch, 16, name, pointers);
 }
 
 }  // namespace
@@ -41,13 +42,16 @@ void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
 
   args.plan = plan_decode_on_target(target, args.num_tokens, args.num_heads, args.num_chunks(), args.max_splits,
                                     args.head_tiles, args.num_splits);
+  validate_decode_scratch(args);
+}
 
+void validate_decode_scratch(const DecodeArgs& args, PointerChecks pointers) {
   TORCH_CHECK_VALUE(args.mid_out.defined() == args.mid_lse.defined(),
                     args.mid_out.defined() ? "mid_lse: required when mid_out is given"
                                            : "mid_out: required when mid_lse is given");
   if (args.mid_out.defined()) {
-    check_scratch(args.mid_out, args, /*rows=*/true, "mid_out");
-    check_scratch(args.mid_lse, args, /*rows=*/false, "mid_lse");
+    check_scratch(args.mid_out, args, /*rows=*/true, "mid_out", pointers);
+    check_scratch(args.mid_lse, args, /*rows=*/false, "mid_lse", pointers);
   } else {
     TORCH_CHECK_VALUE(args.plan.num_splits == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",
                       args.plan.num_splits, "); allocate them with cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",

@@ -35,6 +35,12 @@ void validate_decode_inputs(AttentionInputs& inputs, int64_t max_splits,
 // more than one split, and then with at least that many splits.
 void validate_decode_args(DecodeArgs& args, const PrefillTarget& target);
 
+// The scratch's checks against `args.plan` (validate_decode_args' last step): mid_out and mid_lse
+// together, each on q's device, fp32, [S, T, H(, 512)], S at least the plan's splits, contiguous,
+// mid_out 16-byte aligned (`pointers` kSkip: not that, for tensors without data); required when
+// the plan splits.
+void validate_decode_scratch(const DecodeArgs& args, PointerChecks pointers = PointerChecks::kCheck);
+
 // The op's C++ signature, written once. Each dispatch key registers an instance whose `Run`
 // validates the packed arguments for its device and runs its kernel.
 template <void (*Run)(DecodeArgs&)>
