@@ -185,7 +185,7 @@ PYBIND11_MODULE(_C, module) {
           // shared memory fits it is the op's to say), an explicit num_splits against the chunks and
           // max_splits (that path of plan_decode reads none of a device's split rules), then the
           // scratch against it; without num_splits the planned count needs the device, so the
-          // scratch is checked for its form only (against one split).
+          // scratch is checked against the range of counts a plan may have.
           args.mid_out = mid_out.value_or(at::Tensor());
           args.mid_lse = mid_lse.value_or(at::Tensor());
           args.max_splits = max_splits;
@@ -194,9 +194,8 @@ PYBIND11_MODULE(_C, module) {
             args.plan = cake::plan_decode(args.num_tokens, args.num_heads, args.num_chunks(), /*num_sms=*/1,
                                           max_splits, tiles, num_splits, cake::DecodeSplitRules{});
             cake::validate_decode_scratch(args, cake::PointerChecks::kSkip);
-          } else if (args.mid_out.defined() || args.mid_lse.defined()) {
-            args.plan.num_splits = 1;
-            cake::validate_decode_scratch(args, cake::PointerChecks::kSkip);
+          } else {
+            cake::validate_decode_scratch(args, cake::decode_split_range(args), cake::PointerChecks::kSkip);
           }
         });
       },

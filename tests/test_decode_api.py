@@ -270,6 +270,55 @@ def test_decode_fake_leaves_the_planned_split_count_to_the_op():
                     torch.ops.cake.sparse_mla_decode(*positional, **args)
 
 
+def _value_error(call):
+    try:
+        call()
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+@pytest.mark.parametrize("num_tokens", [0, 3])
+def test_decode_fake_says_what_the_op_says_or_nothing(num_tokens):
+    """Against the eager CPU op on a grid of split counts, scratch sizes and scratch defects: where
+    the op accepts, the meta call accepts; where it raises, the meta call raises the same message,
+    or (only where the answer depends on the device's planned split count: no num_splits, T > 0)
+    nothing. With num_splits given, or T = 0, the meta call always says what the op says."""
+    cases = 0
+    for topk, heads in ((100, 32), (2049, 8)):
+        for num_splits in (None, 1, 2, 3, 40):
+            for splits in (None, 0, 1, 2, 3, 80):
+                for defect in (None, "contiguous", "lse_dtype"):
+                    if splits is None and defect is not None:
+                        continue
+                    args = dict(q=torch.zeros(num_tokens, heads, 512, dtype=torch.bfloat16),
+                                kv_cache=torch.zeros(4, 64, 384, dtype=torch.uint8),
+                                indices=torch.zeros(num_tokens, topk, dtype=torch.int32),
+                                output=torch.zeros(num_tokens, heads, 512, dtype=torch.bfloat16),
+                                out_lse=torch.zeros(num_tokens, heads), sm_scale=0.05, num_splits=num_splits)
+                    if splits is not None:
+                        shape = (splits, num_tokens, heads, 512)
+                        args["mid_out"] = (torch.zeros(shape[:2] + (512, heads)).transpose(2, 3)
+                                           if defect == "contiguous" else torch.zeros(shape))
+                        args["mid_lse"] = torch.zeros(shape[:3], dtype=torch.float64 if defect == "lse_dtype"
+                                                      else torch.float32)
+
+                    def call(convert):
+                        converted = {k: convert(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+                        positional = [converted.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse",
+                                                                 "sm_scale")]
+                        return _value_error(lambda: torch.ops.cake.sparse_mla_decode(*positional, **converted))
+                    eager = call(lambda t: t)
+                    fake = call(lambda t: t.to("meta"))
+                    context = f"topk {topk}, H {heads}, num_splits {num_splits}, S {splits}, {defect}"
+                    if eager is None or num_splits is not None or num_tokens == 0:
+                        assert fake == eager, context
+                    else:
+                        assert fake in (None, eager), context
+                    cases += 1
+    assert cases > 100
+
+
 def test_base_args_are_valid_and_one_split_needs_no_scratch():
     args = base_args()
     positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]

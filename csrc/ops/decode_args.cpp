@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -10,9 +11,11 @@ namespace cake {
 namespace {
 
 // mid_out [S, T, H, 512] or mid_lse [S, T, H]: fp32, contiguous, on q's device, S >= num_splits;
-// mid_out 16-byte aligned (the CUDA merge reads it in 16-byte vectors).
-void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name,
-                   PointerChecks pointers) {
+// mid_out 16-byte aligned (the CUDA merge reads it in 16-byte vectors). Returns false, having
+// checked the form only, where the split count is not known (`splits` a range) and S is below its
+// top: the op's own next check may then fail or pass.
+bool check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name,
+                   const DecodeSplitRange& splits, PointerChecks pointers) {
   check_same_device(scratch, args.q, name);
   TORCH_CHECK_VALUE(scratch.scalar_type() == at::kFloat, name, ": expected dtype float32, got ", scratch.scalar_type());
   const int64_t rank = rows ? 4 : 3;
@@ -20,10 +23,12 @@ void check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
                         scratch.size(2) == args.num_heads && (!rows || scratch.size(3) == nvfp4::kHeadDim);
   TORCH_CHECK_VALUE(shape_ok, name, ": expected shape [S, ", args.num_tokens, ", ", args.num_heads,
                     rows ? ", 512]" : "]", " (S splits, T and H of q), got ", scratch.sizes());
-  TORCH_CHECK_VALUE(scratch.size(0) >= args.plan.num_splits, name, ": expected at least ", args.plan.num_splits,
+  if (!splits.known() && scratch.size(0) < splits.most) return false;
+  TORCH_CHECK_VALUE(scratch.size(0) >= splits.fewest, name, ": expected at least ", splits.fewest,
                     " splits in dim 0 (the plan's num_splits), got ", scratch.size(0));
   TORCH_CHECK_VALUE(scratch.is_contiguous(), name, ": expected a contiguous tensor");
   if (rows) check_data_alignment(scratch, 16, name, pointers);
+  return true;
 }
 
 }  // namespace
@@ -46,17 +51,31 @@ void validate_decode_args(DecodeArgs& args, const PrefillTarget& target) {
 }
 
 void validate_decode_scratch(const DecodeArgs& args, PointerChecks pointers) {
+  validate_decode_scratch(args, DecodeSplitRange{args.plan.num_splits, args.plan.num_splits}, pointers);
+}
+
+void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& splits, PointerChecks pointers) {
   TORCH_CHECK_VALUE(args.mid_out.defined() == args.mid_lse.defined(),
                     args.mid_out.defined() ? "mid_lse: required when mid_out is given"
                                            : "mid_out: required when mid_lse is given");
   if (args.mid_out.defined()) {
-    check_scratch(args.mid_out, args, /*rows=*/true, "mid_out", pointers);
-    check_scratch(args.mid_lse, args, /*rows=*/false, "mid_lse", pointers);
-  } else {
-    TORCH_CHECK_VALUE(args.plan.num_splits == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",
-                      args.plan.num_splits, "); allocate them with cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",
+    if (check_scratch(args.mid_out, args, /*rows=*/true, "mid_out", splits, pointers)) {
+      check_scratch(args.mid_lse, args, /*rows=*/false, "mid_lse", splits, pointers);
+    }
+  } else if (splits.known()) {
+    TORCH_CHECK_VALUE(splits.fewest == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",
+                      splits.fewest, "); allocate them with cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",
                       args.num_chunks() <= kMaxChunksPerSplit ? " or pass num_splits=1" : "");
   }
+}
+
+DecodeSplitRange decode_split_range(const DecodeArgs& args) {
+  const int64_t chunks = args.num_chunks();
+  const int64_t fewest = (chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;
+  const int64_t most = std::max(fewest, std::min(args.max_splits, chunks));
+  // No tokens: the planner gives the fewest on every device (a one-split plan only where a split
+  // holds the lists); so does a range of one count.
+  return args.num_tokens == 0 ? DecodeSplitRange{fewest, fewest} : DecodeSplitRange{fewest, most};
 }
 
 }  // namespace cake

@@ -41,6 +41,21 @@ void validate_decode_args(DecodeArgs& args, const PrefillTarget& target);
 // the plan splits.
 void validate_decode_scratch(const DecodeArgs& args, PointerChecks pointers = PointerChecks::kCheck);
 
+// The split counts a call's plan may have where the device is not known (the fake implementation,
+// without an explicit num_splits): known when fewest == most.
+struct DecodeSplitRange {
+  int64_t fewest;
+  int64_t most;
+  bool known() const { return fewest == most; }
+};
+// From the chunk count, max_splits and T: at least ceil(chunks / 32) splits (32 chunks a split at
+// most), at most min(max_splits, chunks); with T = 0 the planner's fewest.
+DecodeSplitRange decode_split_range(const DecodeArgs& args);
+// The same checks against a range: everything the op's checks would say for every count in it,
+// and nothing where the answer depends on the count (S below the range's top, or no scratch while
+// the range holds more than one count).
+void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& splits, PointerChecks pointers);
+
 // The op's C++ signature, written once. Each dispatch key registers an instance whose `Run`
 // validates the packed arguments for its device and runs its kernel.
 template <void (*Run)(DecodeArgs&)>
