@@ -14,7 +14,7 @@
 #include "cuda/prefill_kernel_choice.h"
 #include "ops/decode_args.h"
 #include "ops/decode_plan.h"
-#include "ops/prefill_args.h"
+#include "ops/fake_checks.h"
 #include "ops/prefill_kernel_override.h"
 #include "ops/prefill_plan.h"
 #include "ops/prefill_target.h"
@@ -176,32 +176,16 @@ PYBIND11_MODULE(_C, module) {
           cake::DecodeArgs args;
           cake::pack_attention_inputs(args, q, kv_cache, indices, output, out_lse, /*sm_scale=*/0.0, topk_length,
                                       attn_sink, extra_kv_cache, extra_indices, extra_topk_length, /*lse_scale=*/1.0);
-          if (op == "prefill") {
-            cake::validate_prefill_inputs(args, cake::PointerChecks::kSkip);
-            return;
-          }
-          cake::validate_decode_inputs(args, max_splits, cake::PointerChecks::kSkip);
-          // The plan's checks that need no device: head_tiles among H's choices (whether the GPU's
-          // shared memory fits it is the op's to say), an explicit num_splits against the chunks and
-          // max_splits (that path of plan_decode reads none of a device's split rules), then the
-          // scratch against it; without num_splits the planned count needs the device, so the
-          // scratch is checked against the range of counts a plan may have.
           args.mid_out = mid_out.value_or(at::Tensor());
           args.mid_lse = mid_lse.value_or(at::Tensor());
           args.max_splits = max_splits;
-          const int64_t tiles = cake::plan_decode_head_tiles(args.num_heads, head_tiles, cake::kMaxHeadTiles);
-          if (num_splits.has_value()) {
-            args.plan = cake::plan_decode(args.num_tokens, args.num_heads, args.num_chunks(), /*num_sms=*/1,
-                                          max_splits, tiles, num_splits, cake::DecodeSplitRules{});
-            cake::validate_decode_scratch(args, cake::PointerChecks::kSkip);
-          } else {
-            cake::validate_decode_scratch(args, cake::decode_split_range(args), cake::PointerChecks::kSkip);
-          }
+          args.head_tiles = head_tiles;
+          args.num_splits = num_splits;
+          cake::check_call_without_data(op == "decode", args);
         });
       },
-      "The prefill's or the decode's tensor checks (ValueError naming the argument) without the data-pointer "
-      "alignment checks, for tensors without data; for the decode also its head_tiles, an explicit num_splits and "
-      "its scratch",
+      "The prefill's or the decode's checks that need neither data nor a device (ValueError naming the "
+      "argument): the tensors' (alignment aside), head_tiles, the decode's explicit num_splits and scratch",
       pybind11::arg("op"), pybind11::arg("q"), pybind11::arg("kv_cache"), pybind11::arg("indices"),
       pybind11::arg("output"), pybind11::arg("out_lse"), pybind11::arg("topk_length"), pybind11::arg("attn_sink"),
       pybind11::arg("extra_kv_cache"), pybind11::arg("extra_indices"), pybind11::arg("extra_topk_length"),

@@ -43,37 +43,23 @@ def _traced():
     return torch._guards.TracingContext.try_get() is not None
 
 
-def _check_prefill_head_tiles(head_tiles, num_heads):
-    """The prefill plan's first check, as the op words it: `head_tiles` (None: the planner's) among
-    H's choices. Whether the device's shared memory fits that tile is the op's to say (a meta or
-    fake tensor's device is not the GPU the call will run on)."""
-    if head_tiles is None:
-        return
-    choices = list(_C.prefill_head_tile_choices(num_heads))
-    if head_tiles not in choices:
-        raise ValueError(f"head_tiles: expected one of {choices} for H = {num_heads}, got {head_tiles}")
-
-
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length, op="prefill", max_splits=16, head_tiles=None, decode_plan=None):
+                   extra_topk_length, op="prefill", max_splits=16, head_tiles=None, mid_out=None, mid_lse=None,
+                   num_splits=None):
+    """The op's checks; True where they ran whole (concrete shapes, not traced), else the trace's."""
     _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                    attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                    extra_topk_length=extra_topk_length)
     tensors = (q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                extra_topk_length)
-    if _concrete(*tensors, *(decode_plan or {}).get("scratch", ())) and not _traced():
+    if _concrete(*tensors, mid_out, mid_lse) and not _traced():
         # Meta tensors and a caller's FakeTensorMode: the op's own checks (every ValueError of the
         # eager call but those that need the data pointers or the device: the alignment, whether the
         # GPU fits a head tile, the planned split count). Not while torch.compile traces: it would
         # report a ValueError raised here as its own TorchRuntimeError, so there the compiled
         # graph's op raises the eager ValueError at run time.
-        if op == "prefill":
-            _C.check_attention_inputs(op, *tensors)
-            _check_prefill_head_tiles(head_tiles, q.shape[1])
-        else:
-            mid_out, mid_lse = decode_plan["scratch"]
-            _C.check_attention_inputs(op, *tensors, max_splits=max_splits, mid_out=mid_out, mid_lse=mid_lse,
-                                      head_tiles=head_tiles, num_splits=decode_plan["num_splits"])
+        _C.check_attention_inputs(op, *tensors, max_splits=max_splits, mid_out=mid_out, mid_lse=mid_lse,
+                                  head_tiles=head_tiles, num_splits=num_splits)
         return True
     # Traced (or symbolic shapes): what the trace needs to be consistent.
     torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
@@ -164,7 +150,7 @@ def _sparse_mla_decode_fake(
 ):
     if _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                       extra_topk_length, op="decode", max_splits=max_splits, head_tiles=head_tiles,
-                      decode_plan={"scratch": (mid_out, mid_lse), "num_splits": num_splits}):
+                      mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits):
         return None
     _check_devices("q", q, mid_out=mid_out, mid_lse=mid_lse)
     for name, scratch, rank in (("mid_out", mid_out, 4), ("mid_lse", mid_lse, 3)):

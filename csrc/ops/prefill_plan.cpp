@@ -73,6 +73,13 @@ const std::vector<HeadTileThreshold>& prefill_plan_table(PrefillKernel family) {
   return is_hopper_family(family) ? hopper : portable;
 }
 
+void check_prefill_head_tile_choice(int64_t num_heads, int64_t head_tiles) {
+  const std::vector<int64_t> choices = prefill_head_tile_choices(num_heads);
+  TORCH_CHECK_VALUE(std::find(choices.begin(), choices.end(), head_tiles) != choices.end(),
+                    "head_tiles: expected one of ", c10::IntArrayRef(choices), " for H = ", num_heads, ", got ",
+                    head_tiles);
+}
+
 PrefillPlan plan_prefill(int64_t num_tokens, int64_t num_heads, std::optional<int64_t> head_tiles,
                          const PrefillTarget& target) {
   TORCH_CHECK_VALUE(is_prefill_head_count(num_heads), "num_heads: expected 16, 32, ..., 128 (a prefill instance), got ",
@@ -83,11 +90,7 @@ PrefillPlan plan_prefill(int64_t num_tokens, int64_t num_heads, std::optional<in
   TORCH_CHECK_VALUE(target.max_head_tiles >= 1, "device: its shared memory per block fits no prefill kernel instance");
   PrefillPlan plan{};
   if (head_tiles.has_value()) {
-    const std::vector<int64_t> choices = prefill_head_tile_choices(num_heads);
-    bool allowed = false;
-    for (int64_t choice : choices) allowed = allowed || choice == *head_tiles;
-    TORCH_CHECK_VALUE(allowed, "head_tiles: expected one of ", c10::IntArrayRef(choices), " for H = ", num_heads,
-                      ", got ", *head_tiles);
+    check_prefill_head_tile_choice(num_heads, *head_tiles);
     TORCH_CHECK_VALUE(*head_tiles <= target.max_head_tiles, "head_tiles: ", *head_tiles, " needs more shared memory "
                       "per block than this device has; it runs at most ", target.max_head_tiles);
     plan.head_tiles = *head_tiles;

@@ -27,6 +27,10 @@ inline bool is_prefill_head_count(int64_t num_heads) {
 // Sixteen-head tiles one work item may hold: 1 always, 2 when H % 32 == 0, 4 when H % 64 == 0.
 std::vector<int64_t> prefill_head_tile_choices(int64_t num_heads);
 
+// ValueError naming head_tiles unless it is among H's choices (whether a device's shared memory
+// holds that tile is plan_prefill's further check).
+void check_prefill_head_tile_choice(int64_t num_heads, int64_t head_tiles);
+
 // A larger head tile shares each gathered and dequantized row among more heads, but makes fewer
 // work items (tokens x head blocks). Use head tile `ht` only when it still gives at least
 // `min_items_percent` / 100 items per SM; otherwise fall back to the next smaller choice.
