@@ -27,6 +27,8 @@ median / max: near its floor of ~80 cycles the tile was free before the bookkeep
 in a log of the removed development build `-DCAKE_HOPPER_FOLLOWER_HIGH`, recorded in
 `docs/data/hopper_trace_h200_*follower_high*.log`, `F_own_high`: from the follower's start to its
 own block's high half written, a part of `F_scores`);
+the softmax steps split by the consumers' points 6 and 7 where a log has them (`L_ref_weights`,
+`L_store_pv_issue`, `L_fence_hand_over`; `F_softmax_math`, `F_store_fence`, `F_publish_wait`);
 and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the
 dequant's time for a pair's two blocks, its waits in them, the leader's period and how soon after
 the dequant wrote a pair's first block the leader starts it.
@@ -146,6 +148,19 @@ PAIR_STEPS = (
     ("F_leader_pv", FOLLOWER, 3, 4),
     ("F_own_pv", FOLLOWER, 4, 5),
 )
+# The softmax steps split by the consumers' points 6 and 7 of a pair's row (logs from 2026-12-05
+# on; older logs have zeros there and the summary leaves these out). Leader: 1 QK^T done, 6 its
+# reference moved and its weights formed, 7 its weights stored (stmatrix) and its own PV issued, 2
+# fenced and handed over; follower: 2 the leader's reference taken, 6 its softmax done, 7 its
+# weights stored and fenced, 3 its reference published and the leader's weights seen.
+SOFTMAX_SPLIT = (
+    ("L_ref_weights", LEADER, 1, 6),
+    ("L_store_pv_issue", LEADER, 6, 7),
+    ("L_fence_hand_over", LEADER, 7, 2),
+    ("F_softmax_math", FOLLOWER, 2, 6),
+    ("F_store_fence", FOLLOWER, 6, 7),
+    ("F_publish_wait", FOLLOWER, 7, 3),
+)
 # In logs of the removed CAKE_HOPPER_FOLLOWER_HIGH builds (docs/data): from the follower's start to
 # its own block's high half written (the follower's point 8; kernels without it trace 8 points).
 FOLLOWER_OWN_HIGH = "F_own_high"
@@ -181,6 +196,9 @@ def pair_parts(launch, blocks_per_item):
             parts = {"row": row}
             for name, role, a, b in PAIR_STEPS:
                 parts[name] = clocks[role][b] - clocks[role][a]
+            for name, role, a, b in SOFTMAX_SPLIT:
+                have = len(clocks[role]) > max(a, b) and clocks[role][a] and clocks[role][b]
+                parts[name] = clocks[role][b] - clocks[role][a] if have else None
             # A CAKE_HOPPER_FOLLOWER_HIGH log's follower point 8: its own block's high half
             # written, part of F_scores (other logs have no point 8, or a zero there).
             own_high = follower[row][8] if len(follower[row]) > 8 else 0
@@ -357,6 +375,7 @@ def main():
         names = [name for name, *_ in PAIR_STEPS] + ["to_next"]
         if any(p[FOLLOWER_OWN_HIGH] is not None for p in pairs):
             names.append(FOLLOWER_OWN_HIGH)
+        names += [name for name, *_ in SOFTMAX_SPLIT if any(p[name] is not None for p in pairs)]
         print_medians("pairs of the items after the first", pairs, names)
         # An item's first pair starts beside the previous item's end (its O leaving, the dequant's
         # refill of the tiles), the others in the item's stride: the two apart.

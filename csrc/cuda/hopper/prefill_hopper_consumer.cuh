@@ -161,11 +161,13 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     }
     form_weights(s_acc, reference_, weights, moved_by);
     rescale_o_if_moved(moved_by);
+    trace_event(0, 6, pair.gblock);
     // The own block's PV goes to the tensor cores before the proxy fence and the hand-over, so
     // that it does not wait behind them. The stmatrix comes first: nothing may read a wgmma's A
     // registers between its issue and the wait for it.
     write_weights(weights, p_tile(0, pair));
     accumulate_own(weights, first);
+    trace_event(0, 7, pair.gblock);
     sm90::fence_proxy_async();
     consumer_barrier_arrive<kWeightsReady + 0>();
     trace_event(0, 2, pair.gblock);
@@ -237,12 +239,14 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, flags, reference_, weights, moved_by);
+    trace_event(1, 6, pair.gblock);
     // Stored before the wait below, so that ptxas keeps the softmax above it (its arithmetic
     // otherwise moves past the barrier, into the PV's issue). The follower's P tile is free: the
     // leader's last PV from it retired before the leader arrived on kReferenceReady. The proxy
     // fence: the leader's wgmma (the async proxy) reads the tile after the hand-over.
     write_weights(weights, p_tile(1, pair));
     sm90::fence_proxy_async();
+    trace_event(1, 7, pair.gblock);
     publish_reference();
     consumer_barrier<kWeightsReady + 0>();
     // The hand-over comes before the PV below has read the leader's weights: the leader writes its

@@ -7,7 +7,9 @@
 // - roles 0 and 1, the leader and the follower, row = the first block of a pair: 0 start, 1 QK^T
 //   done, 2 leader: weights handed over / follower: the leader's reference taken, 3 leader: its
 //   own PV retired / follower: its weights stored, 4 leader: the follower's hand-over seen /
-//   follower: hand-over done, 5 pair done;
+//   follower: hand-over done, 5 pair done; 6 leader: its reference moved and its weights formed /
+//   follower: its softmax done, 7 leader: its weights stored and its own PV issued / follower: its
+//   weights stored and fenced;
 // - the same roles, row = the item's last block (odd for an item of an even block count, so no
 //   pair's row): the item epilogue, 0 entry, 1 row sums exchanged, 2 this item's Q confirmed
 //   landed, 3 O written (into the Q tile, or from registers to global memory), 4 the copy
