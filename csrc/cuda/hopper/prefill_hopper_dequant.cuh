@@ -58,10 +58,6 @@ class DequantRole {
   // over; right after converting a half it loads that half's codes of block j + 1 into the
   // registers just freed, so they have about half a block to land.
   __device__ void run() {
-#if defined(CAKE_HOPPER_EARLY_NEXT_TOP)
-    run_early_next_top();
-    return;
-#endif
     BlockCursor<kSplitItems> cur;
     seek_item(params_, num_items_, cur, blockIdx.x);
     if (cur.item >= num_items_) return;
@@ -141,100 +137,6 @@ class DequantRole {
     }
     cp_async_wait<0>();  // nothing in flight at exit
   }
-
-#if defined(CAKE_HOPPER_EARLY_NEXT_TOP)
-  // Development variant of run(): block j + 1's top (its scale bytes read, block j + 2's row
-  // source, the cursor's advance) runs in block j, between the low half's conversion and the wait
-  // for the high half's tile, where the dequant otherwise waits for the consumers (the first block
-  // of a pair waits there ~1,000 cycles in the traces); its copies (block j + 2's scales, block
-  // j + 3's row index) are issued after block j's RoPE copies, so that the high half's
-  // cp.async arrival does not wait for them. Each copy has about half a block to land instead of a
-  // whole one. The stages are those of run(): the same slots, read and rewritten in the same order.
-  __device__ void run_early_next_top() {
-    BlockCursor<kSplitItems> cur;
-    seek_item(params_, num_items_, cur, blockIdx.x);
-    if (cur.item >= num_items_) return;
-    set_constant();
-    RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
-    load_codes(source);
-    copy_scales(source, 0);
-    cp_async_commit();
-    cp_async_commit();
-    BlockCursor<kSplitItems> next = cur;
-    advance(params_, num_items_, next);
-    if (part_ == 0) row_index_slot(1) = cursor_index(next);
-    IndexPlace index_place = index_place_of(next);
-    // Block 0's top, as run() does it.
-    cp_async_wait<1>();
-    __syncwarp();
-    PartScales scales = part_scales(0);
-    bool has_next = next.item < num_items_;
-    RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(1))
-                                     : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
-    copy_scales(next_source, 1);
-    BlockCursor<kSplitItems> after_next = next;
-    if (has_next) advance_index_place(after_next, index_place);
-    copy_row_index(index_place, has_next, 0);
-    cp_async_commit();
-    for (int gblock = 0;; ++gblock) {
-      const int parity = gblock & 1;
-      const int empty_phase = ((gblock >> 1) - 1) & 1;
-#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
-#endif
-      trace_event(2 + warpgroup_, 1, gblock);
-      const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
-      const uint32_t flags = __ballot_sync(0xffffffffu, source.valid);
-      if (row_ % 8 == 0 && part_ == 0) smem_.valid[parity][(warpgroup_ * kHalfRows + row_) / 8] = flags;
-      convert_low(half_tile, scales);
-      sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
-      load_low_codes(next_source);
-      trace_event(2 + warpgroup_, 3, gblock);
-      // Block j + 1's top, reads only: its scales (stage parity ^ 1, copied in block j - 1 or
-      // before the loop) and block j + 2's row index (slot parity), then the cursor.
-      PartScales next_scales = scales;
-      bool has_after = false;
-      RowSource after_source = next_source;
-      BlockCursor<kSplitItems> after_after = after_next;
-      if (has_next) {
-        cp_async_wait<0>();
-        __syncwarp();
-        next_scales = part_scales(parity ^ 1);
-        has_after = after_next.item < num_items_;
-        after_source = has_after ? row_source(after_next.w, after_next.block, row_index_slot(parity))
-                                 : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
-        if (has_after) advance_index_place(after_after, index_place);
-      }
-      trace_event(2 + warpgroup_, 5, gblock);
-#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
-#endif
-      trace_event(2 + warpgroup_, 4, gblock);
-      copy_rope(half_tile, source);
-      sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
-      cp_async_commit();
-      if (has_next) {  // block j + 1's copies: block j + 2's scales into stage parity, block j + 3's index into slot parity ^ 1
-        copy_scales(after_source, parity);
-        copy_row_index(index_place, has_after, parity ^ 1);
-        cp_async_commit();
-      }
-      trace_event(2 + warpgroup_, 6, gblock);
-      convert_high(half_tile, scales);
-      sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
-      keep_converted();
-      trace_event(2 + warpgroup_, 2, gblock);
-      load_high_codes(next_source);
-      if (!has_next) break;
-      source = next_source;
-      scales = next_scales;
-      next_source = after_source;
-      next = after_next;
-      after_next = after_after;
-      has_next = has_after;
-    }
-    cp_async_wait<0>();
-  }
-#endif
 
  private:
   // Where this thread's candidate row of one block comes from.
