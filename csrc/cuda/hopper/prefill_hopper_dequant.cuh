@@ -61,6 +61,7 @@ class DequantRole {
     BlockCursor<kSplitItems> cur;
     seek_item(params_, num_items_, cur, blockIdx.x);
     if (cur.item >= num_items_) return;
+    trace_dequant_start(smem_, warpgroup_);
     set_constant();
     RowSource source = row_source(cur.w, cur.block, cursor_index(cur));
     load_codes(source);
@@ -86,17 +87,17 @@ class DequantRole {
       // Read now, a whole tile wait before their first use (a shared load cannot move past the
       // stores' asm, and read between them it would wait in the same queue).
       const PartScales scales = part_scales(parity);
-      trace_event(2 + warpgroup_, 0, gblock);
+      trace_dequant_event(smem_, warpgroup_, 0, gblock);
       const bool has_next = next.item < num_items_;
       const RowSource next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
                                              : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
-      trace_event(2 + warpgroup_, 5, gblock);
+      trace_dequant_event(smem_, warpgroup_, 5, gblock);
       copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
       BlockCursor<kSplitItems> after_next = next;
       if (has_next) advance_index_place(after_next, index_place);
       copy_row_index(index_place, has_next, parity);  // the stage of block j, whose index every part has read
       cp_async_commit();
-      trace_event(2 + warpgroup_, 6, gblock);
+      trace_dequant_event(smem_, warpgroup_, 6, gblock);
 
       // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
       // j - 2. No proxy fence before the arrivals: the consumers fence after they observe
@@ -105,7 +106,7 @@ class DequantRole {
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
 #endif
-      trace_event(2 + warpgroup_, 1, gblock);
+      trace_dequant_event(smem_, warpgroup_, 1, gblock);
       const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
       // The flags go with the low half: both consumers release it after the block's softmax.
       // Lane 4 k is in row k of the warp (row_of / part_of), so ballot bit 4 k is row k's flag, the
@@ -116,18 +117,18 @@ class DequantRole {
       convert_low(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       load_low_codes(next_source);  // their registers are free now: half a block to land
-      trace_event(2 + warpgroup_, 3, gblock);
+      trace_dequant_event(smem_, warpgroup_, 3, gblock);
 #if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
 #endif
-      trace_event(2 + warpgroup_, 4, gblock);
+      trace_dequant_event(smem_, warpgroup_, 4, gblock);
       copy_rope(half_tile, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
       convert_high(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       keep_converted();
-      trace_event(2 + warpgroup_, 2, gblock);
+      trace_dequant_event(smem_, warpgroup_, 2, gblock);
 
       load_high_codes(next_source);
       if (!has_next) break;
@@ -136,6 +137,7 @@ class DequantRole {
       source = next_source;
     }
     cp_async_wait<0>();  // nothing in flight at exit
+    trace_dequant_finish(smem_, warpgroup_);
   }
 
  private:

@@ -70,6 +70,11 @@ constexpr int kRopeChunksPerPart = kRopeChunks / kPartsPerRow;                  
 constexpr int kRopeFirstChunk = nvfp4::kNopeBytes / 4;  // tile chunk (8 dims) of RoPE dim 0: 56
 static_assert(kWarpgroupThreads == kHalfRows * kPartsPerRow, "a dequant warpgroup converts half a block");
 
+#ifdef CAKE_HOPPER_TRACE
+constexpr int kTraceBlocks = 48;  // the first blocks of CTA 0's walk traced
+constexpr int kTraceEvents = 8;   // points a role and block
+#endif
+
 struct alignas(1024) SharedStorage {
   // The item's Q, 64 heads x 512, swizzled; in a split item's epilogue its fp32 partial.
   uint8_t q[kQTileBytes];
@@ -100,6 +105,12 @@ struct alignas(1024) SharedStorage {
   // 256..511, RoPE included), so a half is rewritten as soon as its last reader is done.
   uint64_t half_full[2][2];   // the half is written (stores; for the high half also the RoPE copies)
   uint64_t half_empty[2][2];  // no consumer reads the half any more
+#ifdef CAKE_HOPPER_TRACE
+  // The dequant warpgroups' trace points (prefill_hopper_trace.cuh): the clock's low 32 bits, in
+  // shared memory so that a point costs the dequant (56 registers) one register and a 32-bit
+  // address, not a 64-bit value and a 64-bit global address (spills in its loop).
+  uint32_t dequant_trace[kDequantWarpgroups][kTraceEvents][kTraceBlocks];
+#endif
 };
 constexpr int kSmemBytes = int(sizeof(SharedStorage));
 static_assert(sizeof(SharedStorage) <= 232448, "the Hopper prefill must fit 227 KB of shared memory");

@@ -24,6 +24,7 @@
 #include <cstdio>
 
 #include "../common/trace_clock.cuh"
+#include "prefill_hopper_layout.h"
 
 namespace cake::cuda::hopper {
 
@@ -33,8 +34,6 @@ namespace cake::cuda::hopper {
 enum TraceLife : int { kLifeEntry = 0, kLifeSetUp = 1, kLifeFirstEpilogue = 2, kLifeExit = 3, kLifePoints = 4 };
 
 #ifdef CAKE_HOPPER_TRACE
-constexpr int kTraceBlocks = 48;
-constexpr int kTraceEvents = 8;
 __device__ unsigned long long g_hopper_trace[4][kTraceEvents][kTraceBlocks];
 __device__ unsigned long long g_hopper_life[4][kLifePoints];
 __device__ __forceinline__ void trace_event(int role, int event, int block) {
@@ -49,7 +48,38 @@ __device__ __forceinline__ void trace_event_past_barrier(int role, int event, in
 }
 __device__ __forceinline__ void trace_life(int role, int point) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0) {
-    g_hopper_life[role][point] = point == kLifeSetUp ? clock_past_barrier() : clock64();
+    // The role through an opaque move: otherwise ptxas keeps the entry's address of the role's
+    // row for the exit's store, live (and spilled) across the whole kernel.
+    int opaque_role;
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(opaque_role) : "r"(role));
+    g_hopper_life[opaque_role][point] = point == kLifeSetUp ? clock_past_barrier() : clock64();
+  }
+}
+// The dequant warpgroups' points: the clock's low word into shared memory (SharedStorage::
+// dequant_trace, zeroed by trace_dequant_start), copied out with its high word by
+// trace_dequant_finish when the warpgroup is done.
+// (By the recording thread itself, so that no other thread's zero can land after its first point.)
+__device__ __forceinline__ void trace_dequant_start(SharedStorage& smem, int warpgroup) {
+  if (blockIdx.x != 0 || threadIdx.x % 128 != 0) return;
+  for (int i = 0; i < kTraceEvents * kTraceBlocks; ++i) (&smem.dequant_trace[warpgroup][0][0])[i] = 0u;
+}
+__device__ __forceinline__ void trace_dequant_event(SharedStorage& smem, int warpgroup, int event, int block) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
+    smem.dequant_trace[warpgroup][event][block] = uint32_t(clock64());
+  }
+}
+// A low word above the clock's now is from before the last wrap of the low word (the trace spans
+// far less than 2^32 cycles); 0 stays 0 (a point not reached).
+__device__ __forceinline__ void trace_dequant_finish(SharedStorage& smem, int warpgroup) {
+  if (blockIdx.x != 0 || threadIdx.x % 128 != 0) return;
+  const unsigned long long now = clock64();
+  for (int event = 0; event < kTraceEvents; ++event) {
+    for (int block = 0; block < kTraceBlocks; ++block) {
+      const uint32_t low = smem.dequant_trace[warpgroup][event][block];
+      unsigned long long clock = (now & ~0xFFFFFFFFull) | low;
+      if (clock > now) clock -= 1ull << 32;
+      g_hopper_trace[2 + warpgroup][event][block] = low == 0u ? 0ull : clock;
+    }
   }
 }
 // Host side, after a launch: waits for it and prints the timeline (no printf in the kernel:
@@ -69,6 +99,9 @@ inline void print_trace() {
   fflush(stdout);  // before the caller's own output (benchmarks/trace_items.py marks launches)
 }
 #else
+__device__ __forceinline__ void trace_dequant_start(SharedStorage&, int) {}
+__device__ __forceinline__ void trace_dequant_event(SharedStorage&, int, int, int) {}
+__device__ __forceinline__ void trace_dequant_finish(SharedStorage&, int) {}
 __device__ __forceinline__ void trace_event(int, int, int) {}
 __device__ __forceinline__ void trace_event_past_barrier(int, int, int) {}
 __device__ __forceinline__ void trace_life(int, int) {}
