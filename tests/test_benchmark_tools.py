@@ -286,12 +286,15 @@ def run_trace_summary(log, text):
                           capture_output=True, text=True)
 
 
-def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pair_scores=0):
+def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pair_scores=0, softmax_points=False):
     """A `PROBLEM 4096 64 512` trace of items of `blocks_per_item` blocks. Every pair's leader and
     follower steps, gaps and the dequant's block steps are fixed numbers, except in the first item
     (the kernel's start), whose are ten times longer. top_points: the dequant rows carry the block
     top's points 5 and 6 (3 and 3 + 5 cycles after the top), as logs from 2026-12-01 on do.
-    first_pair_scores: cycles added to the follower's scores step in each item's first pair."""
+    first_pair_scores: cycles added to the follower's scores step in each item's first pair.
+    softmax_points: the consumers' pair rows carry points 6 and 7 (logs from 2026-12-05 on): the
+    leader's 120 and 170 cycles after its point 1 (its softmax step, 200 cycles, split 120 / 50 /
+    30), the follower's 200 and 260 after its point 2 (350 cycles: 200 / 60 / 90)."""
     lines = ["PROBLEM 4096 64 512", "LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]
     leader_steps, follower_steps = (100, 200, 300, 400, 500), (150, 250, 350, 450, 550)
     rows = {0: {}, 1: {}, 2: {}}
@@ -307,6 +310,9 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
                 for step in steps:
                     clocks.append(clocks[-1] + slow * step)
                 rows[role][row] = clocks + [0, 0]
+                if softmax_points:
+                    base, (a, b) = (clocks[1], (120, 170)) if role == 0 else (clocks[2], (200, 260))
+                    rows[role][row][6:8] = [base + slow * a, base + slow * b]
             t = rows[0][row][5] + slow * 70  # to the next pair
         e0 = t
         rows[0][g + blocks_per_item - 1] = [e0, e0 + 10, e0 + 20, e0 + 30, e0 + 40, 0, 0, 0]
@@ -346,6 +352,25 @@ def fused_trace(num_items=3, blocks_per_item=4, item_gap=0, pv_softmax=False):
     lines = ["PROBLEM 4096 64 256", "LAUNCH 1"]
     lines += [f"TRACE {role} {row} " + " ".join(map(str, clocks)) for role in rows for row, clocks in sorted(rows[role].items())]
     return "\n".join(lines) + "\n"
+
+
+def test_trace_items_splits_the_softmax_steps(tmp_path):
+    """With the consumers' points 6 and 7 in its pair rows the summary splits the leader's and the
+    follower's softmax steps (medians over the items after the first, the slow first item left
+    out); a log without them has no such columns."""
+    trace_items = import_benchmark("trace_items")
+    pairs = trace_items.pair_parts(trace_items.parse_launches(multi_pair_trace(softmax_points=True))[-1], 8)
+    assert pairs and all((p["L_ref_weights"], p["L_store_pv_issue"], p["L_fence_hand_over"]) == (120, 50, 30) for p in pairs)
+    assert all((p["F_softmax_math"], p["F_store_fence"], p["F_publish_wait"]) == (200, 60, 90) for p in pairs)
+    assert all(p["L_ref_weights"] + p["L_store_pv_issue"] + p["L_fence_hand_over"] == p["L_softmax"] for p in pairs)
+    out = run_trace_summary(tmp_path / "split.log", multi_pair_trace(softmax_points=True)).stdout
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| pair |"))  # the first pair table
+    names = [name.strip() for name in lines[header].strip("|").split("|")]
+    row = dict(zip(names, [value.strip() for value in lines[header + 2].strip("|").split("|")]))
+    assert (row["L_ref_weights"], row["F_store_fence"], row["F_publish_wait"]) == ("120", "60", "90")
+    plain = run_trace_summary(tmp_path / "plain.log", multi_pair_trace()).stdout
+    assert "L_ref_weights" not in plain and "F_softmax_math" not in plain
 
 
 def test_trace_items_fused_steps(tmp_path):
