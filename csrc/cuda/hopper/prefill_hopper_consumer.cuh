@@ -156,6 +156,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // on the follower's path, does not share the SM with this softmax, which has slack (the
     // follower needs its reference only after its own QK^T). Parity-safe: the leader releases the
     // second block's halves only later in this pair.
+    static_assert(CAKE_HOPPER_LEADER_WAITS_SECOND == 1 || CAKE_HOPPER_LEADER_WAITS_SECOND == 2,
+                  "CAKE_HOPPER_LEADER_WAITS_SECOND: 1 (the low half) or 2 (the high half)");
     if (pair.has_second) {
       sm90::mbarrier_wait(smem_address(&smem_.half_full[second][CAKE_HOPPER_LEADER_WAITS_SECOND == 1 ? kLowDims : kHighDims]),
                           pair.first_phase ^ first);
