@@ -1,7 +1,8 @@
 """Build hygiene of the sm_90a kernels, checked without a GPU: each translation unit that issues
 wgmma is compiled for sm_90a with ptxas' report on, and the report must not say that the wgmmas
 are serialised. The 64-head kernel is also compiled under each development switch that leaves part
-of its work out, so that the ablation builds keep building.
+of its work out, so that the ablation builds keep building. The kernels as shipped and their
+trace builds must also compile without spills (NO_SPILL_SOURCES).
 
 ptxas serialises wgmma (each one waits for the previous to retire; ptxas info C7520) when it
 cannot prove that the code around them is warp-uniform, or when it lacks the registers to keep
