@@ -70,9 +70,8 @@ void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& spl
 }
 
 DecodeSplitRange decode_split_range(const DecodeArgs& args) {
-  const int64_t chunks = args.num_chunks();
-  const int64_t fewest = (chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;
-  const int64_t most = std::max(fewest, std::min(args.max_splits, chunks));
+  const DecodeSplitBounds bounds = decode_split_bounds(args.num_chunks(), args.max_splits);
+  const int64_t fewest = bounds.fits, most = std::max(bounds.fits, bounds.most);
   // No tokens: the planner gives the fewest on every device (a one-split plan only where a split
   // holds the lists); so does a range of one count.
   return args.num_tokens == 0 ? DecodeSplitRange{fewest, fewest} : DecodeSplitRange{fewest, most};

@@ -80,8 +80,8 @@ DecodePlan plan_decode(int64_t num_tokens, int64_t num_heads, int64_t num_chunks
   TORCH_CHECK_VALUE(rules.min_chunks_per_split >= 1, "min_chunks_per_split: expected >= 1, got ",
                     rules.min_chunks_per_split);
   TORCH_CHECK_VALUE(rules.max_unsplit_chunks >= 1, "max_unsplit_chunks: expected >= 1, got ", rules.max_unsplit_chunks);
-  const int64_t fits = (num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit;  // what a call may ask for
-  const int64_t most = std::min(max_splits, num_chunks);
+  const DecodeSplitBounds bounds = decode_split_bounds(num_chunks, max_splits);  // what a call may ask for
+  const int64_t fits = bounds.fits, most = bounds.most;
   DecodePlan plan{head_tiles, 0, 0};
   if (num_splits.has_value()) {
     TORCH_CHECK_VALUE(*num_splits >= fits && *num_splits <= most, "num_splits: expected ", fits, " to ", most,

@@ -33,6 +33,16 @@ constexpr int64_t decode_list_chunk_limit(int64_t max_splits) {
 constexpr int64_t kMaxChunksPerSplit = 2 * nvfp4::kMaxChunks;
 constexpr int64_t kDefaultMaxSplits = 16;
 
+// The split counts a call of `num_chunks` chunks may ask for: at least ceil(C / 32) (a split holds
+// kMaxChunksPerSplit at most), at most min(max_splits, C) (each split at least one chunk).
+struct DecodeSplitBounds {
+  int64_t fits;
+  int64_t most;
+};
+constexpr DecodeSplitBounds decode_split_bounds(int64_t num_chunks, int64_t max_splits) {
+  return {(num_chunks + kMaxChunksPerSplit - 1) / kMaxChunksPerSplit, max_splits < num_chunks ? max_splits : num_chunks};
+}
+
 // The crossover between the ops, set from the H200 grid of both ops (docs/planner.md): the decode
 // serves a shape when the prefill's largest possible launch (one work item per token and sixteen
 // heads, head_tiles 1) has fewer work items than a percentage of the SM count. The percentage
