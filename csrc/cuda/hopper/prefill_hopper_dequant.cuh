@@ -341,13 +341,13 @@ class DequantRole {
   // the two CTAs of its head blocks, each converting half of every row's words and storing each
   // converted word twice (into its own tile and, remotely, into the peer's). Here a thread
   // converts every other word of its part and stores it twice, at its own place and at the
-  // skipped word's: half the conversion's instructions, every store, every store waiting for a
-  // conversion's registers, real values in every chunk.
+  // skipped word's (whose load may narrow: the peer would load it): half the conversion's
+  // instructions, every store, every store waiting for a conversion's registers, real values in
+  // every chunk.
   __device__ __forceinline__ void convert_word_twice(uint32_t address, uint32_t other_address, uint32_t word,
-                                                     uint32_t skipped_word, uint32_t decode_scale) {
+                                                     uint32_t decode_scale) {
     uint32_t out[4];
     e2m1x8_to_bf16x8(word, decode_scale, out);
-    (void)skipped_word;  // its load may narrow: the peer would load it
     sm90::st_shared_16(address, out[0], out[1], out[2], out[3]);
     sm90::st_shared_16(other_address, out[0], out[1], out[2], out[3]);
   }
@@ -402,8 +402,8 @@ class DequantRole {
     const uint32_t unit_step = uint32_t(i) * 2 * kKColumnBlockBytes;
 #if defined(CAKE_HOPPER_HALF_CONVERSION_BOUND)
     (void)scale_high;
-    convert_word_twice((chunk0 ^ 0u) + unit_step, (chunk0 ^ 32u) + unit_step, codes_[i].x, codes_[i].z, scale_low);
-    convert_word_twice((chunk0 ^ 16u) + unit_step, (chunk0 ^ 48u) + unit_step, codes_[i].y, codes_[i].w, scale_low);
+    convert_word_twice((chunk0 ^ 0u) + unit_step, (chunk0 ^ 32u) + unit_step, codes_[i].x, scale_low);  // z skipped
+    convert_word_twice((chunk0 ^ 16u) + unit_step, (chunk0 ^ 48u) + unit_step, codes_[i].y, scale_low);  // w skipped
 #else
     convert_word((chunk0 ^ 0u) + unit_step, codes_[i].x, scale_low);
     convert_word((chunk0 ^ 16u) + unit_step, codes_[i].y, scale_low);
@@ -425,7 +425,7 @@ class DequantRole {
     const uint32_t scale_half = e4m3_to_decode_scale(scales.half);
     const uint32_t tail = half_tile + tail_offset_;
 #if defined(CAKE_HOPPER_HALF_CONVERSION_BOUND)
-    convert_word_twice(tail, tail ^ 16u, half_codes_.x, half_codes_.y, scale_half);
+    convert_word_twice(tail, tail ^ 16u, half_codes_.x, scale_half);  // half_codes_.y skipped
 #else
     convert_word(tail, half_codes_.x, scale_half);
     convert_word(tail ^ 16u, half_codes_.y, scale_half);
