@@ -12,7 +12,7 @@ from torch._inductor.utils import run_and_get_code
 import torch_ops
 from helpers import DEVICES, CacheSpec, assert_matches_reference, make_problem
 from test_validation import CASES as PREFILL_CASES
-from test_validation import _without_data
+from test_validation import _without_data, pop_positional
 from test_validation import base_args as prefill_base_args
 
 allocate = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch
@@ -223,7 +223,7 @@ def test_value_errors(name):
         args = base_args()
         buffers = [args[key] for key in ("output", "out_lse", "mid_out", "mid_lse")]
         args.update(overrides)
-        positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+        positional = pop_positional(args)
         with pytest.raises(ValueError, match=message):
             call(*positional, **args)
         for buffer in buffers:
@@ -245,7 +245,7 @@ def test_fakes_raise_the_decodes_plan_and_scratch_errors(name, mode):
     convert = (lambda t: t.to("meta")) if mode == "meta" else fake_mode.from_tensor
     overrides, message = DECODE_CASES[name]
     args = {k: _without_data(v, convert) for k, v in dict(base_args(), **overrides).items()}
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     with fake_mode if mode == "fake" else contextlib.nullcontext():
         with pytest.raises(ValueError, match=message):
             torch.ops.cake.sparse_mla_decode(*positional, **args)
@@ -261,7 +261,7 @@ def test_decode_fake_leaves_the_planned_split_count_to_the_op():
                                (dict(mid_out=torch.zeros(1, 3, 32, 512), mid_lse=torch.zeros(1, 3, 32)), None),
                                (dict(mid_lse=torch.zeros(1, 3, 32, dtype=torch.float64)), "mid_lse: expected dtype float32")):
         args = {k: _without_data(v, fake_mode.from_tensor) for k, v in dict(base_args(), num_splits=None, **overrides).items()}
-        positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+        positional = pop_positional(args)
         with fake_mode:
             if message is None:
                 torch.ops.cake.sparse_mla_decode(*positional, **args)
@@ -305,8 +305,7 @@ def test_decode_fake_says_what_the_op_says_or_nothing(num_tokens):
 
                     def call(convert):
                         converted = {k: convert(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
-                        positional = [converted.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse",
-                                                                 "sm_scale")]
+                        positional = pop_positional(converted)
                         return _value_error(lambda: torch.ops.cake.sparse_mla_decode(*positional, **converted))
                     eager = call(lambda t: t)
                     fake = call(lambda t: t.to("meta"))
@@ -321,7 +320,7 @@ def test_decode_fake_says_what_the_op_says_or_nothing(num_tokens):
 
 def test_base_args_are_valid_and_one_split_needs_no_scratch():
     args = base_args()
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 2, "chunks_per_block": 1}
     args.update(mid_out=None, mid_lse=None, num_splits=1)
     assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 1, "chunks_per_block": 2}
@@ -341,7 +340,7 @@ def test_lists_of_17_to_32_chunks_run_in_one_split_when_asked():
     missing scratch offers num_splits=1, and num_splits=1 runs them without scratch (33 chunks
     cannot: the value error "one_split_of_33_chunks")."""
     args = base_args()
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     positional[2] = torch.randint(0, 256, (3, 2048), dtype=torch.int32, generator=torch.Generator().manual_seed(6))
     args.update(mid_out=None, mid_lse=None, num_splits=None)
     before = torch.get_num_threads()
@@ -362,7 +361,7 @@ def test_lists_of_17_to_32_chunks_run_in_one_split_when_asked():
 
 def test_inputs_requiring_grad_raise_clearly():
     args = base_args()
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     q = positional[0].clone().requires_grad_()
     for fn, name in [(torch_ops.sparse_mla_decode, "cake_sparse_mla_sm120_dsv4_nvfp4_decode"),
                      (torch.ops.cake.sparse_mla_decode, "cake::sparse_mla_decode"),
@@ -428,7 +427,7 @@ def test_planners_ask_the_cpp_planner_once_per_device_and_shape(monkeypatch):
 def test_a_huge_max_splits_is_no_limit(max_splits):
     """16 * max_splits saturates instead of overflowing: the call plans and runs as with no limit."""
     args = base_args()
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     args.update(max_splits=max_splits, num_splits=None)
     plan = torch_ops.sparse_mla_decode(*positional, **args)
     assert plan == torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode(num_tokens=3, num_heads=32, topk=100,
@@ -442,7 +441,7 @@ def test_a_huge_max_splits_is_no_limit(max_splits):
 def test_counts_that_are_not_ints_name_the_argument(name, value):
     args = base_args()
     buffers = [args[key] for key in ("output", "out_lse", "mid_out", "mid_lse")]
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     args[name] = value
     with pytest.raises(TypeError, match=f"{name}: expected an int, got {type(value).__name__}"):
         torch_ops.sparse_mla_decode(*positional, **args)

@@ -22,10 +22,20 @@ def base_args(device="cpu"):
     )
 
 
+# The op's positional arguments, in order (the rest are keywords).
+POSITIONAL = ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")
+
+
+def pop_positional(args: dict) -> list:
+    """The positional arguments taken out of a dict of all of a call's arguments (the dict keeps
+    the keywords)."""
+    return [args.pop(k) for k in POSITIONAL]
+
+
 def call(device="cpu", base=None, **overrides):
     args = dict(base) if base is not None else base_args(device)
     args.update(overrides)
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(*positional, **args)
 
 
@@ -33,7 +43,7 @@ def raw_op(device="cpu", base=None, **overrides):
     """The op without the Python wrapper's normalisation."""
     args = dict(base) if base is not None else base_args(device)
     args.update(overrides)
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     return torch.ops.cake.sparse_mla_prefill(*positional, **args)
 
 
@@ -185,7 +195,7 @@ def test_python_functions_name_q_for_a_meta_device():
     """The ops take meta tensors (their fake implementations); the Python functions plan for q's
     device and say that a meta one has no kernels, naming q."""
     args = {name: (t.to("meta") if isinstance(t, torch.Tensor) else t) for name, t in base_args().items()}
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     for function in (torch_ops.sparse_mla_prefill, torch_ops.sparse_mla_decode, torch_ops.sparse_mla_attention):
         with pytest.raises(ValueError, match="q: expected a tensor on the CPU or a CUDA device, got one on meta"):
             function(*positional, **args)
@@ -218,8 +228,7 @@ def test_fakes_name_a_tensor_of_the_wrong_rank():
         with pytest.raises(ValueError, match=message):
             torch.ops.cake.sparse_mla_prefill_functional(*[functional.pop(k) for k in ("q", "kv_cache", "indices", "sm_scale")])
         with pytest.raises(ValueError, match=message):
-            torch.ops.cake.sparse_mla_decode(*[dict(args, **{name: bad})[k] for k in
-                                               ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")])
+            torch.ops.cake.sparse_mla_decode(*[dict(args, **{name: bad})[k] for k in POSITIONAL])
     cache = torch.zeros(2, 4, 384, dtype=torch.uint8, device="meta")
     with pytest.raises(ValueError, match=r"latent_kv: expected shape"):
         torch.ops.cake.nvfp4_pack_cache(torch.zeros((), dtype=torch.bfloat16, device="meta"), cache)
@@ -423,7 +432,7 @@ def test_fakes_raise_the_ops_value_errors(name, mode):
     base = base_args()
     base["indices"] = torch.randint(0, 256, (T, TOPK), dtype=torch.int32)
     args = {k: _without_data(v, convert) for k, v in dict(base, **overrides).items()}
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse", "sm_scale")]
+    positional = pop_positional(args)
     with fake_mode if mode == "fake" else contextlib.nullcontext():
         with pytest.raises(ValueError, match=message):
             torch.ops.cake.sparse_mla_prefill(*positional, **args)
@@ -451,8 +460,7 @@ def test_fakes_accept_what_needs_data_to_reject():
             args["output"] = _without_data(torch.zeros(T, 8, 512, dtype=torch.bfloat16), fake_mode.from_tensor)
             args["out_lse"] = _without_data(torch.zeros(T, 8), fake_mode.from_tensor)
         with fake_mode:
-            torch.ops.cake.sparse_mla_decode(*[args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse",
-                                                                     "sm_scale")], **args)
+            torch.ops.cake.sparse_mla_decode(*pop_positional(args), **args)
 
 
 def test_prefill_under_compile_leaves_a_tile_the_device_rejects_to_the_op(monkeypatch):
