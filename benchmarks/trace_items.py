@@ -271,6 +271,45 @@ def dequant_load(launch, blocks_per_item):
     return load
 
 
+# The pair's second block against the pair, in steady state: each point's clock minus the leader's
+# start of the pair (negative: before it). The second block's tile is the one the previous pair
+# frees last, so its conversion can start only late; these say whether the follower's QK^T waits
+# for it (F_scores_done a little after D2_high_written) and what of it runs after the pair began
+# (its top, the bookkeeping at the top, each half's wait for its tile and its conversion).
+SECOND_BLOCK_POINTS = (
+    ("D1_high_written", DEQUANT, 0, 2),   # the pair's first block ready (the leader's QK^T waits for it)
+    ("D2_top", DEQUANT, 1, 0),
+    ("D2_book_done", DEQUANT, 1, 6),      # logs with the block top's bookkeeping points only
+    ("D2_low_free", DEQUANT, 1, 1),
+    ("D2_low_written", DEQUANT, 1, 3),
+    ("D2_high_free", DEQUANT, 1, 4),
+    ("D2_high_written", DEQUANT, 1, 2),
+    ("F_scores_done", FOLLOWER, 0, 1),    # the follower's QK^T of that block retired
+    ("L_pair_done", LEADER, 0, 5),
+)
+
+
+def second_block_timeline(launch, blocks_per_item):
+    """Per pair of every item but the first: SECOND_BLOCK_POINTS (name, role, block offset within
+    the pair, event), in cycles after the leader's start of the pair, None where the log has no
+    such point; `row` is the pair's first block."""
+    leader, follower, dequant = launch.get(LEADER, {}), launch.get(FOLLOWER, {}), launch.get(DEQUANT, {})
+    roles = {LEADER: leader, FOLLOWER: follower, DEQUANT: dequant}
+    rows = []
+    for first in range(blocks_per_item, max(leader, default=0) + 1, blocks_per_item):
+        for row in range(first, first + blocks_per_item, 2):
+            needed = (leader.get(row), follower.get(row), dequant.get(row), dequant.get(row + 1))
+            if not all(clocks and any(clocks) for clocks in needed):
+                continue
+            start = leader[row][0]
+            parts = {"row": row}
+            for name, role, offset, event in SECOND_BLOCK_POINTS:
+                clocks = roles[role][row + offset]
+                parts[name] = clocks[event] - start if len(clocks) > event and clocks[event] else None
+            rows.append(parts)
+    return rows
+
+
 def medians(rows, names):
     out = {}
     for name in names:
@@ -394,6 +433,10 @@ def main():
             if waits:
                 print(f"{AFTER_BOOK_WAIT} over those blocks: min {min(waits)}, median {statistics.median(waits):.0f}, "
                       f"max {max(waits)}")
+        timeline = second_block_timeline(launches[-1], blocks_per_item)
+        names = [name for name, *_ in SECOND_BLOCK_POINTS if any(row[name] is not None for row in timeline)]
+        print_medians("pairs of the items after the first: the pair's blocks against the leader's start of the "
+                      "pair (cycles after it)", timeline, names)
         load = dequant_load(launches[-1], blocks_per_item)
         if load:
             print(f"dequant load over {load['pairs']} pairs inside items after the first (medians): the dequant's "

@@ -373,6 +373,31 @@ def test_trace_items_splits_the_softmax_steps(tmp_path):
     assert "L_ref_weights" not in plain and "F_softmax_math" not in plain
 
 
+def test_trace_items_times_the_pairs_blocks_against_the_pair(tmp_path):
+    """Each pair's blocks against the leader's start of the pair (items after the first): the
+    second block's top, bookkeeping, halves free and written, the first block's high half written,
+    the follower's QK^T done and the pair's end, as clocks minus that start; a log without the
+    bookkeeping's points leaves that column out."""
+    trace_items = import_benchmark("trace_items")
+    text = multi_pair_trace(top_points=True)
+    launch = trace_items.parse_launches(text)[-1]
+    rows = trace_items.second_block_timeline(launch, 8)
+    assert [row["row"] for row in rows] == [8, 10, 12, 14, 16, 18, 20, 22]
+    for row in rows:
+        start = launch[0][row["row"]][0]
+        top = 5000 + 1000 * (row["row"] + 1)
+        assert row["D2_top"] == top - start and row["D2_book_done"] == top + 8 - start
+        assert (row["D2_low_free"], row["D2_low_written"]) == (top + 11 - start, top + 33 - start)
+        assert (row["D2_high_free"], row["D2_high_written"]) == (top + 66 - start, top + 110 - start)
+        assert row["D1_high_written"] == top - 1000 + 110 - start
+        assert (row["F_scores_done"], row["L_pair_done"]) == (150, 1500)
+    out = run_trace_summary(tmp_path / "timeline.log", text).stdout
+    assert "8 pairs of the items after the first: the pair's blocks against the leader's start" in out
+    plain = run_trace_summary(tmp_path / "plain.log", multi_pair_trace()).stdout
+    header = next(line for line in plain.splitlines() if line.startswith("| D1_high_written"))
+    assert "D2_book_done" not in header and "D2_top" in header
+
+
 def test_trace_items_fused_steps(tmp_path):
     """--fused reads the fused kernel's points: each converter block's steps and the top-to-top
     period of its converter's blocks, PV's wait and MMA a block, the item starts of both
