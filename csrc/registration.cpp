@@ -12,6 +12,7 @@
 #include "cuda/portable/prefill_variants.h"
 #include "format/nvfp4_format.h"
 #include "cuda/prefill_kernel_choice.h"
+#include "ops/cache_writer_args.h"
 #include "ops/decode_args.h"
 #include "ops/decode_plan.h"
 #include "ops/fake_checks.h"
@@ -170,11 +171,11 @@ PYBIND11_MODULE(_C, module) {
          const std::optional<at::Tensor>& attn_sink, const std::optional<at::Tensor>& extra_kv_cache,
          const std::optional<at::Tensor>& extra_indices, const std::optional<at::Tensor>& extra_topk_length,
          int64_t max_splits, const std::optional<at::Tensor>& mid_out, const std::optional<at::Tensor>& mid_lse,
-         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits) {
+         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits, double sm_scale) {
         value_errors([&] {
           TORCH_CHECK_VALUE(op == "prefill" || op == "decode", "op: expected 'prefill' or 'decode', got '", op, "'");
           cake::DecodeArgs args;
-          cake::pack_attention_inputs(args, q, kv_cache, indices, output, out_lse, /*sm_scale=*/0.0, topk_length,
+          cake::pack_attention_inputs(args, q, kv_cache, indices, output, out_lse, sm_scale, topk_length,
                                       attn_sink, extra_kv_cache, extra_indices, extra_topk_length, /*lse_scale=*/1.0);
           args.mid_out = mid_out.value_or(at::Tensor());
           args.mid_lse = mid_lse.value_or(at::Tensor());
@@ -185,13 +186,31 @@ PYBIND11_MODULE(_C, module) {
         });
       },
       "The prefill's or the decode's checks that need neither data nor a device (ValueError naming the "
-      "argument): the tensors' (alignment aside), head_tiles, the decode's explicit num_splits and scratch",
+      "argument): the tensors' (alignment aside), sm_scale, head_tiles, the decode's explicit num_splits and scratch",
       pybind11::arg("op"), pybind11::arg("q"), pybind11::arg("kv_cache"), pybind11::arg("indices"),
       pybind11::arg("output"), pybind11::arg("out_lse"), pybind11::arg("topk_length"), pybind11::arg("attn_sink"),
       pybind11::arg("extra_kv_cache"), pybind11::arg("extra_indices"), pybind11::arg("extra_topk_length"),
       pybind11::arg("max_splits") = 16, pybind11::arg("mid_out") = pybind11::none(),
       pybind11::arg("mid_lse") = pybind11::none(), pybind11::arg("head_tiles") = pybind11::none(),
-      pybind11::arg("num_splits") = pybind11::none());
+      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("sm_scale") = 0.0);
+  // The same for the cache writers' fakes: the writers' own checks (the cache's alignment aside).
+  module.def(
+      "check_writer_inputs",
+      [](const std::string& op, const at::Tensor& latent_kv, const std::optional<at::Tensor>& slot_mapping,
+         const at::Tensor& cache) {
+        value_errors([&] {
+          TORCH_CHECK_VALUE(op == "pack" || op == "append", "op: expected 'pack' or 'append', got '", op, "'");
+          if (op == "pack") {
+            cake::check_pack_args(latent_kv, cache, cake::PointerChecks::kSkip);
+          } else {
+            TORCH_CHECK_VALUE(slot_mapping.has_value(), "slot_mapping: required by append");
+            cake::check_append_args(latent_kv, *slot_mapping, cache, cake::PointerChecks::kSkip);
+          }
+        });
+      },
+      "The pack or append writer's checks that need no data (ValueError naming the argument; the cache's "
+      "alignment aside)",
+      pybind11::arg("op"), pybind11::arg("latent_kv"), pybind11::arg("slot_mapping"), pybind11::arg("cache"));
   module.def("prefill_max_head_tiles", &cake::cuda::prefill_max_head_tiles,
              "Largest head tile whose CUDA instance fits `smem_per_block` bytes of shared memory",
              pybind11::arg("smem_per_block"));

@@ -45,7 +45,7 @@ def _traced():
 
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length, op="prefill", max_splits=16, head_tiles=None, mid_out=None, mid_lse=None,
-                   num_splits=None):
+                   num_splits=None, sm_scale=0.0):
     """The op's checks; True where they ran whole (concrete shapes, not traced), else the trace's."""
     _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                    attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
@@ -59,7 +59,8 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
         # report a ValueError raised here as its own TorchRuntimeError, so there the compiled
         # graph's op raises the eager ValueError at run time.
         _C.check_attention_inputs(op, *tensors, max_splits=max_splits, mid_out=mid_out, mid_lse=mid_lse,
-                                  head_tiles=head_tiles, num_splits=num_splits)
+                                  head_tiles=head_tiles, num_splits=num_splits,
+                                  sm_scale=float(sm_scale) if isinstance(sm_scale, (int, float)) else 0.0)
         return True
     # Traced (or symbolic shapes): what the trace needs to be consistent.
     torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
@@ -99,7 +100,7 @@ def _sparse_mla_prefill_fake(
     head_tiles=None,
 ):
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length, head_tiles=head_tiles)
+                   extra_topk_length, head_tiles=head_tiles, sm_scale=sm_scale)
     return None
 
 
@@ -123,7 +124,7 @@ def _sparse_mla_prefill_functional_fake(
     output = q.new_empty(q.shape, dtype=torch.bfloat16)
     out_lse = q.new_empty(q.shape[:2], dtype=torch.float32)
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length, head_tiles=head_tiles)
+                   extra_topk_length, head_tiles=head_tiles, sm_scale=sm_scale)
     return output, out_lse
 
 
@@ -150,7 +151,7 @@ def _sparse_mla_decode_fake(
 ):
     if _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                       extra_topk_length, op="decode", max_splits=max_splits, head_tiles=head_tiles,
-                      mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits):
+                      mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits, sm_scale=sm_scale):
         return None
     _check_devices("q", q, mid_out=mid_out, mid_lse=mid_lse)
     for name, scratch, rank in (("mid_out", mid_out, 4), ("mid_lse", mid_lse, 3)):
@@ -164,9 +165,20 @@ def _sparse_mla_decode_fake(
     return None
 
 
+def _check_writer(op, latent_kv, slot_mapping, cache):
+    """The writer's own checks (its cache's alignment aside) where the shapes are concrete and
+    torch.compile is not tracing (as _check_prefill does for the attention ops); True where they ran."""
+    if _concrete(latent_kv, slot_mapping, cache) and not _traced():
+        _C.check_writer_inputs(op, latent_kv, slot_mapping, cache)
+        return True
+    return False
+
+
 @torch.library.register_fake("cake::nvfp4_pack_cache")
 def _nvfp4_pack_cache_fake(latent_kv, cache):
     _check_devices("cache", cache, latent_kv=latent_kv)
+    if _check_writer("pack", latent_kv, None, cache):
+        return None
     _check_rank("latent_kv", latent_kv, (3,), "shape [num_pages, page_size, 512]")
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")
     torch._check(latent_kv.shape[-1] == HEAD_DIM, lambda: "latent_kv: expected last dim 512")
@@ -177,6 +189,8 @@ def _nvfp4_pack_cache_fake(latent_kv, cache):
 @torch.library.register_fake("cake::nvfp4_append_cache")
 def _nvfp4_append_cache_fake(latent_kv, slot_mapping, cache):
     _check_devices("cache", cache, latent_kv=latent_kv, slot_mapping=slot_mapping)
+    if _check_writer("append", latent_kv, slot_mapping, cache):
+        return None
     _check_rank("latent_kv", latent_kv, (2,), "shape [N, 512]")
     _check_rank("slot_mapping", slot_mapping, (1,), "shape [N]")
     torch._check(latent_kv.dtype == torch.bfloat16, lambda: f"latent_kv: expected dtype bfloat16, got {latent_kv.dtype}")

@@ -359,6 +359,42 @@ def test_lists_of_17_to_32_chunks_run_in_one_split_when_asked():
     assert torch_ops.sparse_mla_decode(*positional, **args) == {"head_tiles": 2, "num_splits": 1, "chunks_per_block": 32}
 
 
+def test_scratch_form_is_checked_before_any_split_count():
+    """Without num_splits the fake cannot know the planned count, so for a mid_out of few splits it
+    checks only the two buffers' device, dtype and shape: it still rejects a mid_lse of the wrong
+    form, with the message the op gives (the op checks both buffers' form before either's count)."""
+    args = base_args()
+    args.update(num_splits=None, mid_out=torch.zeros(1, 3, 32, 512))
+    for bad, message in ((torch.zeros(7, dtype=torch.float64), "mid_lse: expected dtype float32"),
+                         (torch.zeros(1, 3, 31), r"mid_lse: expected shape \[S, 3, 32\]")):
+        for convert in (lambda t: t, lambda t: _without_data(t, lambda x: x.to("meta"))):  # eager CPU, then the fake
+            call = {k: convert(v) for k, v in dict(args, mid_lse=bad).items()}
+            positional = pop_positional(call)
+            with pytest.raises(ValueError, match=message):
+                torch.ops.cake.sparse_mla_decode(*positional, **call)
+    call = {k: _without_data(v, lambda x: x.to("meta")) for k, v in args.items()}
+    call["mid_lse"] = torch.zeros(1, 3, 32)  # on the CPU, the rest on meta: the fake
+    positional = pop_positional(call)
+    with pytest.raises(ValueError, match="mid_lse: expected a tensor on meta"):
+        torch.ops.cake.sparse_mla_decode(*positional, **call)
+
+
+def test_sparse_mla_attention_names_a_malformed_list_at_any_head_count():
+    """A malformed candidate list is named whatever the head count (at H = 8 or 24, which only the
+    decode takes, not q)."""
+    for heads, name in ((8, "indices"), (24, "extra_indices"), (16, "indices")):
+        args = prefill_base_args()
+        args.update(q=torch.zeros(3, heads, 512, dtype=torch.bfloat16),
+                    output=torch.zeros(3, heads, 512, dtype=torch.bfloat16), out_lse=torch.zeros(3, heads))
+        if name == "indices":
+            args["indices"] = torch.zeros(100, dtype=torch.int32)
+        else:
+            args.update(extra_kv_cache=args["kv_cache"], extra_indices=torch.zeros(100, dtype=torch.int32))
+        positional = pop_positional(args)
+        with pytest.raises(ValueError, match=rf"^{name}: expected shape \[T, topk\]"):
+            torch_ops.sparse_mla_attention(*positional, **args)
+
+
 def test_inputs_requiring_grad_raise_clearly():
     args = base_args()
     positional = pop_positional(args)

@@ -44,6 +44,9 @@ def test_environment_values_parse(kernel_text, variant_text, expected):
     (None, "2,1 ", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles'"),
     (None, "9,1", r"CAKE_PREFILL_VARIANT: expected \(stages, k_tiles\) of a compiled portable instance"),
     (None, "-2,1", "CAKE_PREFILL_VARIANT"),
+    (None, "99999999999999999999,1", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles' \\(two integers\\), got "
+                                     "'99999999999999999999,1'"),
+    (None, "2,4294967297", "CAKE_PREFILL_VARIANT: expected 'stages,k_tiles' \\(two integers\\)"),
     ("hopper", "2,1", "CAKE_PREFILL_VARIANT: picks a portable kernel instance"),
     ("hopper_small", "2,1", "CAKE_PREFILL_VARIANT: picks a portable kernel instance, which contradicts "
                             "CAKE_PREFILL_KERNEL = 'hopper_small'"),

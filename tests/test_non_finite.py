@@ -72,6 +72,43 @@ def test_non_finite_sm_scale_poisons_every_row_with_a_candidate(device, head_til
     assert_empty_row(output, out_lse, problem, 0)
 
 
+@pytest.mark.parametrize("device,num_heads", [pytest.param("cpu", 64, id="cpu")] + [
+    pytest.param("cuda", heads, marks=_cuda, id=f"cuda-h{heads}") for heads in (64, 32)])
+@pytest.mark.parametrize("sm_scale", [1e30, -1e30], ids=["1e30", "-1e30"])
+def test_the_largest_sm_scale_forms_a_finite_factor_in_every_kernel(device, num_heads, sm_scale):
+    """|sm_scale| = 1e30, the largest finite one accepted (docs/contract.md section 10): every kernel
+    (on Hopper at 64 heads the 64-head kernel, whose factor carries 2^9 more, at 32 the small-heads
+    one) forms a finite factor, so a zero q gives each row with a candidate the plain average of
+    its values, as the float64 reference does, and the decode agrees."""
+    problem = make_problem(num_tokens=5, num_heads=num_heads, topk=100, main=CacheSpec(4, 64), device=device, seed=36,
+                           sm_scale=sm_scale)
+    problem.q.zero_()
+    output, out_lse, _ = problem.run()
+    ref_out, ref_lse = problem.reference()
+    assert_matches_reference_with_nan(output, out_lse, ref_out, ref_lse)
+    assert not torch.isnan(out_lse).any() and not torch.isnan(output.float()).any()
+    decoded, decoded_lse, mid_out, mid_lse = problem.decode_buffers()
+    torch_ops.sparse_mla_decode(problem.q, problem.kv_cache, problem.indices, decoded, decoded_lse, sm_scale,
+                                mid_out=mid_out, mid_lse=mid_lse, **problem.kwargs)
+    assert_matches_reference_with_nan(decoded, decoded_lse, ref_out, ref_lse)
+
+
+def test_a_logit_past_float32_is_infinite_on_the_cpu():
+    """docs/contract.md section 8, "Range": a q row of 1e38s overflows its float32 dot products to
+    +-inf; a +inf logit makes the row NaN (case 1) where the float64 reference stays finite, and
+    the other rows are untouched."""
+    problem = make_problem(num_tokens=3, num_heads=16, topk=64, main=CacheSpec(2, 64), device="cpu", seed=37,
+                           invalid_fraction=0.0)
+    problem.q[1, 2] = 1e38
+    output, out_lse, _ = problem.run()
+    ref_out, ref_lse = problem.reference()
+    assert torch.isnan(out_lse[1, 2]) and torch.isnan(output[1, 2].float()).all()
+    assert math.isfinite(ref_lse[1, 2])
+    keep = torch.ones(3, 16, dtype=torch.bool)
+    keep[1, 2] = False
+    assert_matches_reference_with_nan(output[keep], out_lse[keep], ref_out[keep], ref_lse[keep])
+
+
 @pytest.mark.parametrize("device,head_tiles", KERNELS)
 def test_nan_sink(device, head_tiles):
     """A NaN sink makes its head's lse NaN everywhere, and its output NaN where there are candidates."""

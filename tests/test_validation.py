@@ -108,6 +108,8 @@ CASES = {
     "too_many_chunks_split": (dict(indices=torch.zeros(T, 1000, dtype=torch.int32),
                                    extra_kv_cache=torch.zeros(2, 64, 384, dtype=torch.uint8),
                                    extra_indices=torch.zeros(T, 20, dtype=torch.int32)), "got 16 \\+ 1"),
+    "sm_scale_huge": (dict(sm_scale=1e31), r"sm_scale: expected a magnitude of at most 1e30 .*got 1e\+31"),
+    "sm_scale_huge_negative": (dict(sm_scale=-3e38), r"sm_scale: expected a magnitude of at most 1e30"),
     "head_tiles_3": (dict(head_tiles=3), r"head_tiles: expected one of \[1, 2\] for H = 32"),
     "head_tiles_4_for_32": (dict(head_tiles=4), r"head_tiles: expected one of \[1, 2\]"),
 }
@@ -235,7 +237,7 @@ def test_fakes_name_a_tensor_of_the_wrong_rank():
     with pytest.raises(ValueError, match=r"latent_kv: expected shape \[N, 512\]"):
         torch.ops.cake.nvfp4_append_cache(torch.zeros((), dtype=torch.bfloat16, device="meta"),
                                           torch.zeros(1, dtype=torch.int32, device="meta"), cache)
-    with pytest.raises(ValueError, match=r"slot_mapping: expected shape \[N\]"):
+    with pytest.raises(ValueError, match=r"slot_mapping: expected shape \[1\] \(rows of latent_kv\), got \[\]"):
         torch.ops.cake.nvfp4_append_cache(torch.zeros(1, 512, dtype=torch.bfloat16, device="meta"),
                                           torch.zeros((), dtype=torch.int32, device="meta"), cache)
 
@@ -331,6 +333,47 @@ def test_scales_that_are_not_real_numbers_are_named(name, bad):
         torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, good, lse_scale=good)
 
 
+def test_integers_past_int64_and_scales_past_a_double_are_named():
+    """An int argument outside int64, or a scale too large for a double, raises ValueError naming
+    the public function and the argument (not the dispatcher's RuntimeError or a binding's
+    TypeError naming a private function), before anything is written; a planner's kernel that is
+    not a string raises TypeError naming it. The ends of int64 are taken."""
+    base = base_args()
+    q, cache, indices, output, out_lse = (base[k] for k in ("q", "kv_cache", "indices", "output", "out_lse"))
+    p = "cake_sparse_mla_sm120_dsv4_nvfp4_"
+    past = 2 ** 63
+    calls = {
+        ("prefill", "head_tiles"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
+            q, cache, indices, output, out_lse, 0.1, head_tiles=past),
+        ("decode", "num_splits"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
+            q, cache, indices, output, out_lse, 0.1, num_splits=-past - 1),
+        ("decode", "max_splits"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(
+            q, cache, indices, output, out_lse, 0.1, max_splits=past),
+        ("prefill_head_tiles", "num_heads"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill_head_tiles(past),
+        ("plan_prefill_details", "num_tokens"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
+            num_tokens=past, num_heads=32, topk=64),
+        ("num_chunks", "topk"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(past),
+        ("scratch_bytes", "num_tokens"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_scratch_bytes(2 ** 64, 8, 64),
+        ("select_kernel", "num_sms"): lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(
+            num_tokens=1, num_heads=64, topk=512, num_sms=past),
+    }
+    for (function, argument), make_call in calls.items():
+        with pytest.raises(ValueError, match=f"{p}{function}: {argument}: expected a value in int64's range"):
+            make_call()
+    for name in ("sm_scale", "lse_scale"):
+        scales = dict(dict(sm_scale=0.1, lse_scale=1.0), **{name: 10 ** 400})
+        for function in ("prefill", "decode"):
+            with pytest.raises(ValueError, match=f"{p}{function}: {name}: expected a value within a double's range"):
+                getattr(torch_ops, p + function)(q, cache, indices, output, out_lse, scales["sm_scale"],
+                                                 lse_scale=scales["lse_scale"])
+    assert torch.isnan(output.float()).all() and torch.isnan(out_lse).all()
+    with pytest.raises(TypeError, match=f"{p}plan_prefill_details: kernel: expected None or a string, got int"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(num_tokens=1, num_heads=32, topk=64, kernel=1)
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(past - 1) == 2 ** 57
+    assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(num_tokens=1, num_heads=64, topk=512,
+                                                                     num_sms=past - 1) == "decode"
+
+
 def test_planners_count_chunks_of_any_width():
     """A list width near 2^63 is more than 16 * max_splits chunks, not a negative count."""
     huge = 2 ** 63 - 1
@@ -395,6 +438,8 @@ def test_dequantizer_rejects_what_it_would_misread():
         r"expected a page stride >= page_size \* 384": cache.reshape(-1).as_strided((4, 16, 384), (384, 384, 1)),
         "expected stride 1 in the last dim": cache.view(4, 16, 384).transpose(1, 2).contiguous().transpose(1, 2),
         "expected page_size >= 1": torch.zeros(4, 0, 384, dtype=torch.uint8),
+        "expected a page stride that is a multiple of 16 bytes, got 6152": torch.zeros(
+            4, 16 * 384 + 8, dtype=torch.uint8)[:, : 16 * 384].view(4, 16, 384),
     }
     for message, view in bad_views.items():
         with pytest.raises(ValueError, match=f"cache: {message}"):

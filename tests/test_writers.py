@@ -81,6 +81,56 @@ def test_writer_argument_errors():
         torch.ops.cake.nvfp4_pack_cache(torch.zeros(1, 4, 512, dtype=torch.bfloat16), cache)
 
 
+def _writer_error(call, *tensors):
+    """The ValueError message of `call(*tensors)`, or None."""
+    try:
+        call(*tensors)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def test_writer_fakes_raise_the_writers_errors():
+    """On meta tensors and under a caller's FakeTensorMode the writers' fakes raise the eager call's
+    ValueError, message and all (the same C++ checks, the cache's alignment aside), and accept what
+    it accepts."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from test_validation import _without_data
+
+    cache = torch.zeros(2, 4, 384, dtype=torch.uint8)
+    rows = torch.zeros(3, 512, dtype=torch.bfloat16)
+    slots = torch.zeros(3, dtype=torch.int32)
+    append, pack = torch.ops.cake.nvfp4_append_cache, torch.ops.cake.nvfp4_pack_cache
+    cases = {
+        "slots int16": (append, rows, slots.to(torch.int16), cache),
+        "slots float": (append, rows, slots.float(), cache),
+        "slots too few": (append, rows, slots[:2], cache),
+        "rows float": (append, rows.float(), slots, cache),
+        "cache 2-D": (append, rows, slots, cache.view(8, 384)),
+        "cache token stride": (append, rows, slots, torch.zeros(2, 4, 400, dtype=torch.uint8)[:, :, :384]),
+        "cache page stride": (append, rows, slots, torch.zeros(2, 4 * 384 + 8, dtype=torch.uint8)[:, :4 * 384].view(2, 4, 384)),
+        "pack pages": (pack, torch.zeros(3, 4, 512, dtype=torch.bfloat16), cache),
+        "pack last dim": (pack, torch.zeros(2, 4, 512, dtype=torch.bfloat16), torch.zeros(2, 4, 383, dtype=torch.uint8)),
+        "append fine": (append, rows, slots, cache),
+        "pack fine": (pack, torch.zeros(2, 4, 512, dtype=torch.bfloat16), cache),
+    }
+    for name, (op, *tensors) in cases.items():
+        eager = _writer_error(op, *[t.clone() if t is cache else t for t in tensors])
+        assert (eager is None) == name.endswith("fine"), name
+        assert _writer_error(op, *[_without_data(t, lambda x: x.to("meta")) for t in tensors]) == eager, name
+        fake_mode = FakeTensorMode()
+        fakes = [_without_data(t, fake_mode.from_tensor) for t in tensors]
+        with fake_mode:
+            assert _writer_error(op, *fakes) == eager, name
+
+
+def test_pack_of_an_empty_page_names_latent_kv():
+    """A page size of 0 is latent_kv's (the cache would be the function's own)."""
+    for shape in ((2, 0, 512), (2, 1, 0, 512)):
+        with pytest.raises(ValueError, match=r"latent_kv: expected page_size >= 1"):
+            torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.zeros(shape, dtype=torch.bfloat16))
+
+
 def test_writers_reject_an_input_on_another_device():
     """A meta tensor among CPU ones (the call then goes to the fake implementations) raises as the
     C++ checks do, instead of writing nothing."""

@@ -17,7 +17,9 @@ def _choose_op(q: torch.Tensor, indices: torch.Tensor, extra_indices: Optional[t
     """'decode' or 'prefill' for this call (the shapes and the device only)."""
     topk, extra_topk = _width(indices), _width(extra_indices)
     if q.dim() != 3 or topk is None or extra_topk is None:
-        return "prefill"  # malformed: the prefill names the argument
+        # Malformed: the decode names the argument (its checks are the prefill's, with the wider
+        # head counts, so a head count only the decode takes is not what gets blamed).
+        return "decode"
     num_heads = operator.index(q.shape[1])
     limit = planned_for_q(q.device, decode_token_limit, q.device.type, q.device.index, num_heads, topk, extra_topk)
     if limit is None:

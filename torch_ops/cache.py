@@ -53,6 +53,9 @@ def nvfp4_quantize_pack_sparse_mla_cache(latent_kv: torch.Tensor, *, kv_layout: 
     if latent_kv.dim() != 3 or latent_kv.shape[-1] != HEAD_DIM:
         raise ValueError(f"latent_kv: expected shape [pages, page_size, 512], got {tuple(latent_kv.shape)}")
     pages, page_size = latent_kv.shape[0], latent_kv.shape[1]
+    if page_size < 1:  # (the cache made from it would be rejected, naming a cache the caller never passed)
+        raise ValueError(f"latent_kv: expected page_size >= 1 (dim 1 of [pages, page_size, 512]), got shape "
+                         f"{tuple(latent_kv.shape)}")
     shape = (pages, 1, page_size, TOKEN_BYTES) if kv_layout == "HND" else (pages, page_size, 1, TOKEN_BYTES)
     cache = torch.empty(shape, dtype=torch.uint8, device=latent_kv.device)
     torch.ops.cake.nvfp4_pack_cache(latent_kv, cache)
@@ -94,6 +97,8 @@ def cache_geometry(cache: torch.Tensor) -> Tuple[int, int, int]:
     if page_size > 1 and cache.stride(token_dim) != TOKEN_BYTES:
         raise ValueError(f"cache: expected token stride 384 inside a page, got {cache.stride(token_dim)}")
     page_stride = cache.stride(0) if num_pages > 1 else page_size * TOKEN_BYTES
+    if page_stride % 16:
+        raise ValueError(f"cache: expected a page stride that is a multiple of 16 bytes, got {page_stride}")
     if page_stride < page_size * TOKEN_BYTES:
         raise ValueError(f"cache: expected a page stride >= page_size * 384 = {page_size * TOKEN_BYTES}, got {page_stride}")
     return num_pages, page_size, page_stride

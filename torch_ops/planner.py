@@ -11,7 +11,7 @@ import torch
 
 from . import _C
 from . import kernel_override as _kernel_override
-from .no_backward import int_args
+from .no_backward import int_args, str_arg
 
 DeviceLike = Union[None, str, torch.device]
 
@@ -91,6 +91,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
         "cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details", required=("num_tokens", "num_heads", "topk", "extra_topk"),
         num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms,
         head_tiles=head_tiles)
+    kernel = str_arg("cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details", "kernel", kernel)
     return _C.plan_prefill(num_tokens, num_heads, topk, extra_topk, num_sms, _device_name(device), kernel, head_tiles)
 
 

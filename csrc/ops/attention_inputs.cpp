@@ -1,5 +1,7 @@
 #include "attention_inputs.h"
 
+#include <cmath>
+
 #include <c10/util/Exception.h>
 
 #include "cache_view.h"
@@ -104,6 +106,9 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
                       "with at least ", inputs.num_heads, " entries (H of q), got shape ", sink.sizes());
     TORCH_CHECK_VALUE(sink.is_contiguous(), "attn_sink: expected a contiguous tensor");
   }
+  TORCH_CHECK_VALUE(!std::isfinite(inputs.sm_scale) || std::abs(inputs.sm_scale) <= kMaxFiniteSmScale,
+                    "sm_scale: expected a magnitude of at most 1e30 (or NaN / +-inf, which make every row with a "
+                    "candidate NaN), got ", inputs.sm_scale);
 }
 
 }  // namespace cake

@@ -51,6 +51,12 @@ struct AttentionLimits {
   const char* max_chunks_text;  // e.g. "16" or "16 * max_splits = 256"
 };
 
+// The largest finite |sm_scale| the ops accept. The kernels form sm_scale * log2(e) in float32, one
+// of them times 2^9 more (its raw scores are 2^-9 times the true ones), so a finite scale near
+// float32's range would become infinite in some kernels and not in others; this bound keeps every
+// kernel's factor finite. NaN and +-inf stay accepted (every row with a candidate is NaN).
+constexpr double kMaxFiniteSmScale = 1e30;
+
 // Packs the arguments every attention op's schema starts with (the order of the schemas in
 // registration.cpp); absent optional tensors become undefined ones.
 inline void pack_attention_inputs(AttentionInputs& inputs, const at::Tensor& q, const at::Tensor& kv_cache,

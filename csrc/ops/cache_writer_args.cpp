@@ -7,26 +7,31 @@
 
 namespace cake {
 
-CacheWriteJob prepare_pack_job(const at::Tensor& latent_kv, const at::Tensor& cache) {
-  CacheWriteJob job;
-  job.geometry = check_cache_view(cache, "cache");
+nvfp4::CacheGeometry check_pack_args(const at::Tensor& latent_kv, const at::Tensor& cache, PointerChecks pointers) {
+  const nvfp4::CacheGeometry geometry = check_cache_view(cache, "cache", pointers);
   TORCH_CHECK_VALUE(latent_kv.device() == cache.device(), "latent_kv: expected a tensor on ", cache.device(),
                     " (the device of cache), got ", latent_kv.device());
   TORCH_CHECK_VALUE(latent_kv.scalar_type() == at::kBFloat16, "latent_kv: expected dtype bfloat16, got ",
                     latent_kv.scalar_type());
-  TORCH_CHECK_VALUE(latent_kv.dim() == 3 && latent_kv.size(0) == job.geometry.num_pages &&
-                        latent_kv.size(1) == job.geometry.page_size && latent_kv.size(2) == nvfp4::kHeadDim,
-                    "latent_kv: expected shape [", job.geometry.num_pages, ", ", job.geometry.page_size,
+  TORCH_CHECK_VALUE(latent_kv.dim() == 3 && latent_kv.size(0) == geometry.num_pages &&
+                        latent_kv.size(1) == geometry.page_size && latent_kv.size(2) == nvfp4::kHeadDim,
+                    "latent_kv: expected shape [", geometry.num_pages, ", ", geometry.page_size,
                     ", 512] (pages and page size of cache), got ", latent_kv.sizes());
+  return geometry;
+}
+
+CacheWriteJob prepare_pack_job(const at::Tensor& latent_kv, const at::Tensor& cache) {
+  CacheWriteJob job;
+  job.geometry = check_pack_args(latent_kv, cache);
   job.rows = latent_kv.contiguous().view({-1, nvfp4::kHeadDim});
   job.num_entries = job.rows.size(0);
   job.cache = cache;
   return job;
 }
 
-CacheWriteJob prepare_append_job(const at::Tensor& latent_kv, const at::Tensor& slot_mapping, const at::Tensor& cache) {
-  CacheWriteJob job;
-  job.geometry = check_cache_view(cache, "cache");
+nvfp4::CacheGeometry check_append_args(const at::Tensor& latent_kv, const at::Tensor& slot_mapping,
+                                       const at::Tensor& cache, PointerChecks pointers) {
+  const nvfp4::CacheGeometry geometry = check_cache_view(cache, "cache", pointers);
   TORCH_CHECK_VALUE(latent_kv.device() == cache.device(), "latent_kv: expected a tensor on ", cache.device(),
                     " (the device of cache), got ", latent_kv.device());
   TORCH_CHECK_VALUE(slot_mapping.device() == cache.device(), "slot_mapping: expected a tensor on ", cache.device(),
@@ -40,6 +45,12 @@ CacheWriteJob prepare_append_job(const at::Tensor& latent_kv, const at::Tensor& 
   TORCH_CHECK_VALUE(slot_mapping.dim() == 1 && slot_mapping.size(0) == latent_kv.size(0),
                     "slot_mapping: expected shape [", latent_kv.size(0), "] (rows of latent_kv), got ",
                     slot_mapping.sizes());
+  return geometry;
+}
+
+CacheWriteJob prepare_append_job(const at::Tensor& latent_kv, const at::Tensor& slot_mapping, const at::Tensor& cache) {
+  CacheWriteJob job;
+  job.geometry = check_append_args(latent_kv, slot_mapping, cache);
   job.rows = latent_kv.contiguous();
   job.num_entries = job.rows.size(0);
   job.cache = cache;

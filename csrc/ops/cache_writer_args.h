@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "../format/nvfp4_format.h"
+#include "tensor_alignment.h"
 
 namespace cake {
 
@@ -24,5 +25,13 @@ struct CacheWriteJob {
 CacheWriteJob prepare_pack_job(const at::Tensor& latent_kv, const at::Tensor& cache);
 // latent_kv [N, 512] bf16, slot_mapping [N] int32/int64 -> the addressed slots of `cache`.
 CacheWriteJob prepare_append_job(const at::Tensor& latent_kv, const at::Tensor& slot_mapping, const at::Tensor& cache);
+
+// The checks of the two prepare_*_job functions alone (ValueError naming the argument), which read
+// no data: the writers' fake implementations run them on meta and fake tensors (`pointers` skips
+// the cache's alignment check there). They return the cache's geometry.
+nvfp4::CacheGeometry check_pack_args(const at::Tensor& latent_kv, const at::Tensor& cache,
+                                     PointerChecks pointers = PointerChecks::kCheck);
+nvfp4::CacheGeometry check_append_args(const at::Tensor& latent_kv, const at::Tensor& slot_mapping,
+                                       const at::Tensor& cache, PointerChecks pointers = PointerChecks::kCheck);
 
 }  // namespace cake

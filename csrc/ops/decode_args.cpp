@@ -10,12 +10,10 @@
 namespace cake {
 namespace {
 
-// mid_out [S, T, H, 512] or mid_lse [S, T, H]: fp32, contiguous, on q's device, S >= num_splits;
-// mid_out 16-byte aligned (the CUDA merge reads it in 16-byte vectors). Returns false, having
-// checked the form only, where the split count is not known (`splits` a range) and S is below its
-// top: the op's own next check may then fail or pass.
-bool check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name,
-                   const DecodeSplitRange& splits, PointerChecks pointers) {
+// mid_out [S, T, H, 512] or mid_lse [S, T, H]: fp32 on q's device (the form; checked for both
+// scratch buffers before either's split count, so that a call the fakes can only check for form
+// raises the same first error as the op).
+void check_scratch_form(const at::Tensor& scratch, const DecodeArgs& args, bool rows, const char* name) {
   check_same_device(scratch, args.q, name);
   TORCH_CHECK_VALUE(scratch.scalar_type() == at::kFloat, name, ": expected dtype float32, got ", scratch.scalar_type());
   const int64_t rank = rows ? 4 : 3;
@@ -23,6 +21,13 @@ bool check_scratch(const at::Tensor& scratch, const DecodeArgs& args, bool rows,
                         scratch.size(2) == args.num_heads && (!rows || scratch.size(3) == nvfp4::kHeadDim);
   TORCH_CHECK_VALUE(shape_ok, name, ": expected shape [S, ", args.num_tokens, ", ", args.num_heads,
                     rows ? ", 512]" : "]", " (S splits, T and H of q), got ", scratch.sizes());
+}
+
+// S >= num_splits, contiguous; mid_out 16-byte aligned (the CUDA merge reads it in 16-byte
+// vectors). Returns false, having checked nothing, where the split count is not known (`splits` a
+// range) and S is below its top: the op's own check may then fail or pass.
+bool check_scratch_splits(const at::Tensor& scratch, bool rows, const char* name, const DecodeSplitRange& splits,
+                          PointerChecks pointers) {
   if (!splits.known() && scratch.size(0) < splits.most) return false;
   TORCH_CHECK_VALUE(scratch.size(0) >= splits.fewest, name, ": expected at least ", splits.fewest,
                     " splits in dim 0 (the plan's num_splits), got ", scratch.size(0));
@@ -59,8 +64,10 @@ void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& spl
                     args.mid_out.defined() ? "mid_lse: required when mid_out is given"
                                            : "mid_out: required when mid_lse is given");
   if (args.mid_out.defined()) {
-    if (check_scratch(args.mid_out, args, /*rows=*/true, "mid_out", splits, pointers)) {
-      check_scratch(args.mid_lse, args, /*rows=*/false, "mid_lse", splits, pointers);
+    check_scratch_form(args.mid_out, args, /*rows=*/true, "mid_out");
+    check_scratch_form(args.mid_lse, args, /*rows=*/false, "mid_lse");
+    if (check_scratch_splits(args.mid_out, /*rows=*/true, "mid_out", splits, pointers)) {
+      check_scratch_splits(args.mid_lse, /*rows=*/false, "mid_lse", splits, pointers);
     }
   } else if (splits.known()) {
     TORCH_CHECK_VALUE(splits.fewest == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",

@@ -2,7 +2,8 @@
 
 #include <c10/util/Exception.h>
 
-#include <cstdio>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -32,13 +33,22 @@ std::string compiled_pipelines() {
   return text.str();
 }
 
-// "stages,k_tiles": two decimal integers and nothing else.
+// "stages,k_tiles": two decimal integers, each within an int, and nothing else (an out-of-range
+// number is not a pipeline, rather than whatever a conversion would wrap it to).
 std::optional<PrefillPipeline> parse_pipeline(const char* text) {
-  int stages = 0;
-  int k_tiles = 0;
-  int consumed = 0;
-  if (std::sscanf(text, "%d,%d%n", &stages, &k_tiles, &consumed) != 2 || text[consumed] != '\0') return std::nullopt;
-  return PrefillPipeline{stages, k_tiles};
+  int values[2] = {0, 0};
+  const char* cursor = text;
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1 && *cursor++ != ',') return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(cursor, &end, 10);
+    if (end == cursor || errno == ERANGE || value < INT_MIN || value > INT_MAX) return std::nullopt;
+    values[i] = int(value);
+    cursor = end;
+  }
+  if (*cursor != '\0') return std::nullopt;
+  return PrefillPipeline{values[0], values[1]};
 }
 
 std::mutex& override_mutex() {
