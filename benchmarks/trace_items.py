@@ -29,9 +29,13 @@ in a log of the removed development build `-DCAKE_HOPPER_FOLLOWER_HIGH`, recorde
 own block's high half written, a part of `F_scores`);
 the softmax steps split by the consumers' points 6 and 7 where a log has them (`L_ref_weights`,
 `L_store_pv_issue`, `L_fence_hand_over`; `F_softmax_math`, `F_store_fence`, `F_publish_wait`);
-and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the
-dequant's time for a pair's two blocks, its waits in them, the leader's period and how soon after
-the dequant wrote a pair's first block the leader starts it.
+a table of each pair's blocks against the leader's start of the pair (cycles after it: the first
+block's high half written, the second block's top, bookkeeping done, halves free and written, the
+follower's QK^T done, the pair's end), which says whether the follower's QK^T waits for its block
+and what of that block's conversion runs after the pair began; and a "dequant load" line over the
+steady pairs (an item's third pair on, not its last): the dequant's time for a pair's two blocks,
+its waits in them, the leader's period and how soon after the dequant wrote a pair's first block
+the leader starts it.
 
 `--fused LOG` summarises a trace of the fused 64-head kernel instead (branch builds with
 `-DCAKE_HOPPER_FUSED=1 -DCAKE_HOPPER_TRACE`; `--run` traces it as it does the 64-head kernel):
