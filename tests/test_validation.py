@@ -1,6 +1,7 @@
 """Every ValueError of docs/contract.md section 10 (errors), each with the message it must carry.
 Raised before any launch, so the output buffers stay poisoned."""
 import contextlib
+import math
 
 import pytest
 import torch
@@ -369,9 +370,45 @@ def test_integers_past_int64_and_scales_past_a_double_are_named():
     assert torch.isnan(output.float()).all() and torch.isnan(out_lse).all()
     with pytest.raises(TypeError, match=f"{p}plan_prefill_details: kernel: expected None or a string, got int"):
         torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(num_tokens=1, num_heads=32, topk=64, kernel=1)
+    with pytest.raises(TypeError, match=f"{p}plan_prefill: kernel: expected None or a string, got int"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(num_tokens=1, num_heads=32, topk=64, kernel=1)
+    with pytest.raises(ValueError, match="sparse_mla_attention: sm_scale: expected a value within a double's range"):
+        torch_ops.sparse_mla_attention(q, cache, indices, output, out_lse, 10 ** 400)
+    # An int too long to print names itself by its size.
+    with pytest.raises(ValueError, match=f"{p}num_chunks: topk: expected a value in int64's range, got a 16610-bit"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(10 ** 5000)
+    with pytest.raises(ValueError, match=f"{p}prefill: sm_scale: expected a value within a double's range, got a"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, 10 ** 5000)
     assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_num_chunks(past - 1) == 2 ** 57
     assert torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(num_tokens=1, num_heads=64, topk=512,
                                                                      num_sms=past - 1) == "decode"
+
+
+def test_a_scale_past_a_double_is_named_where_compile_traces_it():
+    """The check compares rather than converts, so where torch.compile traces the wrapper (and, as
+    a failed check does, falls back to eager) the caller still gets the ValueError naming the scale."""
+    base = base_args()
+    q, cache, indices, output, out_lse = (base[k] for k in ("q", "kv_cache", "indices", "output", "out_lse"))
+    torch._dynamo.reset()
+
+    def prefill(q, cache, indices, output, out_lse):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, 10 ** 400)
+
+    with pytest.raises(ValueError, match="cake_sparse_mla_sm120_dsv4_nvfp4_prefill: sm_scale: expected a value within"):
+        torch.compile(prefill, backend="eager")(q, cache, indices, output, out_lse)
+    assert torch.isnan(output.float()).all()
+
+
+@pytest.mark.parametrize("sm_scale", [1e30, -1e30, math.inf, -math.inf, math.nan])
+def test_fakes_accept_the_scales_the_op_accepts(sm_scale):
+    """The largest finite sm_scale and the non-finite ones pass the fakes' checks as they pass the
+    op's (section 8 makes the non-finite ones NaN, not errors)."""
+    args = {k: (v.to("meta") if isinstance(v, torch.Tensor) else v) for k, v in base_args().items()}
+    args["sm_scale"] = sm_scale
+    positional = pop_positional(args)
+    torch.ops.cake.sparse_mla_prefill(*positional, **args)
+    torch.ops.cake.sparse_mla_decode(*positional, num_splits=1)
+    torch.ops.cake.sparse_mla_prefill_functional(positional[0], positional[1], positional[2], sm_scale)
 
 
 def test_planners_count_chunks_of_any_width():

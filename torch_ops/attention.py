@@ -8,7 +8,7 @@ import torch
 
 from .decode import _width, cake_sparse_mla_sm120_dsv4_nvfp4_decode
 from .decode_planner import decode_token_limit
-from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args
 from .planner import planned_for_q
 from .prefill import cake_sparse_mla_sm120_dsv4_nvfp4_prefill
 
@@ -66,6 +66,7 @@ def sparse_mla_attention(
                       indices=indices, output=output, out_lse=out_lse, topk_length=topk_length, attn_sink=attn_sink,
                       extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
                       extra_topk_length=extra_topk_length, mid_out=mid_out, mid_lse=mid_lse)
+    float_args("sparse_mla_attention", sm_scale=sm_scale, lse_scale=lse_scale)
     shared = dict(topk_length=topk_length, attn_sink=attn_sink, extra_kv_cache=extra_kv_cache,
                   extra_indices=extra_indices, extra_topk_length=extra_topk_length, lse_scale=lse_scale)
     op = _choose_op(q, indices, extra_indices)

@@ -43,6 +43,7 @@ def nvfp4_quantize_pack_sparse_mla_cache(latent_kv: torch.Tensor, *, kv_layout: 
     check_tensor_args("nvfp4_quantize_pack_sparse_mla_cache", required=("latent_kv",), latent_kv=latent_kv)
     if kv_layout not in ("HND", "NHD"):
         raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
+    given_shape = tuple(latent_kv.shape)
     if latent_kv.dim() == 4:
         if latent_kv.shape[1] == 1:
             latent_kv = latent_kv[:, 0]
@@ -54,8 +55,7 @@ def nvfp4_quantize_pack_sparse_mla_cache(latent_kv: torch.Tensor, *, kv_layout: 
         raise ValueError(f"latent_kv: expected shape [pages, page_size, 512], got {tuple(latent_kv.shape)}")
     pages, page_size = latent_kv.shape[0], latent_kv.shape[1]
     if page_size < 1:  # (the cache made from it would be rejected, naming a cache the caller never passed)
-        raise ValueError(f"latent_kv: expected page_size >= 1 (dim 1 of [pages, page_size, 512]), got shape "
-                         f"{tuple(latent_kv.shape)}")
+        raise ValueError(f"latent_kv: expected page_size >= 1, got shape {given_shape}")
     shape = (pages, 1, page_size, TOKEN_BYTES) if kv_layout == "HND" else (pages, page_size, 1, TOKEN_BYTES)
     cache = torch.empty(shape, dtype=torch.uint8, device=latent_kv.device)
     torch.ops.cake.nvfp4_pack_cache(latent_kv, cache)

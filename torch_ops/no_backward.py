@@ -38,7 +38,7 @@ def check_tensor_args(function: str, *, required: Tuple[str, ...] = (), **tensor
 def int_args(function: str, *, required: Tuple[str, ...] = (), **values: Optional[int]) -> Tuple[Optional[int], ...]:
     """``values`` as Python ints, in their order (``None`` kept where allowed: not for the names in
     ``required``); ``TypeError`` naming one that is not an integer (anything with ``__index__`` but
-    a bool). Under ``torch.compile`` an int argument can arrive symbolic (it changed between
+    a bool), ``ValueError`` naming one outside int64. Under ``torch.compile`` an int argument can arrive symbolic (it changed between
     calls); its value here is a constant, which the planners need (one graph per value, as the
     plan differs anyway)."""
     result = []
@@ -54,14 +54,21 @@ def int_args(function: str, *, required: Tuple[str, ...] = (), **values: Optiona
             raise TypeError(f"{function}: {name}: expected an int, got {type(value).__name__}") from None
         # The operators and the planners take int64: a Python int past it would reach them as a
         # binding's or the dispatcher's type error naming neither the argument nor this function.
-        if not _INT64_MIN <= index <= _INT64_MAX:
-            raise ValueError(f"{function}: {name}: expected a value in int64's range, got {index}")
+        # (Literal bounds: the check is on every eager call's path.)
+        if not -0x8000000000000000 <= index <= 0x7FFFFFFFFFFFFFFF:
+            raise ValueError(f"{function}: {name}: expected a value in int64's range, got {_int_text(index)}")
         result.append(index)
     return tuple(result)
 
 
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_DOUBLE_INT_LIMIT = 1 << 1023  # every int of smaller magnitude converts to a finite double
+def _int_text(value: int) -> str:
+    """`value` in decimal where that is short; Python refuses to print an int of over 4300 digits."""
+    return str(value) if value.bit_length() <= 256 else f"a {value.bit_length()}-bit integer"
+
+
+# Ints of smaller magnitude convert to a finite double; from this one on they round to infinity
+# (float() raises OverflowError).
+_DOUBLE_INT_LIMIT = (1 << 1024) - (1 << 970)
 
 
 def str_arg(function: str, name: str, value: Optional[str]) -> Optional[str]:
@@ -74,16 +81,24 @@ def str_arg(function: str, name: str, value: Optional[str]) -> Optional[str]:
 
 def float_args(function: str, **values) -> None:
     """``TypeError`` naming a scale argument that is not a real number (a bool, ``None``, a string,
-    a complex, a tensor), which the operator would otherwise reject with the dispatcher's
-    ``RuntimeError`` naming no function. Under ``torch.compile`` a float can arrive symbolic."""
+    a complex, a tensor), and ``ValueError`` naming one too large for a double (a huge int), which
+    the operator would otherwise reject with the dispatcher's ``RuntimeError`` naming no function.
+    Under ``torch.compile`` a float can arrive symbolic."""
     for name, value in values.items():
-        if type(value) is float or (type(value) is int and -_DOUBLE_INT_LIMIT < value < _DOUBLE_INT_LIMIT):
-            continue  # the common cases, without the ABC check (~0.4 us each)
+        if type(value) is float:  # the common case, without the ABC check (~0.4 us each)
+            continue
+        if type(value) is int:
+            # An int past a double's range: the dispatcher would reject it naming nothing. Compared,
+            # not converted, so that the check also works where torch.compile traces it.
+            if -_DOUBLE_INT_LIMIT < value < _DOUBLE_INT_LIMIT:
+                continue
+            raise ValueError(f"{function}: {name}: expected a value within a double's range, got "
+                             f"{_int_text(value)}")
         if isinstance(value, bool) or not isinstance(value, (numbers.Real, torch.SymFloat, torch.SymInt)):
             raise TypeError(f"{function}: {name}: expected a float, got {type(value).__name__}")
         if isinstance(value, (torch.SymFloat, torch.SymInt)):
             continue
-        try:  # an int (or other real) past a double's range: the dispatcher would reject it unnamed
+        try:  # another real type (a Fraction, a numpy number) past a double's range
             float(value)
         except OverflowError:
             raise ValueError(f"{function}: {name}: expected a value within a double's range, got one "

@@ -125,6 +125,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
     Each argument means what it means for ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``,
     which returns the whole plan. Bad arguments raise ValueError naming the argument.
     """
+    num_tokens, num_heads, topk, extra_topk, num_sms = int_args(
+        "cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill", required=("num_tokens", "num_heads", "topk", "extra_topk"),
+        num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms)
+    kernel = str_arg("cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill", "kernel", kernel)
     return cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
         num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, device=device,
         kernel=kernel)["head_tiles"]
