@@ -133,6 +133,25 @@ def test_compiled_decode_one_graph_over_the_plans_steps(num_threads_16):
     assert counter.frame_count == 1
 
 
+@pytest.mark.parametrize("fn", [api_plan_call, attention_call], ids=["decode", "attention"])
+def test_compiled_decode_one_graph_per_chunk_count_of_the_lists(fn, num_threads_8):
+    """The plans depend on a list's width only through its chunks of 64: under dynamic shapes a
+    graph is specialised to the chunk count, so widths growing a token at a time within a chunk
+    (a serving loop's) share one graph, and a width in the next chunk compiles one more; every
+    call gives the eager call's bits (and, for the decode, its plan)."""
+    from torch._dynamo.testing import CompileCounter
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(fn, backend=counter, fullgraph=True, dynamic=True)
+    for topk in (100, 101, 102, 127, 128, 129):
+        inputs = compile_inputs(2, topk, topk=topk)
+        eager_inputs = tuple(x.clone() for x in inputs)
+        got, expected = compiled(*inputs), fn(*eager_inputs)
+        assert torch.equal(got[0].view(torch.int16), expected[0].view(torch.int16)) and torch.equal(got[1], expected[1])
+        assert tuple(got[2:]) == tuple(expected[2:])
+    assert counter.frame_count == 2  # widths 65..128, then 129..192
+
+
 def _threads(count):
     before = torch.get_num_threads()
     torch.set_num_threads(count)

@@ -118,6 +118,34 @@ def _import_with(env):
     return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120)
 
 
+def test_compiled_calls_recompile_when_the_override_changes_only():
+    """A compiled prefill and decode recompile when the override changes, and not when it is set to
+    the value in force: a graph compiled under an override serves again when that override is back
+    (toggled with the context manager a dozen times: two graphs, no recompile limit reached, so a
+    fullgraph function keeps working)."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    problem = make_problem(num_tokens=4, num_heads=16, topk=100, main=CacheSpec(4, 64), device="cpu", seed=71)
+    output, out_lse = torch.empty(4, 16, 512, dtype=torch.bfloat16), torch.empty(4, 16)
+    torch._dynamo.reset()
+    for call in (torch_ops.sparse_mla_prefill, torch_ops.sparse_mla_decode):
+        counter = CompileCounter()
+        compiled = torch.compile(lambda q, c, i, o, l: call(q, c, i, o, l, 0.05, num_splits=1)
+                                 if call is torch_ops.sparse_mla_decode else call(q, c, i, o, l, 0.05),
+                                 fullgraph=True, backend=counter)
+        torch_ops.set_prefill_kernel_override()
+        compiled(problem.q, problem.kv_cache, problem.indices, output, out_lse)
+        torch_ops.set_prefill_kernel_override()  # the value in force: nothing to recompile
+        compiled(problem.q, problem.kv_cache, problem.indices, output, out_lse)
+        assert counter.frame_count == 1
+        for _ in range(12):
+            with torch_ops.prefill_kernel_override(kernel="portable"):
+                compiled(problem.q, problem.kv_cache, problem.indices, output, out_lse)
+            compiled(problem.q, problem.kv_cache, problem.indices, output, out_lse)
+        assert counter.frame_count == 2
+
+
 def test_environment_is_read_at_import():
     done = _import_with({"CAKE_PREFILL_KERNEL": "portable", "CAKE_PREFILL_VARIANT": "3,2"})
     assert done.returncode == 0, done.stderr

@@ -553,10 +553,10 @@ def test_prefill_under_compile_leaves_a_tile_the_device_rejects_to_the_op(monkey
     from torch_ops import planner
     real = planner._cached_plan_steps
 
-    def rejecting(device, num_heads, head_tiles, override_generation):
+    def rejecting(device, num_heads, head_tiles, override_key):
         if head_tiles == 2:
             raise ValueError("head_tiles: expected at most 1 on this device (a test's planner)")
-        return real(device, num_heads, head_tiles, override_generation)
+        return real(device, num_heads, head_tiles, override_key)
 
     monkeypatch.setattr(planner, "_cached_plan_steps", rejecting)
     base = base_args()

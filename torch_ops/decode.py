@@ -10,12 +10,16 @@ from .prefill import _contiguous
 
 
 def _width(indices: Optional[torch.Tensor]) -> Optional[int]:
-    """A candidate list's width, or None when the tensor has no plausible shape (the op says why)."""
+    """A candidate list's width rounded up to whole chunks of 64, or None when the tensor has no
+    plausible shape (the op says why). The plans depend on a width only through its chunks: under
+    torch.compile the rounded width is what a graph is specialised to (a constant there, which the
+    planners need), so lists whose width changes within a chunk, as a serving loop's do a token a
+    step, share a graph."""
     if indices is None:
         return 0
     if not isinstance(indices, torch.Tensor) or indices.dim() not in (2, 3):
         return None
-    return operator.index(indices.shape[-1])  # a constant under torch.compile: the plan depends on it
+    return operator.index((indices.shape[-1] + 63) // 64 * 64)
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_decode(

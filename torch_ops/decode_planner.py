@@ -244,9 +244,9 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 @torch.compiler.assume_constant_result
 def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads: int, topk: int, extra_topk: int,
                        max_splits: int, head_tiles: Optional[int], num_splits: Optional[int],
-                       override_generation: int) -> Optional[tuple]:
+                       override_key: int) -> Optional[tuple]:
     """The C++ planner's decode plan on a device for every token count, or None when the op
-    rejects these ints (a constant while tracing; ``override_generation`` ties it to the kernel
+    rejects these ints (a constant while tracing; ``override_key`` ties it to the kernel
     override in force, which decides whether the splits run the Hopper kernels)."""
     # The plan depends on the lists' widths only through their chunks of 64: a width rounded up to
     # its chunks shares the cache entry (a serving loop whose widths grow by a token a step asks
@@ -254,7 +254,7 @@ def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads:
     topk, extra_topk = (-(-width // 64) * 64 if isinstance(width, int) and width >= 1 else width
                         for width in (topk, extra_topk))
     return _cached_decode_plan_steps(resolved_device(device_type, device_index), num_heads, topk, extra_topk,
-                                     max_splits, head_tiles, num_splits, override_generation)
+                                     max_splits, head_tiles, num_splits, override_key)
 
 
 # Computed once per device and shape (see planner._cached_plan_steps); typed, so that a float
@@ -262,7 +262,7 @@ def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads:
 @functools.lru_cache(maxsize=4096, typed=True)
 def _cached_decode_plan_steps(device: Tuple[str, int], num_heads: int, topk: int, extra_topk: int, max_splits: int,
                               head_tiles: Optional[int], num_splits: Optional[int],
-                              override_generation: int) -> Optional[tuple]:
+                              override_key: int) -> Optional[tuple]:
     steps = _C.decode_plan_steps(num_heads, topk, extra_topk, max_splits, head_tiles, num_splits, device=device[0])
     return None if steps is None else tuple(tuple(step) for step in steps)
 
@@ -275,9 +275,9 @@ def decode_plan_for_call(device: torch.device, num_tokens, num_heads: int, topk:
     too, built without a guard: the planner's steps change the plan up to
     ~20 times over T = 0 .. SMs at up to 2048 candidates (up to ~60 with 16384), and a guard per
     step would recompile the graph at each."""
-    # The override's generation is read here, in traced code, so torch.compile guards on it.
+    # The override's key is read here, in traced code, so torch.compile guards on it.
     steps = planned_for_q(device, _decode_plan_steps, device.type, device.index, num_heads, topk, extra_topk,
-                          max_splits, head_tiles, num_splits, _kernel_override._generation)
+                          max_splits, head_tiles, num_splits, _kernel_override._key)
     if steps is None:
         return None
     # Eager: the last step T has reached (what the sum below gives an int T). Not while tracing,

@@ -23,9 +23,22 @@ from typing import Iterator, Optional, Tuple
 
 from . import _C
 
-# Bumped on every change; the prefill API passes it into its traced planning, so torch.compile
-# guards on it.
-_generation = 0
+# The override in force as one int (override_key): the same int exactly when the override is the
+# same. The APIs pass it into their traced planning, so torch.compile guards on it: a graph
+# recompiles when the override changes, and a graph compiled under an override is reused whenever
+# that override is back in force (a counter bumped on every set would recompile on each, and after
+# torch.compile's recompile limit fail a fullgraph function). Set with the override; read from the
+# environment at import (below).
+_key = 0
+
+_KERNELS = (None, "hopper", "portable", "hopper_small")
+
+
+def override_key(override: dict) -> int:
+    """``override`` (``get_prefill_kernel_override()``'s dict) as an int: kernel and variant."""
+    variant = override["variant"]
+    # Validated pipelines: a few stages and k-tiles each, far below 1000.
+    return _KERNELS.index(override["kernel"]) * 1_000_000 + (0 if variant is None else 1 + 1000 * variant[0] + variant[1])
 
 
 def get_prefill_kernel_override() -> dict:
@@ -47,9 +60,9 @@ def set_prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[
     kernel other than "hopper" / "portable" / "hopper_small", a pipeline no portable instance
     has, a variant with a Hopper kernel); the override is then left as it was.
     """
-    global _generation
+    global _key
     _C.set_prefill_kernel_override(kernel, variant)
-    _generation += 1
+    _key = override_key(_C.get_prefill_kernel_override())
 
 
 @contextlib.contextmanager
@@ -68,4 +81,4 @@ def prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[Tupl
 
 
 # Read the environment now, so a bad value fails the import rather than a later call.
-get_prefill_kernel_override()
+_key = override_key(get_prefill_kernel_override())

@@ -137,7 +137,7 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
 def resolved_device(device_type: str, device_index: Optional[int]) -> Tuple[str, int]:
     """The device a planner call asks about, as the key of the planners' cached answers: its name,
     with the current CUDA device's index where none is given, and what its plans depend on that can
-    change in a process besides the kernel override (whose generation the callers add): on the CPU
+    change in a process besides the kernel override (whose key the callers add): on the CPU
     the intra-op threads, which the planner counts as its SMs (0 elsewhere)."""
     if device_index is None and device_type == "cuda":
         device_index = torch.cuda.current_device()
@@ -150,26 +150,26 @@ def resolved_device(device_type: str, device_index: Optional[int]) -> Tuple[str,
 # C++ planner over every token count up to the SM count) than its kernels take on the GPU.
 @functools.lru_cache(maxsize=4096, typed=True)
 def _cached_plan_steps(device: Tuple[str, int], num_heads: int, head_tiles: Optional[int],
-                       override_generation: int) -> tuple:
+                       override_key: int) -> tuple:
     return tuple(tuple(step) for step in _C.prefill_plan_steps(num_heads, head_tiles, device=device[0]))
 
 
 @torch.compiler.assume_constant_result
 def _plan_steps(device_type: str, device_index: Optional[int], num_heads: int, head_tiles: Optional[int],
-                override_generation: int) -> tuple:
+                override_key: int) -> tuple:
     """The C++ planner's answer on a device for every token count (a constant while tracing;
-    ``override_generation`` ties it to the kernel override in force)."""
-    return _cached_plan_steps(resolved_device(device_type, device_index), num_heads, head_tiles, override_generation)
+    ``override_key`` ties it to the kernel override in force)."""
+    return _cached_plan_steps(resolved_device(device_type, device_index), num_heads, head_tiles, override_key)
 
 
 @torch.compiler.assume_constant_result
 def _planner_accepts(device_type: str, device_index: Optional[int], num_heads: int, head_tiles: Optional[int],
-                     override_generation: int) -> bool:
+                     override_key: int) -> bool:
     """Whether the C++ planner accepts ``head_tiles`` for ``num_heads`` on a device (a constant while
     tracing): a head tile among the choices for H can still be past what the device's shared memory
     holds."""
     try:
-        _cached_plan_steps(resolved_device(device_type, device_index), num_heads, head_tiles, override_generation)
+        _cached_plan_steps(resolved_device(device_type, device_index), num_heads, head_tiles, override_key)
     except ValueError:
         return False
     return True
@@ -180,7 +180,7 @@ def planner_accepts(device: torch.device, num_heads: int, head_tiles: Optional[i
     without kernels, whose planning then raises the ValueError naming ``q`` (``planned_for_q``)."""
     if device.type not in ("cpu", "cuda"):
         return True
-    return _planner_accepts(device.type, device.index, num_heads, head_tiles, _kernel_override._generation)
+    return _planner_accepts(device.type, device.index, num_heads, head_tiles, _kernel_override._key)
 
 
 def plan_for_tokens(steps: tuple, num_tokens) -> Dict[str, Union[int, str]]:
@@ -211,7 +211,7 @@ def planned_for_q(device: torch.device, planner, *args):
 
 def plan_for_call(device: torch.device, num_tokens, num_heads: int, head_tiles: Optional[int]) -> Dict[str, Union[int, str]]:
     """The plan of a prefill call on ``device`` (what the op resolves for these arguments)."""
-    # The override's generation is read here, in traced code, so torch.compile guards on it.
+    # The override's key is read here, in traced code, so torch.compile guards on it.
     steps = planned_for_q(device, _plan_steps, device.type, device.index, num_heads, head_tiles,
-                          _kernel_override._generation)
+                          _kernel_override._key)
     return plan_for_tokens(steps, num_tokens)
