@@ -195,14 +195,17 @@ def test_required_tensor_missing_or_not_a_tensor(name):
 
 
 def test_python_functions_name_q_for_a_meta_device():
-    """The ops take meta tensors (their fake implementations); the Python functions plan for q's
-    device and say that a meta one has no kernels, naming q."""
+    """The ops take meta tensors (their fake implementations); the Python functions (the
+    functional one too, which plans nothing) say that a meta q's device has no kernels, naming q."""
     args = {name: (t.to("meta") if isinstance(t, torch.Tensor) else t) for name, t in base_args().items()}
     positional = pop_positional(args)
     for function in (torch_ops.sparse_mla_prefill, torch_ops.sparse_mla_decode, torch_ops.sparse_mla_attention):
         with pytest.raises(ValueError, match="q: expected a tensor on the CPU or a CUDA device, got one on meta"):
             function(*positional, **args)
-    torch.ops.cake.sparse_mla_prefill(*positional, **args)  # the op itself: shapes only
+    with pytest.raises(ValueError, match="q: expected a tensor on the CPU or a CUDA device, got one on meta"):
+        torch_ops.sparse_mla_prefill_functional(positional[0], positional[1], positional[2], positional[5])
+    torch.ops.cake.sparse_mla_prefill(*positional, **args)  # the ops themselves: shapes only
+    torch.ops.cake.sparse_mla_prefill_functional(positional[0], positional[1], positional[2], positional[5])
 
 
 @pytest.mark.parametrize("value", [2.0, True, "2"])

@@ -52,7 +52,7 @@ def sparse_mla_attention(
     ``mid_lse``, ``lse_scale``); both ops compute the same attention and write the same outputs.
     The choice is ``cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel`` for the device's SM count
     (intra-op threads on the CPU): the decode when the prefill cannot run the shape (H = 8, 24,
-    ..., more than 1024 candidates) or when its largest launch, ``T * H / 16`` work items, is
+    ..., more than 16 chunks of 64 candidates, each list rounded up to whole chunks on its own) or when its largest launch, ``T * H / 16`` work items, is
     below a share of the SM count (200% for H a multiple of 64, 300% for H = 80 and 96, 50% for
     the others); the prefill otherwise, which ignores the scratch. The decode needs ``mid_out`` / ``mid_lse`` when its plan
     splits: allocate it with ``cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(T, H, topk,

@@ -63,6 +63,8 @@ def sparse_mla_prefill_functional(
                       extra_indices=extra_indices, extra_topk_length=extra_topk_length)
     (head_tiles,) = int_args("sparse_mla_prefill_functional", head_tiles=head_tiles)
     float_args("sparse_mla_prefill_functional", sm_scale=sm_scale, lse_scale=lse_scale)
+    if q.device.type not in ("cpu", "cuda"):  # as the other entries say it (the op itself takes meta tensors)
+        raise ValueError(f"q: expected a tensor on the CPU or a CUDA device, got one on {q.device}")
     return torch.ops.cake.sparse_mla_prefill_functional(
         q,
         kv_cache,

@@ -11,8 +11,9 @@ bad value raises ValueError naming the variable). After that, only these functio
   small-heads kernel (plan kernel ``"hopper_small"``; docs/hopper_small_kernel.md) for every
   other call. ``kernel="hopper_small"`` is a synonym of ``kernel="hopper"`` (the same family,
   named by its small-heads kernel).
-- ``variant=(stages, k_tiles)`` runs every CUDA call on the portable instance with that
-  pipeline for the call's head tile (and so on the portable kernel).
+- ``variant=(stages, k_tiles)`` runs every CUDA prefill call on the portable instance with that
+  pipeline for the call's head tile (and so on the portable kernel); the decode keeps its own
+  ``(2, 1)`` instances.
 
 The planner follows the override (on Hopper, the portable kernel's table applies under
 ``kernel="portable"``). A graph compiled by ``torch.compile`` guards on it: changing it makes
@@ -53,8 +54,8 @@ def set_prefill_kernel_override(kernel: Optional[str] = None, variant: Optional[
     ``kernel``: None, ``"hopper"`` (require the Hopper kernels: the 64-head one where it serves
     the call, the small-heads one for the others), ``"hopper_small"`` (the same as ``"hopper"``)
     or ``"portable"`` (keep Hopper GPUs on the portable kernel). ``variant``: None or
-    ``(stages, k_tiles)``, the pipeline of a compiled portable instance that every CUDA call then
-    runs.
+    ``(stages, k_tiles)``, the pipeline of a compiled portable instance that every CUDA prefill call
+    then runs (the decode keeps its own ``(2, 1)`` instances).
 
     Raises ValueError naming ``kernel`` or ``variant`` for a value the library cannot run (a
     kernel other than "hopper" / "portable" / "hopper_small", a pipeline no portable instance

@@ -108,9 +108,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
     """Head tiles the prefill uses for this shape when ``head_tiles`` is not given.
 
     A larger tile shares each gathered, dequantized cache row among more heads; the planner
-    takes the largest choice that still leaves enough work items (tokens x head blocks) for every
-    multiprocessor, by thresholds measured on the H200 (docs/planner.md), then caps it at what
-    the device's shared memory per block allows.
+    takes the largest choice whose work items (tokens x head blocks) reach that choice's share of
+    the SM count, a threshold measured on the H200 per kernel family (docs/planner.md; e.g. 50% for
+    two tiles and 90% for four on the portable kernel, so the items may be fewer than the SMs),
+    then caps it at what the device's shared memory per block allows.
 
     Args:
         num_tokens: T, the query tokens of the call (>= 0).

@@ -28,9 +28,10 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
     lse_scale: float = 1.0,
     head_tiles: Optional[int] = None,
 ) -> Dict[str, Union[int, str]]:
-    """Sparse-MLA prefill attention over an NVFP4 paged cache, in one launch with no scratch.
+    """Sparse-MLA prefill attention over an NVFP4 paged cache, with no scratch.
 
-    Every head of token ``t`` attends to the token's candidate rows: the valid slots of
+    One kernel launch (two at H = 80 and 96 on Hopper: heads 0..63, then the rest). Every head of
+    token ``t`` attends to the token's candidate rows: the valid slots of
     ``indices[t]`` in ``kv_cache`` and, when given, of ``extra_indices[t]`` in
     ``extra_kv_cache``, under one softmax. K and V are the same dequantized 512-dim row.
 
