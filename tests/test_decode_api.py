@@ -465,7 +465,7 @@ def test_planners_ask_the_cpp_planner_once_per_device_and_shape(monkeypatch):
         torch.set_num_threads(threads + 1)  # other CPU "SMs": planned again
         decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None)
         assert len(calls) == 4
-        torch_ops.set_prefill_kernel_override(kernel="portable")  # another override generation
+        torch_ops.set_prefill_kernel_override(kernel="portable")  # another override key
         decode_planner.decode_plan_for_call(cpu, 3, 64, 1024, 0, 16, None, None)
         assert len(calls) == 5
     finally:

@@ -38,7 +38,8 @@ _KERNELS = (None, "hopper", "portable", "hopper_small")
 def override_key(override: dict) -> int:
     """``override`` (``get_prefill_kernel_override()``'s dict) as an int: kernel and variant."""
     variant = override["variant"]
-    # Validated pipelines: a few stages and k-tiles each, far below 1000.
+    # Validated pipelines: a few stages and k-tiles each, far below 1000 (so no two overrides share a key).
+    assert variant is None or all(0 <= value < 1000 for value in variant), variant
     return _KERNELS.index(override["kernel"]) * 1_000_000 + (0 if variant is None else 1 + 1000 * variant[0] + variant[1])
 
 
