@@ -85,8 +85,8 @@ class DequantRole {
     // bookkeeping after its conversion, where main does it at the block's top, on that block's
     // conversion path (docs/hopper_kernel.md, "Development builds"). The block body in two
     // instances: one body with a run-time switch spilled 32 bytes at 56 registers; this form
-    // spills none in the whole-list instance (the prefill's), 12 bytes in the split instance and
-    // in the whole-list instance of the trace build (CUDA 13.0).
+    // spills none in the whole-list instance (the prefill's, with or without the trace) and 12
+    // bytes in the split instance (CUDA 13.0).
     bool previous_book_after = false;
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
@@ -108,12 +108,15 @@ class DequantRole {
         // stores' asm, and read between them it would wait in the same queue).
         const PartScales scales = part_scales(parity);
         trace_dequant_event(smem_, warpgroup_, 0, gblock);
-        bool has_next = false;
-        RowSource next_source{params_.lists[0].cache, params_.lists[0].cache, false};
-        BlockCursor<kSplitItems> after_next = next;
+        // (Set in book(), so that with kBookAfter nothing of them is live during the conversion.)
+        bool has_next;
+        RowSource next_source;
+        BlockCursor<kSplitItems> after_next;
         auto book = [&] {
           has_next = next.item < num_items_;
-          if (has_next) next_source = row_source(next.w, next.block, row_index_slot(parity ^ 1));
+          next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
+                                 : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
+          after_next = next;
           trace_dequant_event(smem_, warpgroup_, 5, gblock);
           copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
           if (has_next) advance_index_place(after_next, index_place);
