@@ -233,13 +233,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
-#if defined(CAKE_HOPPER_FOLLOWER_EARLY_RELEASE)
-    // Development variant: this consumer never reads the first block's low half, so it releases it
-    // here, not once its own QK^T has retired (as below), and the dequant's next write of that
-    // half waits only for the leader's PV. Parity-safe: the leader arrives on kScoresIssued after
-    // its release of the same half for the pair before, so this arrival counts in this pair's phase.
-    release_half(first, kLowDims);
-#endif
     CandidateFlags flags;
     // The leader's reference comes before its weights: this softmax runs while the leader forms
     // its weights, and the leader's block's PV is issued as soon as they are in its P tile. The wait for
@@ -255,9 +248,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     trace_event(1, 1, pair.gblock);
     adopt_loaded_reference(leader_reference);
     trace_event(1, 2, pair.gblock);
-#if !defined(CAKE_HOPPER_FOLLOWER_EARLY_RELEASE)
     release_half(first, kLowDims);
-#endif
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, flags, reference_, weights, moved_by);

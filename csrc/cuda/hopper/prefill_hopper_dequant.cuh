@@ -6,8 +6,6 @@
 // item's Q themselves).
 #pragma once
 
-#include <type_traits>
-
 #include "../common/candidate_gather.cuh"
 #include "../common/nvfp4_dequant.cuh"
 #include "../common/ptx_primitives.cuh"
@@ -80,105 +78,6 @@ class DequantRole {
     advance(params_, num_items_, next);
     if (part_ == 0) row_index_slot(1) = cursor_index(next);
     IndexPlace index_place = index_place_of(next);  // follows after_next below
-#if defined(CAKE_HOPPER_SECOND_BOOK_AFTER)
-    // Development variant (timing): the loop below with the second block of each pair doing its
-    // bookkeeping after its conversion, where main does it at the block's top, on that block's
-    // conversion path (docs/hopper_kernel.md, "Development builds"). The block body in two
-    // instances: one body with a run-time switch spilled 32 bytes at 56 registers; this form
-    // spills none in the whole-list instance (the prefill's, with or without the trace) and 12
-    // bytes in the split instance (CUDA 13.0).
-    bool previous_book_after = false;
-    for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
-      const int parity = gblock & 1;
-      // One block: its bookkeeping for the blocks after it (block j + 1's row source and scales,
-      // block j + 2's row index and the cursor to it) at its top, or with kBookAfter once it is
-      // converted (block j + 1's codes then loaded after it). False after the CTA's last block.
-      auto block = [&](auto book_after) {
-        constexpr bool kBookAfter = decltype(book_after)::value;
-        // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
-        // of the row) have landed. After a block that did its bookkeeping last, their group is
-        // the newest (committed after that block's RoPE copies): all are waited for.
-        if (previous_book_after) {
-          cp_async_wait<0>();
-        } else {
-          cp_async_wait<1>();
-        }
-        __syncwarp();
-        // Read now, a whole tile wait before their first use (a shared load cannot move past the
-        // stores' asm, and read between them it would wait in the same queue).
-        const PartScales scales = part_scales(parity);
-        trace_dequant_event(smem_, warpgroup_, 0, gblock);
-        // (Set in book(), so that with kBookAfter nothing of them is live during the conversion.)
-        bool has_next;
-        RowSource next_source;
-        BlockCursor<kSplitItems> after_next;
-        auto book = [&] {
-          has_next = next.item < num_items_;
-          next_source = has_next ? row_source(next.w, next.block, row_index_slot(parity ^ 1))
-                                 : RowSource{params_.lists[0].cache, params_.lists[0].cache, false};
-          after_next = next;
-          trace_dequant_event(smem_, warpgroup_, 5, gblock);
-          copy_scales(next_source, parity ^ 1);  // the stage block j - 1 used
-          if (has_next) advance_index_place(after_next, index_place);
-          copy_row_index(index_place, has_next, parity);  // the stage of block j, whose index every part has read
-          cp_async_commit();
-          trace_dequant_event(smem_, warpgroup_, 6, gblock);
-        };
-        if (!kBookAfter) book();
-
-        // Dims 0..255 first, then 256..511: each half waits only for its own last reader of block
-        // j - 2. No proxy fence before the arrivals: the consumers fence after they observe
-        // half_full, before their wgmma (the async proxy) reads.
-        const int empty_phase = ((gblock >> 1) - 1) & 1;
-#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-        if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kLowDims]), empty_phase);
-#endif
-        trace_dequant_event(smem_, warpgroup_, 1, gblock);
-        const uint32_t half_tile = smem_address(smem_.k[parity]) + warpgroup_ * kHalfTileBytes;
-        // The flags go with the low half: both consumers release it after the block's softmax.
-        // Lane 4 k is in row k of the warp (row_of / part_of), so ballot bit 4 k is row k's flag,
-        // the layout the consumers read (SharedStorage::valid), and all 32 bits are set only when
-        // all eight rows are valid (the consumers' all-valid test).
-        const uint32_t flags = __ballot_sync(0xffffffffu, source.valid);
-        if (row_ % 8 == 0 && part_ == 0) smem_.valid[parity][(warpgroup_ * kHalfRows + row_) / 8] = flags;
-        convert_low(half_tile, scales);
-        sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
-        if (!kBookAfter) load_low_codes(next_source);  // their registers are free now: half a block to land
-        trace_dequant_event(smem_, warpgroup_, 3, gblock);
-#if !defined(CAKE_HOPPER_DEQUANT_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-        if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
-#endif
-        trace_dequant_event(smem_, warpgroup_, 4, gblock);
-        copy_rope(half_tile, source);
-        sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
-        cp_async_commit();
-        convert_high(half_tile, scales);
-        sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
-        keep_converted();
-        trace_dequant_event(smem_, warpgroup_, 2, gblock);
-
-        if (kBookAfter) {
-          book();
-          load_low_codes(next_source);
-        }
-        load_high_codes(next_source);
-        if (!has_next) return false;
-        cur = next;
-        next = after_next;
-        source = next_source;
-        previous_book_after = kBookAfter;
-        return true;
-      };
-      // The second block of each pair (odd within its item), whose conversion is on the follower's
-      // path, does its bookkeeping after it (the block after it, the next pair's first, waits for
-      // its tile anyway).
-      if ((cur.block & 1) != 0) {
-        if (!block(std::true_type{})) break;
-      } else {
-        if (!block(std::false_type{})) break;
-      }
-    }
-#else
     for (int gblock = 0;; ++gblock) {  // blocks over all of this CTA's items: the barriers' phase
       const int parity = gblock & 1;
       // This block's scales and the next block's row index (copied a block ago by parts 0 and 1
@@ -237,7 +136,6 @@ class DequantRole {
       next = after_next;
       source = next_source;
     }
-#endif  // CAKE_HOPPER_SECOND_BOOK_AFTER
     cp_async_wait<0>();  // nothing in flight at exit
     trace_dequant_finish(smem_, warpgroup_);
   }
