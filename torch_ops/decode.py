@@ -4,7 +4,7 @@ from typing import Dict, Optional
 
 import torch
 
-from .decode_planner import (_LARGEST_ROUNDED_WIDTH, DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode,
+from .decode_planner import (DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode, chunk_width,
                              decode_plan_for_call)
 from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args, int_args
 from .prefill import _contiguous
@@ -20,10 +20,7 @@ def _width(indices: Optional[torch.Tensor]) -> Optional[int]:
         return 0
     if not isinstance(indices, torch.Tensor) or indices.dim() not in (2, 3):
         return None
-    width = indices.shape[-1]
-    # (A width past int64 once rounded, which only an expanded tensor has, goes as it is: the
-    # planner then rejects it by its chunk count, as the op does.)
-    return operator.index(width if width > _LARGEST_ROUNDED_WIDTH else (width + 63) // 64 * 64)
+    return operator.index(chunk_width(indices.shape[-1]))
 
 
 def cake_sparse_mla_sm120_dsv4_nvfp4_decode(

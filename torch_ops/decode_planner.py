@@ -246,6 +246,12 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_select_kernel(*, num_tokens: int, num_heads
 _LARGEST_ROUNDED_WIDTH = (1 << 63) - 64
 
 
+def chunk_width(width):
+    """A list width rounded up to whole chunks of 64: all a plan depends on (an int, or under
+    torch.compile a symbolic one, so that a graph is specialised to the chunk count)."""
+    return width if width > _LARGEST_ROUNDED_WIDTH else (width + 63) // 64 * 64
+
+
 @torch.compiler.assume_constant_result
 def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads: int, topk: int, extra_topk: int,
                        max_splits: int, head_tiles: Optional[int], num_splits: Optional[int],
@@ -256,8 +262,8 @@ def _decode_plan_steps(device_type: str, device_index: Optional[int], num_heads:
     # The plan depends on the lists' widths only through their chunks of 64: a width rounded up to
     # its chunks shares the cache entry (a serving loop whose widths grow by a token a step asks
     # the C++ planner once a chunk, not once a step); widths the op rejects go as they are.
-    topk, extra_topk = (-(-width // 64) * 64 if isinstance(width, int) and 1 <= width <= _LARGEST_ROUNDED_WIDTH
-                        else width for width in (topk, extra_topk))
+    topk, extra_topk = (chunk_width(width) if isinstance(width, int) and width >= 1 else width
+                        for width in (topk, extra_topk))
     return _cached_decode_plan_steps(resolved_device(device_type, device_index), num_heads, topk, extra_topk,
                                      max_splits, head_tiles, num_splits, override_key)
 
