@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 import torch
 
 from .no_backward import check_tensor_args, float_args, int_args
+from .planner import q_device_error
 from .prefill import _contiguous
 
 
@@ -63,8 +64,8 @@ def sparse_mla_prefill_functional(
                       extra_indices=extra_indices, extra_topk_length=extra_topk_length)
     (head_tiles,) = int_args("sparse_mla_prefill_functional", head_tiles=head_tiles)
     float_args("sparse_mla_prefill_functional", sm_scale=sm_scale, lse_scale=lse_scale)
-    if q.device.type not in ("cpu", "cuda"):  # as the other entries say it (the op itself takes meta tensors)
-        raise ValueError(f"q: expected a tensor on the CPU or a CUDA device, got one on {q.device}")
+    if q.device.type not in ("cpu", "cuda"):  # (it plans nothing, where the other entries find this)
+        raise q_device_error(q.device)
     return torch.ops.cake.sparse_mla_prefill_functional(
         q,
         kv_cache,

@@ -87,11 +87,17 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
 
     Bad arguments raise ValueError naming the argument.
     """
+    return _checked_prefill_plan("cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details", num_tokens, num_heads, topk,
+                                 extra_topk, num_sms, device, kernel, head_tiles)
+
+
+def _checked_prefill_plan(function: str, num_tokens, num_heads, topk, extra_topk, num_sms, device, kernel,
+                          head_tiles) -> Dict[str, Union[int, str]]:
+    """The C++ planner's plan, its arguments checked once in the name of the public ``function``."""
     num_tokens, num_heads, topk, extra_topk, num_sms, head_tiles = int_args(
-        "cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details", required=("num_tokens", "num_heads", "topk", "extra_topk"),
-        num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms,
-        head_tiles=head_tiles)
-    kernel = str_arg("cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details", "kernel", kernel)
+        function, required=("num_tokens", "num_heads", "topk", "extra_topk"), num_tokens=num_tokens,
+        num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, head_tiles=head_tiles)
+    kernel = str_arg(function, "kernel", kernel)
     return _C.plan_prefill(num_tokens, num_heads, topk, extra_topk, num_sms, _device_name(device), kernel, head_tiles)
 
 
@@ -126,13 +132,8 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill(
     Each argument means what it means for ``cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details``,
     which returns the whole plan. Bad arguments raise ValueError naming the argument.
     """
-    num_tokens, num_heads, topk, extra_topk, num_sms = int_args(
-        "cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill", required=("num_tokens", "num_heads", "topk", "extra_topk"),
-        num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms)
-    kernel = str_arg("cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill", "kernel", kernel)
-    return cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill_details(
-        num_tokens=num_tokens, num_heads=num_heads, topk=topk, extra_topk=extra_topk, num_sms=num_sms, device=device,
-        kernel=kernel)["head_tiles"]
+    return _checked_prefill_plan("cake_sparse_mla_sm120_dsv4_nvfp4_plan_prefill", num_tokens, num_heads, topk,
+                                 extra_topk, num_sms, device, kernel, None)["head_tiles"]
 
 
 def resolved_device(device_type: str, device_index: Optional[int]) -> Tuple[str, int]:
@@ -196,6 +197,12 @@ def plan_for_tokens(steps: tuple, num_tokens) -> Dict[str, Union[int, str]]:
             "grid_size": num_tokens * grid_per_token + grid_base, "kernel": kernel}
 
 
+def q_device_error(device: torch.device) -> ValueError:
+    """The error naming ``q`` for a call on a device without kernels (the ops themselves take meta
+    tensors, through their fake implementations; the Python functions do not)."""
+    return ValueError(f"q: expected a tensor on the CPU or a CUDA device, got one on {device}")
+
+
 def planned_for_q(device: torch.device, planner, *args):
     """``planner(*args)`` for a call on ``q``'s device. That device must have kernels: the CPU or
     a CUDA device (the ops themselves also take meta tensors, through their fake
@@ -206,7 +213,7 @@ def planned_for_q(device: torch.device, planner, *args):
         return planner(*args)
     except ValueError as error:
         if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"q: expected a tensor on the CPU or a CUDA device, got one on {device}") from error
+            raise q_device_error(device) from error
         raise
 
 
