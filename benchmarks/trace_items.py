@@ -29,9 +29,12 @@ in a log of the removed development build `-DCAKE_HOPPER_FOLLOWER_HIGH`, recorde
 own block's high half written, a part of `F_scores`);
 the softmax steps split by the consumers' points 6 and 7 where a log has them (`L_ref_weights`,
 `L_store_pv_issue`, `L_fence_hand_over`; `F_softmax_math`, `F_store_fence`, `F_publish_wait`);
+the follower's scores step split by its points 8 and 9 where a log has them (`F_issue_wait`:
+kScoresIssued, its block's halves and the QK^T's issue; `F_reference_wait`: the first block's high
+half and kReferenceReady; `F_retire`);
 a table of each pair's blocks against the leader's start of the pair (cycles after it: the first
 block's high half written, the second block's top, bookkeeping done, halves free and written, the
-follower's QK^T done, the pair's end), which says whether the follower's QK^T waits for its block
+follower's QK^T issued and kReferenceReady passed (logs with those points), its QK^T done, the pair's end), which says whether the follower's QK^T waits for its block
 and what of that block's conversion runs after the pair began; and a "dequant load" line over the
 steady pairs (an item's third pair on, not its last): the dequant's time for a pair's two blocks,
 its waits in them, the leader's period and how soon after the dequant wrote a pair's first block
@@ -165,9 +168,20 @@ SOFTMAX_SPLIT = (
     ("F_store_fence", FOLLOWER, 6, 7),
     ("F_publish_wait", FOLLOWER, 7, 3),
 )
-# In logs of the removed CAKE_HOPPER_FOLLOWER_HIGH builds (docs/data): from the follower's start to
-# its own block's high half written (the follower's point 8; kernels without it trace 8 points).
+# The follower's scores step split by its points 8 and 9 (logs of 10 points a row, from
+# 2026-12-06 on): 0 start, 8 its own QK^T issued (past kScoresIssued, the leader's QK^T issued,
+# and both halves of its block waited for), 9 past kReferenceReady (the first block's high half
+# and the leader's reference), 1 its QK^T retired (and the reference loaded).
+SCORES_SPLIT = (
+    ("F_issue_wait", FOLLOWER, 0, 8),
+    ("F_reference_wait", FOLLOWER, 8, 9),
+    ("F_retire", FOLLOWER, 9, 1),
+)
+SCORES_SPLIT_POINTS = 10
+# In logs of the removed CAKE_HOPPER_FOLLOWER_HIGH builds (docs/data; 9 points a row): from the
+# follower's start to its own block's high half written (its point 8).
 FOLLOWER_OWN_HIGH = "F_own_high"
+FOLLOWER_HIGH_POINTS = 9
 # A dequant block's steps (role 2, the first half of the rows; events 0 top, 1 low half free, 3
 # low half written, 4 high half free, 2 high half written; 5 the next block's row source known and
 # 6 the bookkeeping for the next blocks done, which a block does at its top (before 1) or after
@@ -203,9 +217,12 @@ def pair_parts(launch, blocks_per_item):
             for name, role, a, b in SOFTMAX_SPLIT:
                 have = len(clocks[role]) > max(a, b) and clocks[role][a] and clocks[role][b]
                 parts[name] = clocks[role][b] - clocks[role][a] if have else None
+            for name, role, a, b in SCORES_SPLIT:
+                have = len(clocks[role]) >= SCORES_SPLIT_POINTS and clocks[role][a] and clocks[role][b]
+                parts[name] = clocks[role][b] - clocks[role][a] if have else None
             # A CAKE_HOPPER_FOLLOWER_HIGH log's follower point 8: its own block's high half
             # written, part of F_scores (other logs have no point 8, or a zero there).
-            own_high = follower[row][8] if len(follower[row]) > 8 else 0
+            own_high = follower[row][8] if len(follower[row]) == FOLLOWER_HIGH_POINTS else 0
             parts[FOLLOWER_OWN_HIGH] = own_high - follower[row][0] if own_high else None
             following = leader.get(row + 2, [])
             parts["to_next"] = (following[0] - leader[row][5]
@@ -288,6 +305,8 @@ SECOND_BLOCK_POINTS = (
     ("D2_low_written", DEQUANT, 1, 3),
     ("D2_high_free", DEQUANT, 1, 4),
     ("D2_high_written", DEQUANT, 1, 2),
+    ("F_issued", FOLLOWER, 0, 8),         # logs with the follower's scores points (10 a row) only
+    ("F_reference_seen", FOLLOWER, 0, 9),
     ("F_scores_done", FOLLOWER, 0, 1),    # the follower's QK^T of that block retired
     ("L_pair_done", LEADER, 0, 5),
 )
@@ -309,7 +328,8 @@ def second_block_timeline(launch, blocks_per_item):
             parts = {"row": row}
             for name, role, offset, event in SECOND_BLOCK_POINTS:
                 clocks = roles[role][row + offset]
-                parts[name] = clocks[event] - start if len(clocks) > event and clocks[event] else None
+                known = len(clocks) > event and (event < 8 or len(clocks) >= SCORES_SPLIT_POINTS)
+                parts[name] = clocks[event] - start if known and clocks[event] else None
             rows.append(parts)
     return rows
 
@@ -418,7 +438,7 @@ def main():
         names = [name for name, *_ in PAIR_STEPS] + ["to_next"]
         if any(p[FOLLOWER_OWN_HIGH] is not None for p in pairs):
             names.append(FOLLOWER_OWN_HIGH)
-        names += [name for name, *_ in SOFTMAX_SPLIT if any(p[name] is not None for p in pairs)]
+        names += [name for name, *_ in SOFTMAX_SPLIT + SCORES_SPLIT if any(p[name] is not None for p in pairs)]
         print_medians("pairs of the items after the first", pairs, names)
         # An item's first pair starts beside the previous item's end (its O leaving, the dequant's
         # refill of the tiles), the others in the item's stride: the two apart.

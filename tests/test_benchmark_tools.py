@@ -286,7 +286,8 @@ def run_trace_summary(log, text):
                           capture_output=True, text=True)
 
 
-def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pair_scores=0, softmax_points=False):
+def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pair_scores=0, softmax_points=False,
+                     scores_points=False):
     """A `PROBLEM 4096 64 512` trace of items of `blocks_per_item` blocks. Every pair's leader and
     follower steps, gaps and the dequant's block steps are fixed numbers, except in the first item
     (the kernel's start), whose are ten times longer. top_points: the dequant rows carry the block
@@ -294,7 +295,10 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
     first_pair_scores: cycles added to the follower's scores step in each item's first pair.
     softmax_points: the consumers' pair rows carry points 6 and 7 (logs from 2026-12-05 on): the
     leader's 120 and 170 cycles after its point 1 (its softmax step, 200 cycles, split 120 / 50 /
-    30), the follower's 200 and 260 after its point 2 (350 cycles: 200 / 60 / 90)."""
+    30), the follower's 200 and 260 after its point 2 (350 cycles: 200 / 60 / 90).
+    scores_points: every row carries 10 points (logs from 2026-12-06 on), the follower's pair rows
+    its points 8 and 9 70 and 100 cycles after its start (its scores step, 150 cycles, split
+    70 / 30 / 50)."""
     lines = ["PROBLEM 4096 64 512", "LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]
     leader_steps, follower_steps = (100, 200, 300, 400, 500), (150, 250, 350, 450, 550)
     rows = {0: {}, 1: {}, 2: {}}
@@ -313,6 +317,8 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
                 if softmax_points:
                     base, (a, b) = (clocks[1], (120, 170)) if role == 0 else (clocks[2], (200, 260))
                     rows[role][row][6:8] = [base + slow * a, base + slow * b]
+                if scores_points:
+                    rows[role][row] += [clocks[0] + slow * d for d in (70, 100)] if role == 1 else [0, 0]
             t = rows[0][row][5] + slow * 70  # to the next pair
         e0 = t
         rows[0][g + blocks_per_item - 1] = [e0, e0 + 10, e0 + 20, e0 + 30, e0 + 40, 0, 0, 0]
@@ -326,6 +332,8 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
             rows[2][block] = [top, low_free, high_done, low_done, high_free, *top_points_at, 0]
     rows[0][num_items * blocks_per_item] = [t, t + 1, t + 2, t + 3, t + 4, t + 5, 0, 0]
     for role in (0, 1, 2):
+        for clocks in rows[role].values():
+            clocks += [0] * ((10 if scores_points else 8) - len(clocks))
         lines += [f"TRACE {role} {row} " + " ".join(str(c) for c in clocks) for row, clocks in sorted(rows[role].items())]
     return "\n".join(lines) + "\n"
 
@@ -396,6 +404,31 @@ def test_trace_items_times_the_pairs_blocks_against_the_pair(tmp_path):
     plain = run_trace_summary(tmp_path / "plain.log", multi_pair_trace()).stdout
     header = next(line for line in plain.splitlines() if line.startswith("| D1_high_written"))
     assert "D2_book_done" not in header and "D2_top" in header
+
+
+def test_trace_items_splits_the_followers_scores_step(tmp_path):
+    """A log of 10 points a row: the follower's scores step split by its points 8 and 9 (its QK^T
+    issued, the leader's reference seen, retired), in the pair table and, against the leader's
+    start, in the pair's timeline; F_own_high (a 9-point log's point 8) stays out; logs of 8
+    points leave the split out."""
+    trace_items = import_benchmark("trace_items")
+    text = multi_pair_trace(top_points=True, scores_points=True)
+    launch = trace_items.parse_launches(text)[-1]
+    pairs = trace_items.pair_parts(launch, 8)
+    split = ["F_issue_wait", "F_reference_wait", "F_retire"]
+    assert trace_items.medians(pairs, split + ["F_scores"]) == {
+        "F_issue_wait": 70, "F_reference_wait": 30, "F_retire": 50, "F_scores": 150}
+    assert all(p["F_own_high"] is None for p in pairs)
+    rows = trace_items.second_block_timeline(launch, 8)
+    assert {(row["F_issued"], row["F_reference_seen"]) for row in rows} == {(70, 100)}
+    out = run_trace_summary(tmp_path / "scores.log", text).stdout
+    assert "| F_issue_wait | F_reference_wait | F_retire |" in out
+    assert "F_own_high" not in out
+    assert "| D2_high_written | F_issued | F_reference_seen | F_scores_done |" in out
+    plain = multi_pair_trace(top_points=True)
+    assert all(p["F_retire"] is None for p in trace_items.pair_parts(trace_items.parse_launches(plain)[-1], 8))
+    out = run_trace_summary(tmp_path / "plain.log", plain).stdout
+    assert "F_retire" not in out and "F_issued" not in out
 
 
 def test_trace_items_fused_steps(tmp_path):

@@ -240,8 +240,10 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // phase before it issued its own QK^T and arrives on kReferenceReady without waiting for this
     // consumer); the move to the reference once the QK^T has retired.
     issue_scores(s_acc, flags, second, pair.first_phase ^ first, false);
+    trace_event(1, 8, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
     consumer_barrier<kReferenceReady>();
+    trace_event_past_barrier(1, 9, pair.gblock);
     float leader_reference[2];
     load_reference(0, leader_reference);
     retire_scores(s_acc);

@@ -72,7 +72,8 @@ static_assert(kWarpgroupThreads == kHalfRows * kPartsPerRow, "a dequant warpgrou
 
 #ifdef CAKE_HOPPER_TRACE
 constexpr int kTraceBlocks = 48;  // the first blocks of CTA 0's walk traced
-constexpr int kTraceEvents = 8;   // points a role and block
+constexpr int kTraceEvents = 10;  // points a role and block (the follower's pair rows use all)
+constexpr int kDequantTraceEvents = 8;  // of them the dequant's (kept in shared memory: it must fit)
 #endif
 
 struct alignas(1024) SharedStorage {
@@ -109,7 +110,7 @@ struct alignas(1024) SharedStorage {
   // The dequant warpgroups' trace points (prefill_hopper_trace.cuh): the clock's low 32 bits, in
   // shared memory so that a point costs the dequant (56 registers) one register and a 32-bit
   // address, not a 64-bit value and a 64-bit global address (spills in its loop).
-  uint32_t dequant_trace[kDequantWarpgroups][kTraceEvents][kTraceBlocks];
+  uint32_t dequant_trace[kDequantWarpgroups][kDequantTraceEvents][kTraceBlocks];
 #endif
 };
 constexpr int kSmemBytes = int(sizeof(SharedStorage));

@@ -9,7 +9,10 @@
 //   own PV retired / follower: its weights stored, 4 leader: the follower's hand-over seen /
 //   follower: hand-over done, 5 pair done; 6 leader: its reference moved and its weights formed /
 //   follower: its softmax done, 7 leader: its weights stored and its own PV issued / follower: its
-//   weights stored and fenced;
+//   weights stored and fenced; and the follower's scores step split: 8 its QK^T issued (past
+//   kScoresIssued and both halves of its block waited for), 9 past kReferenceReady (the first
+//   block's high half waited for too), then 1 retired (a point past kScoresIssued as well spills
+//   the dequant's loop in the whole-list instance);
 // - the same roles, row = the item's last block (odd for an item of an even block count, so no
 //   pair's row): the item epilogue, 0 entry, 1 row sums exchanged, 2 this item's Q confirmed
 //   landed, 3 O written (into the Q tile, or from registers to global memory), 4 the copy
@@ -18,7 +21,8 @@
 // - roles 2 and 3, the dequant warpgroups, row = the block: 0 top, 5 the next block's row source
 //   known, 6 the cursors advanced and the copies of the next scales and the index after issued
 //   (the block top's bookkeeping done, its wait for the low half next), 1 low half free, 3 low
-//   half written, 4 high half free, 2 high half written.
+//   half written, 4 high half free, 2 high half written (kDequantTraceEvents of them: points 8 on
+//   print as zeros).
 #pragma once
 
 #include <cstdio>
@@ -64,7 +68,7 @@ __device__ __forceinline__ void trace_life(int role, int point) {
 // (By the recording thread itself, so that no other thread's zero can land after its first point.)
 __device__ __forceinline__ void trace_dequant_start(SharedStorage& smem, int warpgroup) {
   if (blockIdx.x != 0 || threadIdx.x % 128 != 0) return;
-  for (int i = 0; i < kTraceEvents * kTraceBlocks; ++i) (&smem.dequant_trace[warpgroup][0][0])[i] = 0u;
+  for (int i = 0; i < kDequantTraceEvents * kTraceBlocks; ++i) (&smem.dequant_trace[warpgroup][0][0])[i] = 0u;
 }
 __device__ __forceinline__ void trace_dequant_event(SharedStorage& smem, int warpgroup, int event, int block) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
@@ -76,7 +80,7 @@ __device__ __forceinline__ void trace_dequant_event(SharedStorage& smem, int war
 __device__ __forceinline__ void trace_dequant_finish(SharedStorage& smem, int warpgroup) {
   if (blockIdx.x != 0 || threadIdx.x % 128 != 0) return;
   const unsigned long long now = clock64();
-  for (int event = 0; event < kTraceEvents; ++event) {
+  for (int event = 0; event < kDequantTraceEvents; ++event) {
     for (int block = 0; block < kTraceBlocks; ++block) {
       const uint32_t low = smem.dequant_trace[warpgroup][event][block];
       unsigned long long clock = (now & ~0xFFFFFFFFull) | low;
