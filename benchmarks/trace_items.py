@@ -29,12 +29,14 @@ in a log of the removed development build `-DCAKE_HOPPER_FOLLOWER_HIGH`, recorde
 own block's high half written, a part of `F_scores`);
 the softmax steps split by the consumers' points 6 and 7 where a log has them (`L_ref_weights`,
 `L_store_pv_issue`, `L_fence_hand_over`; `F_softmax_math`, `F_store_fence`, `F_publish_wait`);
-the follower's scores step split by its points 8 and 9 where a log has them (`F_issue_wait`:
-kScoresIssued, its block's halves and the QK^T's issue; `F_reference_wait`: the first block's high
-half and kReferenceReady; `F_retire`);
+the follower's scores step split by its points 8 to 10 where a log has them (`F_issue_wait`:
+kScoresIssued, its block's halves and the QK^T's issue, in two where the log has point 10:
+`F_high_wait` to its block's high half seen, `F_high_issue` the rest of the issue;
+`F_reference_wait`: the first block's high half and kReferenceReady; `F_retire`);
 a table of each pair's blocks against the leader's start of the pair (cycles after it: the first
 block's high half written, the second block's top, bookkeeping done, halves free and written, the
-follower's QK^T issued and kReferenceReady passed (logs with those points), its QK^T done, the pair's end), which says whether the follower's QK^T waits for its block
+follower's block's high half seen, its QK^T issued and kReferenceReady passed (logs with those
+points), its QK^T done, the pair's end), which says whether the follower's QK^T waits for its block
 and what of that block's conversion runs after the pair began; and a "dequant load" line over the
 steady pairs (an item's third pair on, not its last): the dequant's time for a pair's two blocks,
 its waits in them, the leader's period and how soon after the dequant wrote a pair's first block
@@ -168,12 +170,15 @@ SOFTMAX_SPLIT = (
     ("F_store_fence", FOLLOWER, 6, 7),
     ("F_publish_wait", FOLLOWER, 7, 3),
 )
-# The follower's scores step split by its points 8 and 9 (logs of 10 points a row, from
-# 2026-12-06 on): 0 start, 8 its own QK^T issued (past kScoresIssued, the leader's QK^T issued,
-# and both halves of its block waited for), 9 past kReferenceReady (the first block's high half
-# and the leader's reference), 1 its QK^T retired (and the reference loaded).
+# The follower's scores step split by its points 8 to 10 (logs of 10 or 11 points a row, from
+# 2026-12-06 on): 0 start, 10 past the wait for its block's high half (the low half's QK^T issued
+# before it; logs of 11 points), 8 its whole QK^T issued, 9 past kReferenceReady (the first
+# block's high half and the leader's reference), 1 its QK^T retired (and the reference loaded).
+# Logs of 10 points have F_issue_wait for the first two steps.
 SCORES_SPLIT = (
     ("F_issue_wait", FOLLOWER, 0, 8),
+    ("F_high_wait", FOLLOWER, 0, 10),
+    ("F_high_issue", FOLLOWER, 10, 8),
     ("F_reference_wait", FOLLOWER, 8, 9),
     ("F_retire", FOLLOWER, 9, 1),
 )
@@ -218,7 +223,8 @@ def pair_parts(launch, blocks_per_item):
                 have = len(clocks[role]) > max(a, b) and clocks[role][a] and clocks[role][b]
                 parts[name] = clocks[role][b] - clocks[role][a] if have else None
             for name, role, a, b in SCORES_SPLIT:
-                have = len(clocks[role]) >= SCORES_SPLIT_POINTS and clocks[role][a] and clocks[role][b]
+                have = (len(clocks[role]) >= max(SCORES_SPLIT_POINTS, a + 1, b + 1)
+                        and clocks[role][a] and clocks[role][b])
                 parts[name] = clocks[role][b] - clocks[role][a] if have else None
             # A CAKE_HOPPER_FOLLOWER_HIGH log's follower point 8: its own block's high half
             # written, part of F_scores (other logs have no point 8, or a zero there).
@@ -305,6 +311,7 @@ SECOND_BLOCK_POINTS = (
     ("D2_low_written", DEQUANT, 1, 3),
     ("D2_high_free", DEQUANT, 1, 4),
     ("D2_high_written", DEQUANT, 1, 2),
+    ("F_high_seen", FOLLOWER, 0, 10),     # its block's high half seen (logs of 11 points a row)
     ("F_issued", FOLLOWER, 0, 8),         # logs with the follower's scores points (10 a row) only
     ("F_reference_seen", FOLLOWER, 0, 9),
     ("F_scores_done", FOLLOWER, 0, 1),    # the follower's QK^T of that block retired

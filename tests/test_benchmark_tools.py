@@ -287,7 +287,7 @@ def run_trace_summary(log, text):
 
 
 def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pair_scores=0, softmax_points=False,
-                     scores_points=False):
+                     scores_points=False, high_point=False):
     """A `PROBLEM 4096 64 512` trace of items of `blocks_per_item` blocks. Every pair's leader and
     follower steps, gaps and the dequant's block steps are fixed numbers, except in the first item
     (the kernel's start), whose are ten times longer. top_points: the dequant rows carry the block
@@ -298,7 +298,7 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
     30), the follower's 200 and 260 after its point 2 (350 cycles: 200 / 60 / 90).
     scores_points: every row carries 10 points (logs from 2026-12-06 on), the follower's pair rows
     its points 8 and 9 70 and 100 cycles after its start (its scores step, 150 cycles, split
-    70 / 30 / 50)."""
+    70 / 30 / 50); high_point: and an 11th, its point 10, 40 cycles after its start."""
     lines = ["PROBLEM 4096 64 512", "LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]
     leader_steps, follower_steps = (100, 200, 300, 400, 500), (150, 250, 350, 450, 550)
     rows = {0: {}, 1: {}, 2: {}}
@@ -319,6 +319,8 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
                     rows[role][row][6:8] = [base + slow * a, base + slow * b]
                 if scores_points:
                     rows[role][row] += [clocks[0] + slow * d for d in (70, 100)] if role == 1 else [0, 0]
+                if high_point:
+                    rows[role][row] += [clocks[0] + slow * 40] if role == 1 else [0]
             t = rows[0][row][5] + slow * 70  # to the next pair
         e0 = t
         rows[0][g + blocks_per_item - 1] = [e0, e0 + 10, e0 + 20, e0 + 30, e0 + 40, 0, 0, 0]
@@ -333,7 +335,7 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
     rows[0][num_items * blocks_per_item] = [t, t + 1, t + 2, t + 3, t + 4, t + 5, 0, 0]
     for role in (0, 1, 2):
         for clocks in rows[role].values():
-            clocks += [0] * ((10 if scores_points else 8) - len(clocks))
+            clocks += [0] * ((11 if high_point else 10 if scores_points else 8) - len(clocks))
         lines += [f"TRACE {role} {row} " + " ".join(str(c) for c in clocks) for row, clocks in sorted(rows[role].items())]
     return "\n".join(lines) + "\n"
 
@@ -429,6 +431,15 @@ def test_trace_items_splits_the_followers_scores_step(tmp_path):
     assert all(p["F_retire"] is None for p in trace_items.pair_parts(trace_items.parse_launches(plain)[-1], 8))
     out = run_trace_summary(tmp_path / "plain.log", plain).stdout
     assert "F_retire" not in out and "F_issued" not in out
+    assert "F_high" not in run_trace_summary(tmp_path / "scores.log", text).stdout
+    # An 11th point: the follower's block's high half seen splits F_issue_wait in two.
+    high = multi_pair_trace(top_points=True, scores_points=True, high_point=True)
+    pairs = trace_items.pair_parts(trace_items.parse_launches(high)[-1], 8)
+    assert trace_items.medians(pairs, ["F_high_wait", "F_high_issue", "F_issue_wait"]) == {
+        "F_high_wait": 40, "F_high_issue": 30, "F_issue_wait": 70}
+    out = run_trace_summary(tmp_path / "high.log", high).stdout
+    assert "| F_issue_wait | F_high_wait | F_high_issue | F_reference_wait | F_retire |" in out
+    assert "| D2_high_written | F_high_seen | F_issued |" in out
 
 
 def test_trace_items_fused_steps(tmp_path):

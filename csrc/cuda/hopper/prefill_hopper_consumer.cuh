@@ -239,7 +239,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // the hand-over and its loads run while this QK^T does (the leader passed the first block's
     // phase before it issued its own QK^T and arrives on kReferenceReady without waiting for this
     // consumer); the move to the reference once the QK^T has retired.
-    issue_scores(s_acc, flags, second, pair.first_phase ^ first, false);
+    issue_scores(s_acc, flags, second, pair.first_phase ^ first, false, pair.gblock);
     trace_event(1, 8, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
     consumer_barrier<kReferenceReady>();
@@ -387,14 +387,16 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // dims' after) and loads the block's candidate flags meanwhile; retire_scores waits for them.
   // signal_issued: the leader of a pair with a second block tells the follower, which issues its
   // own QK^T only then.
+  // trace_row: the follower's pair row, for its trace point past its block's high half (-1: none).
   __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
-                                               bool signal_issued) {
+                                               bool signal_issued, int trace_row = -1) {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       wait_half(parity, half, phase);
+      if (half == 1 && trace_row >= 0) trace_event(1, 10, trace_row);
       if (half == 0) wgmma_fence();
 #pragma unroll
       for (int step = 0; step < kQkStepsPerHalf; ++step) {  // +32 bytes within a row, a column block per 4 steps

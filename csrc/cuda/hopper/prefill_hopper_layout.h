@@ -72,7 +72,7 @@ static_assert(kWarpgroupThreads == kHalfRows * kPartsPerRow, "a dequant warpgrou
 
 #ifdef CAKE_HOPPER_TRACE
 constexpr int kTraceBlocks = 48;  // the first blocks of CTA 0's walk traced
-constexpr int kTraceEvents = 10;  // points a role and block (the follower's pair rows use all)
+constexpr int kTraceEvents = 11;  // points a role and block (the follower's pair rows use all)
 constexpr int kDequantTraceEvents = 8;  // of them the dequant's (kept in shared memory: it must fit)
 #endif
 
