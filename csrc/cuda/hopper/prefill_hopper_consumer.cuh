@@ -376,10 +376,13 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // after a named-barrier hand-over from the consumer that did wait on it, so no barrier runs two
   // phases ahead of a waiter. (The O tile's halves, released by the follower for both consumers,
   // come after kOutputTiled and the next item's start, well after both waited on them.)
-  __device__ __forceinline__ void wait_half(int parity, int half, int phase) {
+  // trace_row: the follower's pair row, for its trace point past the barrier, before the fence
+  // (-1: none).
+  __device__ __forceinline__ void wait_half(int parity, int half, int phase, int trace_row = -1) {
 #if !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
     sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][half]), phase);
 #endif
+    if (trace_row >= 0) trace_event(1, 10, trace_row);
     sm90::fence_proxy_async();
   }
   // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`, in two steps:
@@ -395,8 +398,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      wait_half(parity, half, phase);
-      if (half == 1 && trace_row >= 0) trace_event(1, 10, trace_row);
+      wait_half(parity, half, phase, half == 1 ? trace_row : -1);
       if (half == 0) wgmma_fence();
 #pragma unroll
       for (int step = 0; step < kQkStepsPerHalf; ++step) {  // +32 bytes within a row, a column block per 4 steps

@@ -9,8 +9,9 @@
 //   own PV retired / follower: its weights stored, 4 leader: the follower's hand-over seen /
 //   follower: hand-over done, 5 pair done; 6 leader: its reference moved and its weights formed /
 //   follower: its softmax done, 7 leader: its weights stored and its own PV issued / follower: its
-//   weights stored and fenced; and the follower's scores step split: 10 past the wait for its
-//   block's high half (the low half's QK^T issued before it), 8 its whole QK^T issued, 9 past
+//   weights stored and fenced; and the follower's scores step split: 10 past the mbarrier of its
+//   block's high half, before the proxy fence (the low half's QK^T issued before it), 8 its whole
+//   QK^T issued, 9 past
 //   kReferenceReady (the first block's high half waited for too), then 1 retired (a point past
 //   kScoresIssued as well spills the dequant's loop in the whole-list instance);
 // - the same roles, row = the item's last block (odd for an item of an even block count, so no
