@@ -396,9 +396,26 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
+#if defined(CAKE_HOPPER_FENCE_ONCE) && !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
+    // Development variant: where the high half is written by the time the low half is, one proxy
+    // fence covers both and the 36 k-steps go out as one batch (the fence between the halves
+    // otherwise stands between two batches of MMAs).
+    sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][kLowDims]), phase);
+    const bool high_written = sm90::mbarrier_passed(smem_address(&smem_.half_full[parity][kHighDims]), phase);
+#endif
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
+#if defined(CAKE_HOPPER_FENCE_ONCE) && !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
+      if (half == 0) {
+        sm90::fence_proxy_async();
+      } else if (!high_written) {
+        wait_half(parity, half, phase, trace_row);
+      } else if (trace_row >= 0) {
+        trace_event(1, 10, trace_row);
+      }
+#else
       wait_half(parity, half, phase, half == 1 ? trace_row : -1);
+#endif
       if (half == 0) wgmma_fence();
 #pragma unroll
       for (int step = 0; step < kQkStepsPerHalf; ++step) {  // +32 bytes within a row, a column block per 4 steps

@@ -189,6 +189,19 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   }
 }
 
+// Whether the barrier has passed phase `parity`, without waiting.
+__device__ __forceinline__ bool mbarrier_passed(uint32_t bar, uint32_t parity) {
+  uint32_t passed;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(passed)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return passed != 0;
+}
+
 template <int kRegisters>
 __device__ __forceinline__ void release_registers() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
