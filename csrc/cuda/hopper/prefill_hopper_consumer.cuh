@@ -246,15 +246,52 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     trace_event_past_barrier(1, 9, pair.gblock);
     float leader_reference[2];
     load_reference(0, leader_reference);
+#if defined(CAKE_HOPPER_FOLLOWER_EARLY_PV)
+    // Development variant: the PV of the leader's block goes to the tensor cores right behind this
+    // QK^T, before this consumer's softmax, so that the first block's high half (its only reader
+    // here) is free a softmax earlier for the dequant's next block. O moves to the leader's
+    // reference first; the same operations on O in the same order as below (same bits).
+    adopt_loaded_reference(leader_reference);
+    consumer_barrier<kWeightsReady + 0>();
+    accumulate_other(p_tile(0, pair), first);
+    sm90::wgmma_wait<1>();  // the QK^T's group
+    sm90::pin_registers(s_acc);
+    trace_event(1, 1, pair.gblock);
+    trace_event(1, 2, pair.gblock);
+#else
     retire_scores(s_acc);
     trace_event(1, 1, pair.gblock);
     adopt_loaded_reference(leader_reference);
     trace_event(1, 2, pair.gblock);
+#endif
     release_half(first, kLowDims);
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, flags, reference_, weights, moved_by);
     trace_event(1, 6, pair.gblock);
+#if defined(CAKE_HOPPER_FOLLOWER_EARLY_PV)
+    // The weights stored before the wait for the PV, which keeps the softmax above the wait.
+    write_weights(weights, p_tile(1, pair));
+    sm90::fence_proxy_async();
+    sm90::wgmma_wait<0>();  // the PV of the leader's block
+    sm90::pin_registers(o_acc_);
+    release_half(first, kHighDims);
+    trace_event(1, 7, pair.gblock);
+    publish_reference();
+    consumer_barrier_arrive<kWeightsReady + 1>();
+    trace_event(1, 3, pair.gblock);
+    release_half(second, kLowDims);
+    load_next_q(pair);
+    trace_event(1, 4, pair.gblock);
+    rescale_o_if_moved(moved_by);
+    accumulate_own(weights, second);
+    wgmma_wait<0>();
+    pin_registers(o_acc_);
+    pin_registers(weights);
+    if (!keeps_tile_for_output(pair)) release_half(second, kHighDims);
+    trace_event(1, 5, pair.gblock);
+    return;
+#endif
     // Stored before the wait below, so that ptxas keeps the softmax above it (its arithmetic
     // otherwise moves past the barrier, into the PV's issue). The follower's P tile is free: the
     // leader's last PV from it retired before the leader arrived on kReferenceReady. The proxy
