@@ -233,6 +233,11 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
+#if defined(CAKE_HOPPER_FOLLOWER_EARLY_PV) && CAKE_HOPPER_FOLLOWER_EARLY_PV == 2
+    // =2: this consumer never reads the first block's low half, so it releases it here (parity-safe:
+    // the leader arrives on kScoresIssued after its release of the same half for the pair before).
+    release_half(first, kLowDims);
+#endif
     CandidateFlags flags;
     // The leader's reference comes before its weights: this softmax runs while the leader forms
     // its weights, and the leader's block's PV is issued as soon as they are in its P tile. The wait for
@@ -247,8 +252,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     float leader_reference[2];
     load_reference(0, leader_reference);
 #if defined(CAKE_HOPPER_FOLLOWER_EARLY_PV)
-    // Development variant: the PV of the leader's block goes to the tensor cores right behind this
-    // QK^T, before this consumer's softmax, so that the first block's high half (its only reader
+    // Development variant (=1, or =2 with the release above): the PV of the leader's block goes to
+    // the tensor cores right behind this QK^T, before this consumer's softmax, so that the first block's high half (its only reader
     // here) is free a softmax earlier for the dequant's next block. O moves to the leader's
     // reference first; the same operations on O in the same order as below (same bits).
     adopt_loaded_reference(leader_reference);
@@ -258,13 +263,16 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     sm90::pin_registers(s_acc);
     trace_event(1, 1, pair.gblock);
     trace_event(1, 2, pair.gblock);
+#if CAKE_HOPPER_FOLLOWER_EARLY_PV != 2
+    release_half(first, kLowDims);
+#endif
 #else
     retire_scores(s_acc);
     trace_event(1, 1, pair.gblock);
     adopt_loaded_reference(leader_reference);
     trace_event(1, 2, pair.gblock);
-#endif
     release_half(first, kLowDims);
+#endif
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, flags, reference_, weights, moved_by);
