@@ -84,6 +84,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // item without candidates, in the epilogue (finish_item), where the split partials go out
     // through the tile.
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
+#if defined(CAKE_HOPPER_SINK_TABLE)
+    if constexpr (!kSplitItems) copy_sink_table();
+#endif
     // q_parity: the phase of q_full this item's Q completes (one Q load per item, with or without
     // candidates, so the parity of the item's place in the CTA's walk).
     for (int item = blockIdx.x, q_parity = 0; item < num_items; item += gridDim.x, q_parity ^= 1) {
@@ -590,6 +593,19 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // its RoPE dims as they are, so with Q's RoPE dims scaled too every score is 2^-9 times the
   // true one (powers of two: exact), which score_scale_ undoes. Each of the 256 consumer threads
   // scales 32 bytes of the block (whatever their swizzled place); padding rows are zeros.
+#if defined(CAKE_HOPPER_SINK_TABLE)
+  // The launch's sinks into SharedStorage::sink_table, one head a consumer thread (cp.async: no
+  // wait here); the first epilogue waits for the copies before its exchange barrier.
+  __device__ __forceinline__ void copy_sink_table() {
+    const int head = consumer_ * kWarpgroupThreads + int(threadIdx.x % kWarpgroupThreads);
+    const int heads = params_.num_heads < params_.num_head_blocks * kHeads ? params_.num_heads
+                                                                          : params_.num_head_blocks * kHeads;
+    if (params_.sink != nullptr && head < heads && head < kMaxSinkHeads) {
+      cp_async_4(smem_address(&smem_.sink_table[head]), params_.sink + head);
+    }
+    cp_async_commit();
+  }
+#endif
   __device__ __forceinline__ void scale_q_rope() {
     static_assert(nvfp4::kNopeDim == (kColumnBlocks - 1) * kColumnBlockDims, "RoPE is Q's last column block");
     constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kConsumerThreads;  // 2

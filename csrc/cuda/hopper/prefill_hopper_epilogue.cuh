@@ -195,6 +195,9 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     // Whole lists: the sinks of this thread's rows, loaded first so that the exchange below
     // covers their latency.
     float sink2[2] = {0.0f, 0.0f};
+#if defined(CAKE_HOPPER_SINK_TABLE)
+    if constexpr (!kSplitItems) cp_async_wait<0>();  // this thread's sink copy (the table: after the barrier)
+#else
     if constexpr (!kSplitItems) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -202,6 +205,7 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
         if (head < params_.num_heads) sink2[r] = row_sink2(params_, head);
       }
     }
+#endif
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float rounded = quad_sum(sums_[r].rounded);
@@ -213,6 +217,17 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     }
     consumer_barrier<kSumsExchanged>();
     trace_event_past_barrier(consumer_, 1, trace_row);
+#if defined(CAKE_HOPPER_SINK_TABLE)
+    if constexpr (!kSplitItems) {
+      if (params_.sink != nullptr) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int head = w.head0 + row0_ + 8 * r;
+          if (head < params_.num_heads) sink2[r] = smem_.sink_table[head] * kLog2e;
+        }
+      }
+    }
+#endif
     if (!next_q_issued) {
       // Both consumers' wgmmas of this item have retired (each waited for its last before the
       // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item
