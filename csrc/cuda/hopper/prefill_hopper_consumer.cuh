@@ -294,15 +294,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     release_half(second, kLowDims);
     load_next_q(pair);
     trace_event(1, 4, pair.gblock);
-    rescale_o_if_moved(moved_by);
-    accumulate_own(weights, second);
-    wgmma_wait<0>();
-    pin_registers(o_acc_);
-    pin_registers(weights);
-    if (!keeps_tile_for_output(pair)) release_half(second, kHighDims);
-    trace_event(1, 5, pair.gblock);
-    return;
-#endif
+#else
     // Stored before the wait below, so that ptxas keeps the softmax above it (its arithmetic
     // otherwise moves past the barrier, into the PV's issue). The follower's P tile is free: the
     // leader's last PV from it retired before the leader arrived on kReferenceReady. The proxy
@@ -327,6 +319,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     pin_registers(o_acc_);
     release_half(first, kHighDims);
     trace_event(1, 4, pair.gblock);
+#endif
     rescale_o_if_moved(moved_by);
     accumulate_own(weights, second);
     wgmma_wait<0>();
