@@ -170,11 +170,11 @@ SOFTMAX_SPLIT = (
     ("F_store_fence", FOLLOWER, 6, 7),
     ("F_publish_wait", FOLLOWER, 7, 3),
 )
-# The follower's scores step split by its points 8 to 10 (logs of 10 or 11 points a row, from
-# 2026-12-06 on): 0 start, 10 past the wait for its block's high half (the low half's QK^T issued
-# before it; logs of 11 points), 8 its whole QK^T issued, 9 past kReferenceReady (the first
-# block's high half and the leader's reference), 1 its QK^T retired (and the reference loaded).
-# Logs of 10 points have F_issue_wait for the first two steps.
+# The follower's scores step split by its points 8 to 10 (logs of 10 points a row from `d8d664e`
+# on, 11 from `c83ea83` on): 0 start, 10 past the barrier of its block's high half, before the
+# proxy fence (the low half's QK^T issued before it; logs of 11 points), 8 its whole QK^T issued,
+# 9 past kReferenceReady (the first block's high half and the leader's reference), 1 its QK^T
+# retired (and the reference loaded). Logs of 10 points have F_issue_wait for the first two steps.
 SCORES_SPLIT = (
     ("F_issue_wait", FOLLOWER, 0, 8),
     ("F_high_wait", FOLLOWER, 0, 10),
@@ -311,7 +311,7 @@ SECOND_BLOCK_POINTS = (
     ("D2_low_written", DEQUANT, 1, 3),
     ("D2_high_free", DEQUANT, 1, 4),
     ("D2_high_written", DEQUANT, 1, 2),
-    ("F_high_seen", FOLLOWER, 0, 10),     # its block's high half seen (logs of 11 points a row)
+    ("F_high_seen", FOLLOWER, 0, 10),     # past its block's high half barrier (logs of 11 points a row)
     ("F_issued", FOLLOWER, 0, 8),         # logs with the follower's scores points (10 a row) only
     ("F_reference_seen", FOLLOWER, 0, 9),
     ("F_scores_done", FOLLOWER, 0, 1),    # the follower's QK^T of that block retired

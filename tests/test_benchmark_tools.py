@@ -296,7 +296,7 @@ def multi_pair_trace(num_items=3, blocks_per_item=8, top_points=False, first_pai
     softmax_points: the consumers' pair rows carry points 6 and 7 (logs from 2026-12-05 on): the
     leader's 120 and 170 cycles after its point 1 (its softmax step, 200 cycles, split 120 / 50 /
     30), the follower's 200 and 260 after its point 2 (350 cycles: 200 / 60 / 90).
-    scores_points: every row carries 10 points (logs from 2026-12-06 on), the follower's pair rows
+    scores_points: every row carries 10 points (logs from `d8d664e` on), the follower's pair rows
     its points 8 and 9 70 and 100 cycles after its start (its scores step, 150 cycles, split
     70 / 30 / 50); high_point: and an 11th, its point 10, 40 cycles after its start."""
     lines = ["PROBLEM 4096 64 512", "LAUNCH 0", "TRACE 0 0 1 2 3 4 5 6 0 0", "LAUNCH 1"]

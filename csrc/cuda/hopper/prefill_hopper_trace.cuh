@@ -11,9 +11,9 @@
 //   follower: its softmax done, 7 leader: its weights stored and its own PV issued / follower: its
 //   weights stored and fenced; and the follower's scores step split: 10 past the mbarrier of its
 //   block's high half, before the proxy fence (the low half's QK^T issued before it), 8 its whole
-//   QK^T issued, 9 past
-//   kReferenceReady (the first block's high half waited for too), then 1 retired (a point past
-//   kScoresIssued as well spills the dequant's loop in the whole-list instance);
+//   QK^T issued, 9 past kReferenceReady (the first block's high half waited for too), then 1
+//   retired (a point past kScoresIssued as well spills the dequant's loop in the whole-list
+//   instance);
 // - the same roles, row = the item's last block (odd for an item of an even block count, so no
 //   pair's row): the item epilogue, 0 entry, 1 row sums exchanged, 2 this item's Q confirmed
 //   landed, 3 O written (into the Q tile, or from registers to global memory), 4 the copy
