@@ -439,7 +439,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #if defined(CAKE_HOPPER_FENCE_ONCE) && !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
     // Development variant: where the high half is written by the time the low half is, one proxy
-    // fence covers both and the 36 k-steps go out as one batch (the fence between the halves
+    // fence covers both and the 32 k-steps go out as one batch (the fence between the halves
     // otherwise stands between two batches of MMAs).
     sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][kLowDims]), phase);
     const bool high_written = sm90::mbarrier_passed(smem_address(&smem_.half_full[parity][kHighDims]), phase);

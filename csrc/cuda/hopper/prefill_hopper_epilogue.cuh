@@ -223,7 +223,9 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int head = w.head0 + row0_ + 8 * r;
-          if (head < params_.num_heads) sink2[r] = smem_.sink_table[head] * kLog2e;
+          if (head < params_.num_heads) {
+            sink2[r] = head < kMaxSinkHeads ? smem_.sink_table[head] * kLog2e : row_sink2(params_, head);
+          }
         }
       }
     }

@@ -41,13 +41,14 @@ enum TraceLife : int { kLifeEntry = 0, kLifeSetUp = 1, kLifeFirstEpilogue = 2, k
 #ifdef CAKE_HOPPER_TRACE
 __device__ unsigned long long g_hopper_trace[4][kTraceEvents][kTraceBlocks];
 __device__ unsigned long long g_hopper_life[4][kLifePoints];
+// (unsigned: row -1, an epilogue's row when CTA 0's first item has no candidates, is left out.)
 __device__ __forceinline__ void trace_event(int role, int event, int block) {
-  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) g_hopper_trace[role][event][block] = clock64();
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && unsigned(block) < kTraceBlocks) g_hopper_trace[role][event][block] = clock64();
 }
 // The points right after a named barrier read the clock past it (../common/trace_clock.cuh); only
 // there: the branch costs registers (spills) elsewhere.
 __device__ __forceinline__ void trace_event_past_barrier(int role, int event, int block) {
-  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && unsigned(block) < kTraceBlocks) {
     g_hopper_trace[role][event][block] = clock_past_barrier();
   }
 }
