@@ -219,13 +219,13 @@ def pair_parts(launch, blocks_per_item):
             parts = {"row": row}
             for name, role, a, b in PAIR_STEPS:
                 parts[name] = clocks[role][b] - clocks[role][a]
-            for name, role, a, b in SOFTMAX_SPLIT:
-                have = len(clocks[role]) > max(a, b) and clocks[role][a] and clocks[role][b]
-                parts[name] = clocks[role][b] - clocks[role][a] if have else None
-            for name, role, a, b in SCORES_SPLIT:
-                have = (len(clocks[role]) >= max(SCORES_SPLIT_POINTS, a + 1, b + 1)
-                        and clocks[role][a] and clocks[role][b])
-                parts[name] = clocks[role][b] - clocks[role][a] if have else None
+            # A split's step where the log's rows are long enough (the scores split: logs with its
+            # points, whose rows hold SCORES_SPLIT_POINTS or more) and both points were reached.
+            for steps, min_points in ((SOFTMAX_SPLIT, 0), (SCORES_SPLIT, SCORES_SPLIT_POINTS)):
+                for name, role, a, b in steps:
+                    have = (len(clocks[role]) >= max(min_points, a + 1, b + 1)
+                            and clocks[role][a] and clocks[role][b])
+                    parts[name] = clocks[role][b] - clocks[role][a] if have else None
             # A CAKE_HOPPER_FOLLOWER_HIGH log's follower point 8: its own block's high half
             # written, part of F_scores (other logs have no point 8, or a zero there).
             own_high = follower[row][8] if len(follower[row]) == FOLLOWER_HIGH_POINTS else 0
