@@ -109,9 +109,20 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy)
       // and to this thread; the fence orders this thread's generic writes of the tile (a split
       // item's partial, the RoPE scaling) before the wgmmas' reads.
+#if defined(CAKE_HOPPER_LEAN_ITEM_START)
+      // Development variant: the leader scales all of Q's RoPE dims; its own wgmmas read them once
+      // its 128 threads have fenced their writes and met, the follower's only after kScoresIssued,
+      // which the leader arrives on after that. So the consumers do not meet at an item's start.
+      if (consumer_ == 0) {
+        scale_q_rope();
+        fence_proxy_async();
+        this->consumer_half_barrier();
+      }
+#else
       scale_q_rope();
       fence_proxy_async();
       consumer_barrier<kQRopeScaled>();
+#endif
       for (int block = 0; block < num_blocks; block += 2, gblock += 2, ++pairs) {
         const bool last = block + 2 >= num_blocks;
         const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks, block == 0,
@@ -150,6 +161,12 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     trace_event(0, 0, pair.gblock);
     CandidateFlags flags;
     issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second);
+#if defined(CAKE_HOPPER_LEAN_ITEM_START)
+    // Its half of the previous item's O tile (the pair's second block's), once its own stores have
+    // read it: waited for while this QK^T runs.
+    const int o_tile = pending_output_tile(pair);
+    if (o_tile >= 0) release_output_half(o_tile, kLowDims);
+#endif
     retire_scores(s_acc);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
@@ -219,7 +236,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     const int o_tile = pending_output_tile(pair);
     // (The trace's follower scores step starts before the release, so it holds the O stores' drain.)
     if (pair.has_second) trace_event(1, 0, pair.gblock);
+#if !defined(CAKE_HOPPER_LEAN_ITEM_START)  // (there the leader releases the low half, its own)
     if (o_tile >= 0) release_output_half(o_tile, kLowDims);
+#endif
     if (o_tile >= 0) release_output_half(o_tile, kHighDims);
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
       wait_half(first, kHighDims, pair.first_phase);
@@ -364,11 +383,15 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // to be waited for before it.
   __device__ __forceinline__ void release_output_half(int parity, int half) {
     if (copies_thread()) {
+#if defined(CAKE_HOPPER_LEAN_ITEM_START)
+      sm90::bulk_wait_group_read<0>();  // each consumer's copy thread stored its own half, one group
+#else
       if (half == kLowDims) {
         sm90::bulk_wait_group_read<1>();
       } else {
         sm90::bulk_wait_group_read<0>();
       }
+#endif
       sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]), kWarpgroupThreads);
     }
   }
@@ -601,9 +624,15 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #endif
   __device__ __forceinline__ void scale_q_rope() {
     static_assert(nvfp4::kNopeDim == (kColumnBlocks - 1) * kColumnBlockDims, "RoPE is Q's last column block");
+#if defined(CAKE_HOPPER_LEAN_ITEM_START)
+    constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kWarpgroupThreads;  // 4: the leader's alone
+    uint4* chunk = reinterpret_cast<uint4*>(smem_.q + (kColumnBlocks - 1) * kQColumnBlockBytes) +
+                   (threadIdx.x % kWarpgroupThreads) * kChunksPerThread;
+#else
     constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kConsumerThreads;  // 2
     uint4* chunk = reinterpret_cast<uint4*>(smem_.q + (kColumnBlocks - 1) * kQColumnBlockBytes) +
                    (consumer_ * kWarpgroupThreads + threadIdx.x % kWarpgroupThreads) * kChunksPerThread;
+#endif
 #pragma unroll
     for (int k = 0; k < kChunksPerThread; ++k) {
       uint4 v = chunk[k];
