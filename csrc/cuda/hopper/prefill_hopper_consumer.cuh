@@ -370,7 +370,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // first pair (the block before this pair's, so the follower's own block's tile), or -1. An item
   // without candidates in between kept it.
   __device__ __forceinline__ int pending_output_tile(const PairBlocks& pair) const {
-#if defined(CAKE_RACECHECK_BUILD)
+#if defined(CAKE_RACECHECK_BUILD) || (defined(CAKE_HOPPER_LEAN_ITEM_START) && CAKE_HOPPER_LEAN_ITEM_START == 2)
     return -1;  // released in finish_item
 #else
     return pair.first && pair.gblock > 0 && output_by_tile() ? (pair.gblock - 1) & 1 : -1;

@@ -310,6 +310,14 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
         // item's first pair: neither waits for the other.
         consumer_half_barrier();
         if (copies_thread()) store_output_half(o_tile, consumer_, w);
+#if CAKE_HOPPER_LEAN_ITEM_START == 2 && !defined(CAKE_RACECHECK_BUILD)
+        // =2: the half is released here, as soon as the stores have read it (the copy thread
+        // waits; its warpgroup goes on), rather than at the next item's first pair.
+        if (copies_thread()) {
+          sm90::bulk_wait_group_read<0>();
+          sm90::mbarrier_arrive(smem_address(&smem_.half_empty[o_tile][consumer_]), kWarpgroupThreads);
+        }
+#endif
 #else
         if (consumer_ == 0) {
           consumer_barrier_arrive<kOutputTiled>();
