@@ -84,9 +84,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // item without candidates, in the epilogue (finish_item), where the split partials go out
     // through the tile.
     if (blockIdx.x < num_items && copies_thread()) load_q_half(blockIdx.x, consumer_);
-#if defined(CAKE_HOPPER_SINK_TABLE)
-    if constexpr (!kSplitItems) copy_sink_table();
-#endif
     // q_parity: the phase of q_full this item's Q completes (one Q load per item, with or without
     // candidates, so the parity of the item's place in the CTA's walk).
     for (int item = blockIdx.x, q_parity = 0; item < num_items; item += gridDim.x, q_parity ^= 1) {
@@ -255,11 +252,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // The leader's QK^T goes to the tensor cores first (its softmax is the pair's critical path):
     // when both blocks are ready (an item's start), issuing both at once would finish both late.
     consumer_barrier<kScoresIssued>();
-#if defined(CAKE_HOPPER_FOLLOWER_EARLY_PV) && CAKE_HOPPER_FOLLOWER_EARLY_PV == 2
-    // =2: this consumer never reads the first block's low half, so it releases it here (parity-safe:
-    // the leader arrives on kScoresIssued after its release of the same half for the pair before).
-    release_half(first, kLowDims);
-#endif
     CandidateFlags flags;
     // The leader's reference comes before its weights: this softmax runs while the leader forms
     // its weights, and the leader's block's PV is issued as soon as they are in its P tile. The wait for
@@ -273,47 +265,15 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     trace_event_past_barrier(1, 9, pair.gblock);
     float leader_reference[2];
     load_reference(0, leader_reference);
-#if defined(CAKE_HOPPER_FOLLOWER_EARLY_PV)
-    // Development variant (=1, or =2 with the release above): the PV of the leader's block goes to
-    // the tensor cores right behind this QK^T, before this consumer's softmax, so that the first block's high half (its only reader
-    // here) is free a softmax earlier for the dequant's next block. O moves to the leader's
-    // reference first; the same operations on O in the same order as below (same bits).
-    adopt_loaded_reference(leader_reference);
-    consumer_barrier<kWeightsReady + 0>();
-    accumulate_other(p_tile(0, pair), first);
-    sm90::wgmma_wait<1>();  // the QK^T's group
-    sm90::pin_registers(s_acc);
-    trace_event(1, 1, pair.gblock);
-    trace_event(1, 2, pair.gblock);
-#if CAKE_HOPPER_FOLLOWER_EARLY_PV != 2
-    release_half(first, kLowDims);
-#endif
-#else
     retire_scores(s_acc);
     trace_event(1, 1, pair.gblock);
     adopt_loaded_reference(leader_reference);
     trace_event(1, 2, pair.gblock);
     release_half(first, kLowDims);
-#endif
     BlockWeights weights;
     float moved_by[2];
     softmax(s_acc, flags, reference_, weights, moved_by);
     trace_event(1, 6, pair.gblock);
-#if defined(CAKE_HOPPER_FOLLOWER_EARLY_PV)
-    // The weights stored before the wait for the PV, which keeps the softmax above the wait.
-    write_weights(weights, p_tile(1, pair));
-    sm90::fence_proxy_async();
-    sm90::wgmma_wait<0>();  // the PV of the leader's block
-    sm90::pin_registers(o_acc_);
-    release_half(first, kHighDims);
-    trace_event(1, 7, pair.gblock);
-    publish_reference();
-    consumer_barrier_arrive<kWeightsReady + 1>();
-    trace_event(1, 3, pair.gblock);
-    release_half(second, kLowDims);
-    load_next_q(pair);
-    trace_event(1, 4, pair.gblock);
-#else
     // Stored before the wait below, so that ptxas keeps the softmax above it (its arithmetic
     // otherwise moves past the barrier, into the PV's issue). The follower's P tile is free: the
     // leader's last PV from it retired before the leader arrived on kReferenceReady. The proxy
@@ -338,7 +298,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     pin_registers(o_acc_);
     release_half(first, kHighDims);
     trace_event(1, 4, pair.gblock);
-#endif
     rescale_o_if_moved(moved_by);
     accumulate_own(weights, second);
     wgmma_wait<0>();
@@ -609,19 +568,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // its RoPE dims as they are, so with Q's RoPE dims scaled too every score is 2^-9 times the
   // true one (powers of two: exact), which score_scale_ undoes. Each of the 256 consumer threads
   // scales 32 bytes of the block (whatever their swizzled place); padding rows are zeros.
-#if defined(CAKE_HOPPER_SINK_TABLE)
-  // The launch's sinks into SharedStorage::sink_table, one head a consumer thread (cp.async: no
-  // wait here); the first epilogue waits for the copies before its exchange barrier.
-  __device__ __forceinline__ void copy_sink_table() {
-    const int head = consumer_ * kWarpgroupThreads + int(threadIdx.x % kWarpgroupThreads);
-    const int heads = params_.num_heads < params_.num_head_blocks * kHeads ? params_.num_heads
-                                                                          : params_.num_head_blocks * kHeads;
-    if (params_.sink != nullptr && head < heads && head < kMaxSinkHeads) {
-      cp_async_4(smem_address(&smem_.sink_table[head]), params_.sink + head);
-    }
-    cp_async_commit();
-  }
-#endif
   __device__ __forceinline__ void scale_q_rope() {
     static_assert(nvfp4::kNopeDim == (kColumnBlocks - 1) * kColumnBlockDims, "RoPE is Q's last column block");
 #if defined(CAKE_HOPPER_LEAN_ITEM_START)

@@ -123,14 +123,7 @@ class DequantRole {
 #endif
       trace_dequant_event(smem_, warpgroup_, 4, gblock);
       copy_rope(half_tile, source);
-#if defined(CAKE_HOPPER_ROPE_ARRIVE_AT_ISSUE)
-      // Development timing only (the consumers may read RoPE dims before they land: wrong
-      // results): the copies' arrival counted at their issue, so the high half is handed over
-      // without waiting for them (does their latency hold the half up?).
-      sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
-#else
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
-#endif
       cp_async_commit();
       convert_high(half_tile, scales);
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));

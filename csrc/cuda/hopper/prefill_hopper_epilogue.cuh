@@ -191,34 +191,19 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
   // two rounds of 128 dims, after which the next item's Q follows (or before register stores,
   // where mid_out is not TMA-addressable). next_q_issued: the item's Q was read and the next one
   // issued in its last pair.
-  // Head `head`'s sink times log2(e) (0 without sinks).
-  __device__ __forceinline__ float row_sink2_of(int head) const {
-#if defined(CAKE_HOPPER_SINK_TABLE)
-    if (params_.sink != nullptr && head < kMaxSinkHeads) return smem_.sink_table[head] * kLog2e;
-#endif
-    return row_sink2(params_, head);
-  }
   __device__ void finish_item(int item, int q_parity, int trace_row, bool next_q_issued, int o_tile) {
     const WorkRows w = work_rows<kHeads, kSplitItems>(params_, item);
     trace_event(consumer_, 0, trace_row);
     // Whole lists: the sinks of this thread's rows, loaded first so that the exchange below
-    // covers their latency (from the table of CAKE_HOPPER_SINK_TABLE after the exchange's barrier,
-    // which makes every thread's copy into it visible).
+    // covers their latency.
     float sink2[2] = {0.0f, 0.0f};
-    auto load_sinks = [&] {
-      if constexpr (!kSplitItems) {
+    if constexpr (!kSplitItems) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int head = w.head0 + row0_ + 8 * r;
-          if (head < params_.num_heads) sink2[r] = this->row_sink2_of(head);
-        }
+      for (int r = 0; r < 2; ++r) {
+        const int head = w.head0 + row0_ + 8 * r;
+        if (head < params_.num_heads) sink2[r] = row_sink2(params_, head);
       }
-    };
-#if defined(CAKE_HOPPER_SINK_TABLE)
-    if constexpr (!kSplitItems) cp_async_wait<0>();  // this thread's copy into the table
-#else
-    load_sinks();
-#endif
+    }
     const int set = kExchangeSets == 1 ? 0 : q_parity;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -231,9 +216,6 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     }
     consumer_barrier<kSumsExchanged>();
     trace_event_past_barrier(consumer_, 1, trace_row);
-#if defined(CAKE_HOPPER_SINK_TABLE)
-    load_sinks();
-#endif
     if (!next_q_issued) {
       // Both consumers' wgmmas of this item have retired (each waited for its last before the
       // epilogue), so nobody reads the Q tile once this item's own Q load has landed (an item

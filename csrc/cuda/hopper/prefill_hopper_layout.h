@@ -84,10 +84,6 @@ constexpr int kExchangeSets = 2;
 constexpr int kExchangeSets = 1;
 #endif
 
-#if defined(CAKE_HOPPER_SINK_TABLE)
-constexpr int kMaxSinkHeads = 2 * kHeads;  // a launch's heads: at most two 64-head blocks
-#endif
-
 struct alignas(1024) SharedStorage {
   // The item's Q, 64 heads x 512, swizzled; in a split item's epilogue its fp32 partial.
   uint8_t q[kQTileBytes];
@@ -120,11 +116,6 @@ struct alignas(1024) SharedStorage {
   // 256..511, RoPE included), so a half is rewritten as soon as its last reader is done.
   uint64_t half_full[2][2];   // the half is written (stores; for the high half also the RoPE copies)
   uint64_t half_empty[2][2];  // no consumer reads the half any more
-#if defined(CAKE_HOPPER_SINK_TABLE)
-  // Development variant: each head's sink (natural log), copied in at the consumers' start, so that
-  // an item's epilogue reads its rows' sinks from here rather than waiting for global loads.
-  float sink_table[kMaxSinkHeads];
-#endif
 #ifdef CAKE_HOPPER_TRACE
   // The dequant warpgroups' trace points (prefill_hopper_trace.cuh): the clock's low 32 bits, in
   // shared memory so that a point costs the dequant (56 registers) one register and a 32-bit
