@@ -34,10 +34,12 @@ kScoresIssued, its block's halves and the QK^T's issue, in two where the log has
 `F_high_wait` to its block's high half seen, `F_high_issue` the rest of the issue;
 `F_reference_wait`: the first block's high half and kReferenceReady; `F_retire`);
 a table of each pair's blocks against the leader's start of the pair (cycles after it: the first
-block's high half written, the second block's top, bookkeeping done, halves free and written, the
-follower's block's high half seen, its QK^T issued and kReferenceReady passed (logs with those
-points), its QK^T done, the pair's end), which says whether the follower's QK^T waits for its block
-and what of that block's conversion runs after the pair began; and a "dequant load" line over the
+block's high half written, the second block's top, bookkeeping done, halves free and written (the
+high half by each dequant warpgroup's thread 0), the follower's block's high half seen, its QK^T
+issued and kReferenceReady passed (logs with those points), its QK^T done, the pair's end), which
+says whether the follower's QK^T waits for its block and what of that block's conversion runs after
+the pair began, then the same over the items' first pairs alone (their second block's tile held
+the previous item's O: its halves free say when the O stores left it); and a "dequant load" line over the
 steady pairs (an item's third pair on, not its last): the dequant's time for a pair's two blocks,
 its waits in them, the leader's period and how soon after the dequant wrote a pair's first block
 the leader starts it.
@@ -311,6 +313,7 @@ SECOND_BLOCK_POINTS = (
     ("D2_low_written", DEQUANT, 1, 3),
     ("D2_high_free", DEQUANT, 1, 4),
     ("D2_high_written", DEQUANT, 1, 2),
+    ("D2_high_written_wg3", DEQUANT + 1, 1, 2),  # the other dequant warpgroup's rows (the barrier waits for both)
     ("F_high_seen", FOLLOWER, 0, 10),     # past its block's high half barrier (logs of 11 points a row)
     ("F_issued", FOLLOWER, 0, 8),         # logs with the follower's scores points (10 a row) only
     ("F_reference_seen", FOLLOWER, 0, 9),
@@ -324,7 +327,7 @@ def second_block_timeline(launch, blocks_per_item):
     the pair, event), in cycles after the leader's start of the pair, None where the log has no
     such point; `row` is the pair's first block."""
     leader, follower, dequant = launch.get(LEADER, {}), launch.get(FOLLOWER, {}), launch.get(DEQUANT, {})
-    roles = {LEADER: leader, FOLLOWER: follower, DEQUANT: dequant}
+    roles = {LEADER: leader, FOLLOWER: follower, DEQUANT: dequant, DEQUANT + 1: launch.get(DEQUANT + 1, {})}
     rows = []
     for first in range(blocks_per_item, max(leader, default=0) + 1, blocks_per_item):
         for row in range(first, first + blocks_per_item, 2):
@@ -334,7 +337,7 @@ def second_block_timeline(launch, blocks_per_item):
             start = leader[row][0]
             parts = {"row": row}
             for name, role, offset, event in SECOND_BLOCK_POINTS:
-                clocks = roles[role][row + offset]
+                clocks = roles[role].get(row + offset, [])
                 known = len(clocks) > event and (event < 8 or len(clocks) >= SCORES_SPLIT_POINTS)
                 parts[name] = clocks[event] - start if known and clocks[event] else None
             rows.append(parts)
@@ -468,6 +471,10 @@ def main():
         names = [name for name, *_ in SECOND_BLOCK_POINTS if any(row[name] is not None for row in timeline)]
         print_medians("pairs of the items after the first: the pair's blocks against the leader's start of the "
                       "pair (cycles after it)", timeline, names)
+        # An item's first pair: its second block goes into the tile that held the previous item's O
+        # until the stores had read it, so that block's halves free say when the O left the tile.
+        print_medians("first pairs of those items: the same (their second block's tile held the previous item's O)",
+                      [row for row in timeline if row["row"] % blocks_per_item == 0], names)
         load = dequant_load(launches[-1], blocks_per_item)
         if load:
             print(f"dequant load over {load['pairs']} pairs inside items after the first (medians): the dequant's "

@@ -403,9 +403,27 @@ def test_trace_items_times_the_pairs_blocks_against_the_pair(tmp_path):
         assert (row["F_scores_done"], row["L_pair_done"]) == (150, 1500)
     out = run_trace_summary(tmp_path / "timeline.log", text).stdout
     assert "8 pairs of the items after the first: the pair's blocks against the leader's start" in out
+    # The items' first pairs (rows 8 and 16) apart: their second block's tile held the O.
+    first = out[out.index("2 first pairs of those items: the same"):]
+    header = first.splitlines()[1]
+    names = [name.strip() for name in header.strip("|").split("|")]
+    values = [int(v) for v in first.splitlines()[3].strip("|").split("|")]
+    expected = trace_items.medians([row for row in rows if row["row"] in (8, 16)], names)
+    assert dict(zip(names, values)) == {name: round(expected[name]) for name in names}
     plain = run_trace_summary(tmp_path / "plain.log", multi_pair_trace()).stdout
     header = next(line for line in plain.splitlines() if line.startswith("| D1_high_written"))
-    assert "D2_book_done" not in header and "D2_top" in header
+    assert "D2_book_done" not in header and "D2_top" in header and "D2_high_written_wg3" not in header
+    # The other dequant warpgroup (role 3): its rows' high half written, 25 cycles after role 2's.
+    late = []
+    for line in text.splitlines():
+        if line.startswith("TRACE 2 "):
+            clocks = line.split()[3:]
+            clocks[2] = str(int(clocks[2]) + 25)
+            late.append("TRACE 3 " + line.split()[2] + " " + " ".join(clocks))
+    both = text + "\n".join(late) + "\n"
+    rows = trace_items.second_block_timeline(trace_items.parse_launches(both)[-1], 8)
+    assert all(row["D2_high_written_wg3"] == row["D2_high_written"] + 25 for row in rows)
+    assert "| D2_high_written | D2_high_written_wg3 |" in run_trace_summary(tmp_path / "both.log", both).stdout
 
 
 def test_trace_items_splits_the_followers_scores_step(tmp_path):
