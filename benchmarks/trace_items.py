@@ -35,7 +35,8 @@ kScoresIssued, its block's halves and the QK^T's issue, in two where the log has
 `F_reference_wait`: the first block's high half and kReferenceReady; `F_retire`);
 a table of each pair's blocks against the leader's start of the pair (cycles after it: the first
 block's high half written, the second block's top, bookkeeping done, halves free and written (the
-high half by each dequant warpgroup's thread 0), the follower's block's high half seen, its QK^T
+high half by each dequant warpgroup's thread 0, and by its last warp where the log has that point),
+the follower's block's high half seen, its QK^T
 issued and kReferenceReady passed (logs with those points), its QK^T done, the pair's end), which
 says whether the follower's QK^T waits for its block and what of that block's conversion runs after
 the pair began, then the same over the items' first pairs alone (their second block's tile held
@@ -314,6 +315,8 @@ SECOND_BLOCK_POINTS = (
     ("D2_high_free", DEQUANT, 1, 4),
     ("D2_high_written", DEQUANT, 1, 2),
     ("D2_high_written_wg3", DEQUANT + 1, 1, 2),  # the other dequant warpgroup's rows (the barrier waits for both)
+    ("D2_high_last_warp", DEQUANT, 1, 7),         # the last warp of each warpgroup (logs from 2026-12-06 on)
+    ("D2_high_last_warp_wg3", DEQUANT + 1, 1, 7),
     ("F_high_seen", FOLLOWER, 0, 10),     # past its block's high half barrier (logs of 11 points a row)
     ("F_issued", FOLLOWER, 0, 8),         # logs with the follower's scores points (10 a row) only
     ("F_reference_seen", FOLLOWER, 0, 9),

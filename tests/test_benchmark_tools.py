@@ -413,17 +413,27 @@ def test_trace_items_times_the_pairs_blocks_against_the_pair(tmp_path):
     plain = run_trace_summary(tmp_path / "plain.log", multi_pair_trace()).stdout
     header = next(line for line in plain.splitlines() if line.startswith("| D1_high_written"))
     assert "D2_book_done" not in header and "D2_top" in header and "D2_high_written_wg3" not in header
-    # The other dequant warpgroup (role 3): its rows' high half written, 25 cycles after role 2's.
-    late = []
+    assert all(row["D2_high_last_warp"] is None for row in rows)  # point 7 of these logs is 0
+    # The other dequant warpgroup (role 3): its rows' high half written, 25 cycles after role 2's;
+    # with point 7, each warpgroup's last warp 40 / 60 cycles after its thread 0.
+    lines = []
     for line in text.splitlines():
         if line.startswith("TRACE 2 "):
-            clocks = line.split()[3:]
-            clocks[2] = str(int(clocks[2]) + 25)
-            late.append("TRACE 3 " + line.split()[2] + " " + " ".join(clocks))
-    both = text + "\n".join(late) + "\n"
+            row, clocks = line.split()[2], line.split()[3:]
+            high = int(clocks[2])
+            clocks[7] = str(high + 40) if high else "0"
+            lines.append("TRACE 2 " + row + " " + " ".join(clocks))
+            clocks[2], clocks[7] = (str(high + 25), str(high + 25 + 60)) if high else ("0", "0")
+            lines.append("TRACE 3 " + row + " " + " ".join(clocks))
+        else:
+            lines.append(line)
+    both = "\n".join(lines) + "\n"
     rows = trace_items.second_block_timeline(trace_items.parse_launches(both)[-1], 8)
-    assert all(row["D2_high_written_wg3"] == row["D2_high_written"] + 25 for row in rows)
-    assert "| D2_high_written | D2_high_written_wg3 |" in run_trace_summary(tmp_path / "both.log", both).stdout
+    assert rows and all(row["D2_high_written_wg3"] == row["D2_high_written"] + 25 for row in rows)
+    assert all((row["D2_high_last_warp"], row["D2_high_last_warp_wg3"]) ==
+               (row["D2_high_written"] + 40, row["D2_high_written"] + 85) for row in rows)
+    assert ("| D2_high_written | D2_high_written_wg3 | D2_high_last_warp | D2_high_last_warp_wg3 |"
+            in run_trace_summary(tmp_path / "both.log", both).stdout)
 
 
 def test_trace_items_splits_the_followers_scores_step(tmp_path):

@@ -129,6 +129,7 @@ class DequantRole {
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       keep_converted();
       trace_dequant_event(smem_, warpgroup_, 2, gblock);
+      trace_dequant_last_warp(smem_, warpgroup_, 7, gblock);
 
       load_high_codes(next_source);
       if (!has_next) break;

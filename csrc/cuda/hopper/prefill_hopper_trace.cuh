@@ -22,8 +22,8 @@
 // - roles 2 and 3, the dequant warpgroups, row = the block: 0 top, 5 the next block's row source
 //   known, 6 the cursors advanced and the copies of the next scales and the index after issued
 //   (the block top's bookkeeping done, its wait for the low half next), 1 low half free, 3 low
-//   half written, 4 high half free, 2 high half written (kDequantTraceEvents of them: points 8 on
-//   print as zeros).
+//   half written, 4 high half free, 2 high half written, 7 the last of its four warps to have
+//   written the high half (kDequantTraceEvents of them: points 8 on print as zeros).
 #pragma once
 
 #include <cstdio>
@@ -67,7 +67,8 @@ __device__ __forceinline__ void trace_life(int role, int point) {
 // comes late by the copy (one thread's 384 shared loads and global stores, ~18,000 cycles in the
 // logs of 1e6cd63): recorded before the copy, inside the role, the exit point's role index stays
 // live across the role and the dequant spills.
-// (By the recording thread itself, so that no other thread's zero can land after its first point.)
+// (By the recording thread itself, so that no other thread's zero can land after its first point;
+// the other warps' first point 7 comes after their first block's conversion, long after this.)
 __device__ __forceinline__ void trace_dequant_start(SharedStorage& smem, int warpgroup) {
   if (blockIdx.x != 0 || threadIdx.x % 128 != 0) return;
   for (int i = 0; i < kDequantTraceEvents * kTraceBlocks; ++i) (&smem.dequant_trace[warpgroup][0][0])[i] = 0u;
@@ -75,6 +76,14 @@ __device__ __forceinline__ void trace_dequant_start(SharedStorage& smem, int war
 __device__ __forceinline__ void trace_dequant_event(SharedStorage& smem, int warpgroup, int event, int block) {
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
     smem.dequant_trace[warpgroup][event][block] = uint32_t(clock64());
+  }
+}
+// Point 7: the warpgroup's last warp to have written its rows' high half (each warp's lane 0
+// raises the slot to its clock's low word; a wrap of the low word between the warps' points, once
+// in 2^32 cycles, would keep the earlier value): the high half's barrier completes after it.
+__device__ __forceinline__ void trace_dequant_last_warp(SharedStorage& smem, int warpgroup, int event, int block) {
+  if (blockIdx.x == 0 && threadIdx.x % 32 == 0 && block < kTraceBlocks) {
+    atomicMax(&smem.dequant_trace[warpgroup][event][block], uint32_t(clock64()));
   }
 }
 // A low word above the clock's now is from before the last wrap of the low word (the trace spans
@@ -110,6 +119,7 @@ inline void print_trace() {
 #else
 __device__ __forceinline__ void trace_dequant_start(SharedStorage&, int) {}
 __device__ __forceinline__ void trace_dequant_event(SharedStorage&, int, int, int) {}
+__device__ __forceinline__ void trace_dequant_last_warp(SharedStorage&, int, int, int) {}
 __device__ __forceinline__ void trace_dequant_finish(SharedStorage&, int) {}
 __device__ __forceinline__ void trace_event(int, int, int) {}
 __device__ __forceinline__ void trace_event_past_barrier(int, int, int) {}
