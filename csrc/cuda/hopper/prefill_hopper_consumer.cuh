@@ -567,7 +567,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // dims as 2^-9 times the cache's values (one multiply a pair: nvfp4_bit_decode.cuh) and copies
   // its RoPE dims as they are, so with Q's RoPE dims scaled too every score is 2^-9 times the
   // true one (powers of two: exact), which score_scale_ undoes. Each of the 256 consumer threads
-  // scales 32 bytes of the block (whatever their swizzled place); padding rows are zeros.
+  // scales 32 bytes of the block (whatever their swizzled place; under CAKE_HOPPER_LEAN_ITEM_START
+  // the leader's 128 threads 64 bytes each); padding rows are zeros.
   __device__ __forceinline__ void scale_q_rope() {
     static_assert(nvfp4::kNopeDim == (kColumnBlocks - 1) * kColumnBlockDims, "RoPE is Q's last column block");
 #if defined(CAKE_HOPPER_LEAN_ITEM_START)
