@@ -36,12 +36,11 @@ kScoresIssued, its block's halves and the QK^T's issue, in two where the log has
 a table of each pair's blocks against the leader's start of the pair (cycles after it: the first
 block's high half written, the second block's top, bookkeeping done, halves free and written (the
 high half by each dequant warpgroup's thread 0, and by its last warp where the log has that point),
-the follower's block's high half seen, its QK^T
-issued and kReferenceReady passed (logs with those points), its QK^T done, the pair's end), which
-says whether the follower's QK^T waits for its block and what of that block's conversion runs after
-the pair began, then the same over the items' first pairs alone (their second block's tile held
-the previous item's O: its halves free say when the O stores left it); and a "dequant load" line over the
-steady pairs (an item's third pair on, not its last): the dequant's time for a pair's two blocks,
+the follower's block's high half seen, its QK^T issued and kReferenceReady passed (logs with those
+points), its QK^T done, the pair's end), which says whether the follower's QK^T waits for its block
+and what of that block's conversion runs after the pair began, then the same over the items' first
+pairs alone (their second block's tile held the previous item's O: its halves free say when the O
+stores left it); and a "dequant load" line over the steady pairs (an item's third pair on, not its last): the dequant's time for a pair's two blocks,
 its waits in them, the leader's period and how soon after the dequant wrote a pair's first block
 the leader starts it.
 

@@ -62,6 +62,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   using Epilogue::o_acc_;
   using Epilogue::params_;
   using Epilogue::pv_quarter;
+  using Epilogue::release_output_half;
   using Epilogue::reference_;
   using Epilogue::release_half;
   using Epilogue::row0_;
@@ -335,26 +336,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     return pair.first && pair.gblock > 0 && output_by_tile() ? (pair.gblock - 1) & 1 : -1;
 #endif
   }
-  // Half `half` of that tile, once its TMA stores have read it (store_output_tile's bulk groups:
-  // the low half's first), for the consumer whose PV read it (kWarpgroupThreads arrivals).
-  // Waiting for all but the newest group frees the low half only while those two groups are the
-  // copy thread's last: a bulk store issued between store_output_tile and this release would have
-  // to be waited for before it.
-  __device__ __forceinline__ void release_output_half(int parity, int half) {
-    if (copies_thread()) {
-#if defined(CAKE_HOPPER_LEAN_ITEM_START)
-      sm90::bulk_wait_group_read<0>();  // each consumer's copy thread stored its own half, one group
-#else
-      if (half == kLowDims) {
-        sm90::bulk_wait_group_read<1>();
-      } else {
-        sm90::bulk_wait_group_read<0>();
-      }
-#endif
-      sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]), kWarpgroupThreads);
-    }
-  }
-
   // The follower: waits for the leader's hand-over and moves to the leader's reference.
   __device__ __forceinline__ void take_leader_reference() {
     consumer_barrier<kWeightsReady + 0>();
@@ -572,14 +553,14 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   __device__ __forceinline__ void scale_q_rope() {
     static_assert(nvfp4::kNopeDim == (kColumnBlocks - 1) * kColumnBlockDims, "RoPE is Q's last column block");
 #if defined(CAKE_HOPPER_LEAN_ITEM_START)
-    constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kWarpgroupThreads;  // 4: the leader's alone
-    uint4* chunk = reinterpret_cast<uint4*>(smem_.q + (kColumnBlocks - 1) * kQColumnBlockBytes) +
-                   (threadIdx.x % kWarpgroupThreads) * kChunksPerThread;
+    constexpr int kScalingThreads = kWarpgroupThreads;  // the leader's alone
+    const int scaler = threadIdx.x % kWarpgroupThreads;
 #else
-    constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kConsumerThreads;  // 2
-    uint4* chunk = reinterpret_cast<uint4*>(smem_.q + (kColumnBlocks - 1) * kQColumnBlockBytes) +
-                   (consumer_ * kWarpgroupThreads + threadIdx.x % kWarpgroupThreads) * kChunksPerThread;
+    constexpr int kScalingThreads = kConsumerThreads;
+    const int scaler = consumer_ * kWarpgroupThreads + threadIdx.x % kWarpgroupThreads;
 #endif
+    constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kScalingThreads;  // 2 (4 for the leader alone)
+    uint4* chunk = reinterpret_cast<uint4*>(smem_.q + (kColumnBlocks - 1) * kQColumnBlockBytes) + scaler * kChunksPerThread;
 #pragma unroll
     for (int k = 0; k < kChunksPerThread; ++k) {
       uint4 v = chunk[k];

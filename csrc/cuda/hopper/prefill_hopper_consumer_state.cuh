@@ -48,7 +48,7 @@ class ConsumerState {
 
   // This consumer no longer reads a dim half of the block of this parity (both consumers arrive
   // once per block and half; for the halves of an item's O tile the follower's copy thread
-  // arrives for both: ConsumerRole::release_output_half).
+  // arrives for both: ConsumerEpilogue::release_output_half).
   __device__ __forceinline__ void release_half(int parity, int half) {
     sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]));
   }

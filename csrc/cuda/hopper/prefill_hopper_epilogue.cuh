@@ -109,7 +109,7 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
   }
   // The follower's copy thread: the whole O tile to the output rows of item `w`, eight TMA boxes
   // of 64 dims x 64 heads, one bulk group a dim half (low first), so that
-  // ConsumerRole::release_output_half frees the low half, which the dequant writes first, while
+  // release_output_half (below) frees the low half, which the dequant writes first, while
   // the high half still drains.
   __device__ void store_output_tile(int parity, const WorkRows& w) {
 #pragma unroll
@@ -124,6 +124,26 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
                          block * kColumnBlockDims, w.head0, w.token);
     }
     sm90::bulk_commit_group();
+  }
+
+  // Half `half` of that tile, once its TMA stores have read it (store_output_tile's bulk groups:
+  // the low half's first), for the consumer whose PV read it (kWarpgroupThreads arrivals).
+  // Waiting for all but the newest group frees the low half only while those two groups are the
+  // copy thread's last: a bulk store issued between store_output_tile and this release would have
+  // to be waited for before it.
+  __device__ __forceinline__ void release_output_half(int parity, int half) const {
+    if (copies_thread()) {
+#if defined(CAKE_HOPPER_LEAN_ITEM_START)
+      sm90::bulk_wait_group_read<0>();  // each consumer's copy thread stored its own half, one group
+#else
+      if (half == kLowDims) {
+        sm90::bulk_wait_group_read<1>();
+      } else {
+        sm90::bulk_wait_group_read<0>();
+      }
+#endif
+      sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]), kWarpgroupThreads);
+    }
   }
 
   // A split item's fp32 partial through the consumer's half of the Q tile (32 KB): round k holds
@@ -295,10 +315,7 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
 #if CAKE_HOPPER_LEAN_ITEM_START == 2 && !defined(CAKE_RACECHECK_BUILD)
         // =2: the half is released here, as soon as the stores have read it (the copy thread
         // waits; its warpgroup goes on), rather than at the next item's first pair.
-        if (copies_thread()) {
-          sm90::bulk_wait_group_read<0>();
-          sm90::mbarrier_arrive(smem_address(&smem_.half_empty[o_tile][consumer_]), kWarpgroupThreads);
-        }
+        release_output_half(o_tile, consumer_);
 #endif
 #else
         if (consumer_ == 0) {
@@ -324,7 +341,7 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     trace_event(consumer_, 4, trace_row);
 #if defined(CAKE_RACECHECK_BUILD)
     // racecheck does not carry an arrival made for other threads
-    // (ConsumerRole::release_output_half's) back to their reads: in its build each consumer
+    // (ConsumerEpilogue::release_output_half's) back to their reads: in its build each consumer
     // releases its half of the O tile itself, here, once the stores have read it (slower, the
     // same accesses).
     if (o_tile >= 0 && copies_thread()) sm90::bulk_wait_group_read<0>();
