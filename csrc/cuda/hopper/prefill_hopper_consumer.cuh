@@ -107,20 +107,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       // Q arrived by TMA, which the mbarrier makes visible to the wgmmas (both the async proxy)
       // and to this thread; the fence orders this thread's generic writes of the tile (a split
       // item's partial, the RoPE scaling) before the wgmmas' reads.
-#if defined(CAKE_HOPPER_LEAN_ITEM_START)
-      // Development variant: the leader scales all of Q's RoPE dims; its own wgmmas read them once
-      // its 128 threads have fenced their writes and met, the follower's only after kScoresIssued,
-      // which the leader arrives on after that. So the consumers do not meet at an item's start.
-      if (consumer_ == 0) {
-        scale_q_rope();
-        fence_proxy_async();
-        this->consumer_half_barrier();
-      }
-#else
       scale_q_rope();
       fence_proxy_async();
       consumer_barrier<kQRopeScaled>();
-#endif
       for (int block = 0; block < num_blocks; block += 2, gblock += 2, ++pairs) {
         const bool last = block + 2 >= num_blocks;
         const PairBlocks pair = {gblock & 1, (gblock >> 1) & 1, block + 1 < num_blocks, block == 0,
@@ -159,12 +148,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     trace_event(0, 0, pair.gblock);
     CandidateFlags flags;
     issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second);
-#if defined(CAKE_HOPPER_LEAN_ITEM_START)
-    // Its half of the previous item's O tile (the pair's second block's), once its own stores have
-    // read it: waited for while this QK^T runs.
-    const int o_tile = pending_output_tile(pair);
-    if (o_tile >= 0) release_output_half(o_tile, kLowDims);
-#endif
     retire_scores(s_acc);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
@@ -234,9 +217,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     const int o_tile = pending_output_tile(pair);
     // (The trace's follower scores step starts before the release, so it holds the O stores' drain.)
     if (pair.has_second) trace_event(1, 0, pair.gblock);
-#if !defined(CAKE_HOPPER_LEAN_ITEM_START)  // (there the leader releases the low half, its own)
     if (o_tile >= 0) release_output_half(o_tile, kLowDims);
-#endif
     if (o_tile >= 0) release_output_half(o_tile, kHighDims);
     if (!pair.has_second) {  // the item's last block is the leader's: only its PV
       wait_half(first, kHighDims, pair.first_phase);
@@ -330,7 +311,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // first pair (the block before this pair's, so the follower's own block's tile), or -1. An item
   // without candidates in between kept it.
   __device__ __forceinline__ int pending_output_tile(const PairBlocks& pair) const {
-#if defined(CAKE_RACECHECK_BUILD) || (defined(CAKE_HOPPER_LEAN_ITEM_START) && CAKE_HOPPER_LEAN_ITEM_START == 2)
+#if defined(CAKE_RACECHECK_BUILD)
     return -1;  // released in finish_item
 #else
     return pair.first && pair.gblock > 0 && output_by_tile() ? (pair.gblock - 1) & 1 : -1;
@@ -400,26 +381,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     using namespace sm90;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
-#if defined(CAKE_HOPPER_FENCE_ONCE) && !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-    // Development variant: where the high half is written by the time the low half is, one proxy
-    // fence covers both and the 32 k-steps go out as one batch (the fence between the halves
-    // otherwise stands between two batches of MMAs).
-    sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][kLowDims]), phase);
-    const bool high_written = sm90::mbarrier_passed(smem_address(&smem_.half_full[parity][kHighDims]), phase);
-#endif
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-#if defined(CAKE_HOPPER_FENCE_ONCE) && !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-      if (half == 0) {
-        sm90::fence_proxy_async();
-      } else if (!high_written) {
-        wait_half(parity, half, phase, trace_row);
-      } else if (trace_row >= 0) {
-        trace_event(1, 10, trace_row);
-      }
-#else
       wait_half(parity, half, phase, half == 1 ? trace_row : -1);
-#endif
       if (half == 0) wgmma_fence();
 #pragma unroll
       for (int step = 0; step < kQkStepsPerHalf; ++step) {  // +32 bytes within a row, a column block per 4 steps
@@ -548,18 +512,12 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // dims as 2^-9 times the cache's values (one multiply a pair: nvfp4_bit_decode.cuh) and copies
   // its RoPE dims as they are, so with Q's RoPE dims scaled too every score is 2^-9 times the
   // true one (powers of two: exact), which score_scale_ undoes. Each of the 256 consumer threads
-  // scales 32 bytes of the block (whatever their swizzled place; under CAKE_HOPPER_LEAN_ITEM_START
-  // the leader's 128 threads 64 bytes each); padding rows are zeros.
+  // scales 32 bytes of the block (whatever their swizzled place); padding rows are zeros.
   __device__ __forceinline__ void scale_q_rope() {
     static_assert(nvfp4::kNopeDim == (kColumnBlocks - 1) * kColumnBlockDims, "RoPE is Q's last column block");
-#if defined(CAKE_HOPPER_LEAN_ITEM_START)
-    constexpr int kScalingThreads = kWarpgroupThreads;  // the leader's alone
-    const int scaler = threadIdx.x % kWarpgroupThreads;
-#else
     constexpr int kScalingThreads = kConsumerThreads;
     const int scaler = consumer_ * kWarpgroupThreads + threadIdx.x % kWarpgroupThreads;
-#endif
-    constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kScalingThreads;  // 2 (4 for the leader alone)
+    constexpr int kChunksPerThread = kQColumnBlockBytes / 16 / kScalingThreads;  // 2
     uint4* chunk = reinterpret_cast<uint4*>(smem_.q + (kColumnBlocks - 1) * kQColumnBlockBytes) + scaler * kChunksPerThread;
 #pragma unroll
     for (int k = 0; k < kChunksPerThread; ++k) {

@@ -133,15 +133,11 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
   // to be waited for before it.
   __device__ __forceinline__ void release_output_half(int parity, int half) const {
     if (copies_thread()) {
-#if defined(CAKE_HOPPER_LEAN_ITEM_START)
-      sm90::bulk_wait_group_read<0>();  // each consumer's copy thread stored its own half, one group
-#else
       if (half == kLowDims) {
         sm90::bulk_wait_group_read<1>();
       } else {
         sm90::bulk_wait_group_read<0>();
       }
-#endif
       sm90::mbarrier_arrive(smem_address(&smem_.half_empty[parity][half]), kWarpgroupThreads);
     }
   }
@@ -224,14 +220,13 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
         if (head < params_.num_heads) sink2[r] = row_sink2(params_, head);
       }
     }
-    const int set = kExchangeSets == 1 ? 0 : q_parity;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float rounded = quad_sum(sums_[r].rounded);
       const float exact = quad_sum(sums_[r].exact);
       if (lane_ % 4 == 0) {
-        smem_.sum_exchange[set][consumer_][row0_ + 8 * r] = rounded;
-        smem_.exact_exchange[set][consumer_][row0_ + 8 * r] = exact;
+        smem_.sum_exchange[consumer_][row0_ + 8 * r] = rounded;
+        smem_.exact_exchange[consumer_][row0_ + 8 * r] = exact;
       }
     }
     consumer_barrier<kSumsExchanged>();
@@ -252,8 +247,8 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0_ + 8 * r;
-      const WeightSums totals = {smem_.sum_exchange[set][0][row] + smem_.sum_exchange[set][1][row],
-                                 smem_.exact_exchange[set][0][row] + smem_.exact_exchange[set][1][row]};
+      const WeightSums totals = {smem_.sum_exchange[0][row] + smem_.sum_exchange[1][row],
+                                 smem_.exact_exchange[0][row] + smem_.exact_exchange[1][row]};
       const int head = w.head0 + row;
       if (head >= params_.num_heads) continue;  // a padding row of the last head block: no output, no sink
       if constexpr (kSplitItems) {
@@ -306,25 +301,12 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
         // orders the leader's before the follower's copy thread stores the whole tile.
         stage_output_half(o_tile, out_scale);
         sm90::fence_proxy_async();
-#if defined(CAKE_HOPPER_LEAN_ITEM_START)
-        // Each consumer's copy thread stores the consumer's own half (the half its PV read) once
-        // its 128 threads have written and fenced it, and releases that half itself at its next
-        // item's first pair: neither waits for the other.
-        consumer_half_barrier();
-        if (copies_thread()) store_output_half(o_tile, consumer_, w);
-#if CAKE_HOPPER_LEAN_ITEM_START == 2 && !defined(CAKE_RACECHECK_BUILD)
-        // =2: the half is released here, as soon as the stores have read it (the copy thread
-        // waits; its warpgroup goes on), rather than at the next item's first pair.
-        release_output_half(o_tile, consumer_);
-#endif
-#else
         if (consumer_ == 0) {
           consumer_barrier_arrive<kOutputTiled>();
         } else {
           consumer_barrier<kOutputTiled>();
           if (copies_thread()) store_output_tile(o_tile, w);
         }
-#endif
       } else {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -346,11 +328,7 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     // same accesses).
     if (o_tile >= 0 && copies_thread()) sm90::bulk_wait_group_read<0>();
 #endif
-#if !defined(CAKE_HOPPER_LEAN_ITEM_START)
     consumer_barrier<kSumsExchanged>();  // both read the sums before the next item rewrites them
-#elif defined(CAKE_RACECHECK_BUILD)
-    consumer_half_barrier();  // this consumer's own stores have read its half
-#endif
 #if defined(CAKE_RACECHECK_BUILD)
     if (o_tile >= 0) release_half(o_tile, consumer_ == 0 ? kLowDims : kHighDims);
 #endif

@@ -76,14 +76,6 @@ constexpr int kTraceEvents = 11;  // points a role and block (the follower's pai
 constexpr int kDequantTraceEvents = 8;  // of them the dequant's (kept in shared memory: it must fit)
 #endif
 
-#if defined(CAKE_HOPPER_LEAN_ITEM_START)
-// Development variant: the consumers do not meet at an item's end (nor at the next one's start),
-// so the epilogue's row sums alternate between two sets by the item's parity in the CTA's walk.
-constexpr int kExchangeSets = 2;
-#else
-constexpr int kExchangeSets = 1;
-#endif
-
 struct alignas(1024) SharedStorage {
   // The item's Q, 64 heads x 512, swizzled; in a split item's epilogue its fp32 partial.
   uint8_t q[kQTileBytes];
@@ -96,10 +88,9 @@ struct alignas(1024) SharedStorage {
   uint8_t leader_p[2][kPTileBytes];
   uint8_t follower_p[kPTileBytes];
   float reference_exchange[kConsumers][kHeads];  // each row's softmax reference after consumer c's block
-  // Item epilogue: row sums of the bf16 weights and of the fp32 weights (the LSE), by item parity
-  // where the epilogue ends without a barrier (kExchangeSets).
-  float sum_exchange[kExchangeSets][kConsumers][kHeads];
-  float exact_exchange[kExchangeSets][kConsumers][kHeads];
+  // Item epilogue: row sums of the bf16 weights and of the fp32 weights (the LSE).
+  float sum_exchange[kConsumers][kHeads];
+  float exact_exchange[kConsumers][kHeads];
   // Scale rows of the block halves being converted, by block parity and half: copied one block ahead.
   uint8_t scales[2][kDequantWarpgroups][kHalfRows][nvfp4::kScaleRowBytes];
   // Candidate flags of each block parity: a dequant warp's ballot of its 8 rows' flags, row r in
