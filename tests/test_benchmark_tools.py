@@ -1224,3 +1224,23 @@ def test_ab_trees_reverses_the_order_on_even_rounds_and_records_each_tree(tmp_pa
     tree_a = dict(line.split(": ", 1) for line in (work / "a" / "tree.txt").read_text().splitlines())
     assert tree_a["source hash"] == tree_b["source hash"]  # the same files (the flags are not files)
     assert "AB_ROUNDS=3" in (work / "command.txt").read_text()
+
+
+def test_repeat_check_reports_the_runs_that_differ():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    repeat_check = importlib.import_module("repeat_check")
+    g = torch.Generator().manual_seed(3)
+    output = torch.randn(6, 4, 512, generator=g).to(torch.bfloat16)
+    lse = torch.randn(6, 4, generator=g)
+    changed = output.clone()
+    changed[5, 2, 7] += 1.0  # token 5, head 2
+    lines = repeat_check.report("case", [(output, lse), (changed, lse), (output.clone(), lse.clone())],
+                                blocks=[1, 2, 3, 4, 5, 6], plan={"grid_size": 4})
+    assert lines[0].startswith("case: 3 runs, 2 distinct results")
+    assert lines[1].startswith("run 1: 1 rows differ in 1 tokens")
+    assert lines[2] == ("  token 5: 1 heads (2..2), its item 6 blocks, the item before it in its CTA's walk "
+                        "(token 1) 2 blocks")
+    assert len(lines) == 3
+    same = repeat_check.report("case", [(output, lse), (output.clone(), lse.clone())], blocks=[1] * 6, plan={})
+    assert same == ["case: 2 runs, 1 distinct results {" + same[0].split("{", 1)[1]]
+    assert len(same) == 1

@@ -122,16 +122,10 @@ class DequantRole {
       if (gblock >= 2) sm90::mbarrier_wait(smem_address(&smem_.half_empty[parity][kHighDims]), empty_phase);
 #endif
       trace_dequant_event(smem_, warpgroup_, 4, gblock);
-#if defined(CAKE_HOPPER_ROPE_IN_REGISTERS)
-      cp_async_commit();  // an empty group where the RoPE copies' stands (the waits count groups)
-      convert_high(half_tile, scales);
-      store_rope(half_tile);
-#else
       copy_rope(half_tile, source);
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
       convert_high(half_tile, scales);
-#endif
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       keep_converted();
       trace_dequant_event(smem_, warpgroup_, 2, gblock);
@@ -176,9 +170,6 @@ class DequantRole {
 #endif
   uint4 codes_[kFullUnitsPerPart];  // the next block's codes of this part, waiting for their K tile
   uint2 half_codes_;
-#if defined(CAKE_HOPPER_ROPE_IN_REGISTERS)
-  uint4 rope_[kRopeChunksPerPart];  // the next block's RoPE chunks of this part (bf16 as stored)
-#endif
 
   // Where the raw index of this thread's row in the cursor's block is (nullptr past the list's
   // length or the CTA's blocks). Range-checked later, in row_source.
@@ -275,13 +266,6 @@ class DequantRole {
     return;
 #endif
     half_codes_ = source.valid ? ld_global_nc_8_no_l1(source.data_row + kHalfUnitFirstByte + 8 * part_) : make_uint2(0, 0);
-#if defined(CAKE_HOPPER_ROPE_IN_REGISTERS)
-#pragma unroll
-    for (int k = 0; k < kRopeChunksPerPart; ++k) {
-      const int chunk = kRopeChunksPerPart * part_ + k;
-      rope_[k] = source.valid ? ld_global_nc_16_no_l1(source.data_row + nvfp4::kNopeBytes + 16 * chunk) : make_uint4(0, 0, 0, 0);
-    }
-#endif
   }
   __device__ __forceinline__ void load_unit_codes(const RowSource& source, int i) {
     const int unit = part_ + kPartsPerRow * i;
@@ -329,17 +313,6 @@ class DequantRole {
                   source.data_row + (source.valid ? nvfp4::kNopeBytes + 16 * chunk : 0), source.valid);
     }
   }
-
-#if defined(CAKE_HOPPER_ROPE_IN_REGISTERS)
-  // The RoPE chunks loaded with the high codes, to copy_rope's places.
-  __device__ __forceinline__ void store_rope(uint32_t half_tile) const {
-    const uint32_t tail = half_tile + tail_offset_;
-#pragma unroll
-    for (int k = 0; k < kRopeChunksPerPart; ++k) {
-      sm90::st_shared_16((tail ^ (16u * k)) + kKColumnBlockBytes, rope_[k].x, rope_[k].y, rope_[k].z, rope_[k].w);
-    }
-  }
-#endif
 
   // Eight codes (one word) times a scale (times 2^-9: nvfp4_bit_decode.cuh) into the 16-byte
   // chunk at `address`.

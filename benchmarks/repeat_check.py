@@ -1,0 +1,83 @@
+"""Runs one of benchmarks/output_digest.py's cases many times in one process and reports whether
+every run gave the same bits (a schedule race shows as runs that differ), and for each run that
+differs from the first: how many output rows, which tokens, and the blocks of those tokens' items
+and of the items before them in their CTA's walk (item t - grid), to see which item boundaries a
+difference follows. GPU only.
+
+    python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 20
+"""
+import argparse
+import collections
+import hashlib
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", default="prefill_h64_tk512", help="a prefill case of output_digest.CASES")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args(argv)
+    import torch_ops
+    from helpers import CacheSpec, make_problem
+    from output_digest import CASES, POOL
+    case = {c[0]: c for c in CASES}[args.case]
+    _, num_tokens, num_heads, topk, op, extra = case
+    if op != "prefill":
+        raise SystemExit("prefill cases only")
+    dense = extra.get("dense", False)
+    problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL),
+                           device="cuda", seed=args.seed, lengths=None if dense else "random", sink=1.0,
+                           **({"invalid_fraction": 0.0} if dense else {}))
+    lengths = problem.kwargs.get("topk_length")
+    if lengths is None:
+        blocks = [topk // 64] * num_tokens
+    else:
+        blocks = [(min(max(int(n), 0), topk) + 63) // 64 for n in lengths.cpu().tolist()]
+    outputs, plan = [], {}
+    for _ in range(args.runs):
+        output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+        out_lse = torch.full((num_tokens, num_heads), float("nan"), device="cuda")
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(problem.q, problem.kv_cache, problem.indices, output,
+                                                                   out_lse, problem.sm_scale, **problem.kwargs)
+        torch.cuda.synchronize()
+        outputs.append((output.cpu(), out_lse.cpu()))
+    for line in report(args.case, outputs, blocks, dict(plan)):
+        print(line)
+
+
+def report(name, outputs, blocks, plan):
+    """Lines: the distinct results of `outputs` ((output, lse) pairs of CPU tensors), then, for each
+    run that differs from the most common result, its differing rows and their tokens' items."""
+    digests = [hashlib.sha256(o.view(torch.int16).numpy().tobytes() + l.view(torch.int32).numpy().tobytes()).hexdigest()[:16]
+               for o, l in outputs]
+    counts = collections.Counter(digests)
+    grid = plan.get("grid_size", 0)
+    lines = [f"{name}: {len(outputs)} runs, {len(counts)} distinct results {dict(counts)}; plan {plan}"]
+    common = digests.index(counts.most_common(1)[0][0])
+    base_o, base_l = outputs[common]
+    for run, (o, l) in enumerate(outputs):
+        if digests[run] == digests[common]:
+            continue
+        rows = ((o.view(torch.int16) != base_o.view(torch.int16)).any(-1)) | (l.view(torch.int32) != base_l.view(torch.int32))
+        tokens = sorted({int(t) for t in rows.nonzero()[:, 0].tolist()})
+        diff = (o.float() - base_o.float()).abs().nan_to_num(float("inf")).max().item()
+        lines.append(f"run {run}: {int(rows.sum())} rows differ in {len(tokens)} tokens, max |diff| {diff:.3g}")
+        for t in tokens[:12]:
+            heads = rows[t].nonzero()[:, 0].tolist()
+            before = t - grid if grid and t >= grid else None
+            lines.append(f"  token {t}: {len(heads)} heads ({heads[0]}..{heads[-1]}), its item {blocks[t]} blocks"
+                         + (f", the item before it in its CTA's walk (token {before}) {blocks[before]} blocks"
+                            if before is not None else ", first in its CTA's walk"))
+    return lines
+
+if __name__ == "__main__":
+    main()
