@@ -74,6 +74,7 @@ void launch_sparse_mla_attention_hopper(const DecodeParams& params, int max_ctas
     launch_instance<false>(hopper, num_ctas, stream);
   }
   hopper::print_trace();
+  hopper::print_qk_recheck();  // a CAKE_HOPPER_QK_RECHECK build only
 }
 
 }  // namespace cake::cuda

@@ -17,6 +17,7 @@
 #include "prefill_hopper_epilogue.cuh"
 #include "prefill_hopper_layout.h"
 #include "prefill_hopper_params.h"
+#include "prefill_hopper_recheck.cuh"
 #include "prefill_hopper_trace.cuh"
 #include "prefill_hopper_work.cuh"
 #include "sm90_primitives.cuh"
@@ -149,6 +150,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     CandidateFlags flags;
     issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second);
     retire_scores(s_acc);
+    if constexpr (kRecheckLeader) recheck_scores(s_acc, first, pair.gblock);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
 #if defined(CAKE_HOPPER_LEADER_WAITS_SECOND) && !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
@@ -248,6 +250,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     float leader_reference[2];
     load_reference(0, leader_reference);
     retire_scores(s_acc);
+    recheck_scores(s_acc, second, pair.gblock + 1);
     trace_event(1, 1, pair.gblock);
     adopt_loaded_reference(leader_reference);
     trace_event(1, 2, pair.gblock);
@@ -412,6 +415,29 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   __device__ __forceinline__ void retire_scores(float (&s_acc)[32]) {
     sm90::wgmma_wait<0>();
     sm90::pin_registers(s_acc);
+  }
+  // CAKE_HOPPER_QK_RECHECK (prefill_hopper_recheck.cuh): S of the block in K tile `parity` again,
+  // compared with the retired one. Called while this consumer still holds the block's halves.
+  __device__ __forceinline__ void recheck_scores(float (&s_acc)[32], int parity, int gblock) {
+#if defined(CAKE_HOPPER_QK_RECHECK)
+    using namespace sm90;
+    const uint32_t first_hash = score_hash(s_acc);
+    const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
+    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 2 * kQkStepsPerHalf; ++k) {
+      const uint32_t q_offset = ((k / 4) * kQColumnBlockBytes + (k % 4) * 32) >> 4;
+      const uint32_t k_offset = ((k / 4) * kKColumnBlockBytes + (k % 4) * 32) >> 4;
+      wgmma_m64n64k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin_registers(s_acc);
+    record_recheck(score_hash(s_acc) != first_hash, consumer_, gblock);
+#else
+    (void)s_acc, (void)parity, (void)gblock;
+#endif
   }
 
   // Masks and scales S, moves the reference (given in `reference`, updated) where the block's max

@@ -115,6 +115,9 @@ class DequantRole {
       const uint32_t flags = __ballot_sync(0xffffffffu, source.valid);
       if (row_ % 8 == 0 && part_ == 0) smem_.valid[parity][(warpgroup_ * kHalfRows + row_) / 8] = flags;
       convert_low(half_tile, scales);
+#if defined(CAKE_HOPPER_WRITER_FENCE)
+      sm90::fence_proxy_async();  // development variant: the writer fences its stores for the wgmma
+#endif
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kLowDims]));
       load_low_codes(next_source);  // their registers are free now: half a block to land
       trace_dequant_event(smem_, warpgroup_, 3, gblock);
@@ -123,9 +126,21 @@ class DequantRole {
 #endif
       trace_dequant_event(smem_, warpgroup_, 4, gblock);
       copy_rope(half_tile, source);
+#if CAKE_HOPPER_WRITER_FENCE == 2
+      // Development variant: the RoPE copies waited for (with the block top's group: all of this
+      // thread's copies) after the conversion and fenced with the stores, one arrival for both.
+      cp_async_commit();
+      convert_high(half_tile, scales);
+      cp_async_wait<0>();
+      sm90::fence_proxy_async();
+#else
       sm90::cp_async_arrive_noinc(smem_address(&smem_.half_full[parity][kHighDims]));
       cp_async_commit();
       convert_high(half_tile, scales);
+#if defined(CAKE_HOPPER_WRITER_FENCE)
+      sm90::fence_proxy_async();
+#endif
+#endif
       sm90::mbarrier_arrive(smem_address(&smem_.half_full[parity][kHighDims]));
       keep_converted();
       trace_dequant_event(smem_, warpgroup_, 2, gblock);
