@@ -1,10 +1,13 @@
 """Runs one of benchmarks/output_digest.py's cases many times in one process and reports whether
 every run gave the same bits (a schedule race shows as runs that differ), and for each run that
-differs from the first: how many output rows, which tokens, and the blocks of those tokens' items
-and of the items before them in their CTA's walk (item t - grid), to see which item boundaries a
-difference follows. GPU only.
+differs from the most common result: how many output rows, which tokens, and the blocks of those
+tokens' items and of the items before them in their CTA's walk (item t - grid), to see which item
+boundaries a difference follows. --lengths and --invalid-fraction replace the case's list lengths
+or its share of masked entries, to tell the two apart. GPU only.
 
-    python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 20
+    python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40
+    python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40 --lengths none
+    python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40 --invalid-fraction 0
 """
 import argparse
 import collections
@@ -25,6 +28,11 @@ def main(argv=None):
     parser.add_argument("--case", default="prefill_h64_tk512", help="a prefill case of output_digest.CASES")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--seed", type=int, default=11)
+    # To split a difference's causes: the case's list lengths or its masked entries alone.
+    parser.add_argument("--lengths", choices=("case", "random", "none"), default="case",
+                        help="the case's list lengths (default), random ones, or none (whole lists)")
+    parser.add_argument("--invalid-fraction", type=float, default=None,
+                        help="the fraction of masked or out-of-range entries (default: the case's)")
     args = parser.parse_args(argv)
     import torch_ops
     from helpers import CacheSpec, make_problem
@@ -34,9 +42,12 @@ def main(argv=None):
     if op != "prefill":
         raise SystemExit("prefill cases only")
     dense = extra.get("dense", False)
+    length_kind = {"case": None if dense else "random", "random": "random", "none": None}[args.lengths]
+    invalid = {"invalid_fraction": 0.0} if dense else {}
+    if args.invalid_fraction is not None:
+        invalid = {"invalid_fraction": args.invalid_fraction}
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL),
-                           device="cuda", seed=args.seed, lengths=None if dense else "random", sink=1.0,
-                           **({"invalid_fraction": 0.0} if dense else {}))
+                           device="cuda", seed=args.seed, lengths=length_kind, sink=1.0, **invalid)
     lengths = problem.kwargs.get("topk_length")
     if lengths is None:
         blocks = [topk // 64] * num_tokens
@@ -50,7 +61,9 @@ def main(argv=None):
                                                                    out_lse, problem.sm_scale, **problem.kwargs)
         torch.cuda.synchronize()
         outputs.append((output.cpu(), out_lse.cpu()))
-    for line in report(args.case, outputs, blocks, dict(plan)):
+    label = args.case + ("" if args.lengths == "case" else f" lengths={args.lengths}") + (
+        "" if args.invalid_fraction is None else f" invalid_fraction={args.invalid_fraction}")
+    for line in report(label, outputs, blocks, dict(plan)):
         print(line)
 
 
