@@ -42,7 +42,7 @@
 #             (e.g. a trace build: "t=.ab/x@-DCAKE_HOPPER_TRACE", then cd there and run
 #             PYTHONPATH=. python3 benchmarks/trace_items.py --run)
 # Logs and JSON go to /tmp/cake-ab/ab (AB_WORK/ab): command.txt (the arguments and the AB_* /
-# CAKE_* environment), <label>/tree.txt (source, commit if any, a hash of its files, flags),
+# CAKE_* environment, the GPU by `nvidia-smi -L`), <label>/tree.txt (source, commit if any, a hash of its files, flags),
 # <label>/build.log, <label>/pytest.log, <label>/{prefill,decode}_r<round>.{json,md}; $OUT (or
 # /tmp/cake-ab) gets two files, summary.md (benchmarks/ab_summary.py) and ab.tar.gz with
 # everything (few files, for the device's limit).
@@ -67,7 +67,10 @@ for arg in "$@"; do
 done
 
 rm -rf "$out"; mkdir -p "$out" "$dest"
-{ printf '%q ' "$@"; echo; env | grep -E '^(AB_|CAKE_)' | sort; } > "$out/command.txt"
+# The GPU's name and UUID too: a result seen on one device only (a run-to-run difference, a slow
+# row) can then be tied to that card when a later call lands on it again.
+{ printf '%q ' "$@"; echo; env | grep -E '^(AB_|CAKE_)' | sort
+  nvidia-smi -L 2> /dev/null | sed 's/^/device: /' || true; } > "$out/command.txt"
 dirs=()
 for i in "${!labels[@]}"; do
   copy="$work/trees/${labels[$i]}"

@@ -140,6 +140,7 @@ for step in $steps; do
     pack)
       {
         echo "steps: $steps"
+        nvidia-smi -L 2> /dev/null | sed 's/^/device: /' || true  # which card, by UUID
         printf "%s" "$timings"
         grep -h -E "[0-9]+ (passed|failed)|ERROR SUMMARY|RACECHECK SUMMARY|failed:" "$out"/*.log 2> /dev/null
       } > "$out/summary.txt"

@@ -7,8 +7,10 @@ thing. The small-heads kernel (`--kernel small`): rows before the first `USETMAX
 entry's, then each `USETMAXREG.TRY_ALLOC` starts the converters' rows (they claim registers) and
 each `USETMAXREG.DEALLOC` the attend warpgroup's (it gives registers back), up to the next
 `USETMAXREG`; code the roles share after their branches counts as the role laid out before it.
+With 32-head units (`--kernel small32`) the attend warpgroup claims registers and the converters
+give theirs back, so the two markers name the other role.
 
-    python3 benchmarks/ncu_roles.py ncu_source.csv.gz [--top 10] [--kernel small]
+    python3 benchmarks/ncu_roles.py ncu_source.csv.gz [--top 10] [--kernel small | small32]
     python3 benchmarks/ncu_roles.py skeleton.csv.gz copies.csv.gz main.csv.gz   # side by side
 
 For each role: its SASS rows, warp-stall samples and warp instructions executed; the share of each
@@ -30,6 +32,9 @@ import sys
 
 ROLE_SPLIT = "USETMAXREG.DEALLOC"
 SMALL_ROLES = (("USETMAXREG.TRY_ALLOC", "converters"), ("USETMAXREG.DEALLOC", "attend"))
+# At 32 heads a unit the attend warpgroup (O^T: 128 registers + 48) claims registers above the
+# launch's 168 and the converters give theirs back: the markers' roles swap.
+SMALL32_ROLES = (("USETMAXREG.TRY_ALLOC", "attend"), ("USETMAXREG.DEALLOC", "converters"))
 
 
 def number(text):
@@ -77,12 +82,13 @@ def roles(rows, source, kernel="hopper"):
     if kernel == "hopper":
         split = next((k for k, row in enumerate(rows) if ROLE_SPLIT in row[source]), len(rows))
         return [("consumers and entry", 0, rows[:split]), ("dequant", split, rows[split:])]
+    markers = SMALL32_ROLES if kernel == "small32" else SMALL_ROLES
     owner, current = [], "entry"
     for row in rows:
-        current = next((name for marker, name in SMALL_ROLES if marker in row[source]), current)
+        current = next((name for marker, name in markers if marker in row[source]), current)
         owner.append(current)
     found = set(owner)
-    if not all(name in found for _, name in SMALL_ROLES):
+    if not all(name in found for _, name in markers):
         raise ValueError("no USETMAXREG.TRY_ALLOC and USETMAXREG.DEALLOC rows: not the small-heads kernel's source")
     return [(name, owner.index(name), [row for row, who in zip(rows, owner) if who == name])
             for name in ["entry"] + [name for _, name in SMALL_ROLES] if name in found]
@@ -160,8 +166,9 @@ def main(argv):
     parser.add_argument("paths", nargs="+", metavar="path", help="one file: its summary; several: side by side")
     parser.add_argument("--top", type=int, default=10,
                         help="rows with the most samples listed a role (side by side: stall reasons and opcodes)")
-    parser.add_argument("--kernel", choices=("hopper", "small"), default="hopper",
-                        help="whose roles: the 64-head kernel's (default) or the small-heads kernel's")
+    parser.add_argument("--kernel", choices=("hopper", "small", "small32"), default="hopper",
+                        help="whose roles: the 64-head kernel's (default), the small-heads kernel's at 16 "
+                             "heads a unit (small) or at 32 (small32: the register markers' roles swap)")
     args = parser.parse_args(argv)
     try:
         if len(args.paths) > 1:

@@ -1,13 +1,15 @@
-"""Runs one of benchmarks/output_digest.py's cases many times in one process and reports whether
-every run gave the same bits (a schedule race shows as runs that differ), and for each run that
-differs from the most common result: how many output rows, which tokens, and the blocks of those
-tokens' items and of the items before them in their CTA's walk (item t - grid), to see which item
+"""Runs benchmarks/output_digest.py's prefill cases (one, several, or all of them) many times in one
+process and reports whether every run gave the same bits (a schedule race shows as runs that
+differ), and for each run that differs from the most common result: how many output rows, which
+tokens, and the blocks of those tokens' items and of the items before them in their CTA's walk
+(item t - grid, exact where a token is one work item: 64 heads), to see which item
 boundaries a difference follows. --lengths and --invalid-fraction replace the case's list lengths
 or its share of masked entries, to tell the two apart. GPU only.
 
     python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40
     python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40 --lengths none
     python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40 --invalid-fraction 0
+    python3 benchmarks/repeat_check.py --case prefill --runs 10     # every prefill case, one process
 """
 import argparse
 import collections
@@ -25,7 +27,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--case", default="prefill_h64_tk512", help="a prefill case of output_digest.CASES")
+    parser.add_argument("--case", nargs="+", default=["prefill_h64_tk512"],
+                        help="prefill cases of output_digest.CASES, or 'prefill' for all of them (one process)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--seed", type=int, default=11)
     # To split a difference's causes: the case's list lengths or its masked entries alone.
@@ -34,13 +37,25 @@ def main(argv=None):
     parser.add_argument("--invalid-fraction", type=float, default=None,
                         help="the fraction of masked or out-of-range entries (default: the case's)")
     args = parser.parse_args(argv)
+    from output_digest import CASES
+    by_name = {c[0]: c for c in CASES}
+    names = [c[0] for c in CASES if c[4] == "prefill"] if args.case == ["prefill"] else args.case
+    for name in names:
+        if name not in by_name or by_name[name][4] != "prefill":
+            raise SystemExit(f"not a prefill case of output_digest.CASES: {name}")
+    props = torch.cuda.get_device_properties(0)
+    print(f"device: {props.name}, uuid {props.uuid}")  # a difference seen on one card only names it
+    for name in names:
+        for line in repeat_case(by_name[name], args):
+            print(line, flush=True)
+
+
+def repeat_case(case, args):
+    """Runs one case args.runs times on fresh NaN-poisoned outputs; report()'s lines."""
     import torch_ops
     from helpers import CacheSpec, make_problem
-    from output_digest import CASES, POOL
-    case = {c[0]: c for c in CASES}[args.case]
-    _, num_tokens, num_heads, topk, op, extra = case
-    if op != "prefill":
-        raise SystemExit("prefill cases only")
+    from output_digest import POOL
+    name, num_tokens, num_heads, topk, _, extra = case
     dense = extra.get("dense", False)
     length_kind = {"case": None if dense else "random", "random": "random", "none": None}[args.lengths]
     invalid = {"invalid_fraction": 0.0} if dense else {}
@@ -55,16 +70,18 @@ def main(argv=None):
         blocks = [(min(max(int(n), 0), topk) + 63) // 64 for n in lengths.cpu().tolist()]
     outputs, plan = [], {}
     for _ in range(args.runs):
-        output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+        # The case's output offset (elements): a view that is only 4- or 16-byte aligned, as the digest's.
+        offset = extra.get("offset", 0)
+        storage = torch.full((num_tokens * num_heads * 512 + offset,), float("nan"), dtype=torch.bfloat16, device="cuda")
+        output = storage[offset:].view(num_tokens, num_heads, 512)
         out_lse = torch.full((num_tokens, num_heads), float("nan"), device="cuda")
         plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(problem.q, problem.kv_cache, problem.indices, output,
                                                                    out_lse, problem.sm_scale, **problem.kwargs)
         torch.cuda.synchronize()
-        outputs.append((output.cpu(), out_lse.cpu()))
-    label = args.case + ("" if args.lengths == "case" else f" lengths={args.lengths}") + (
+        outputs.append((output.contiguous().cpu(), out_lse.cpu()))
+    label = name + ("" if args.lengths == "case" else f" lengths={args.lengths}") + (
         "" if args.invalid_fraction is None else f" invalid_fraction={args.invalid_fraction}")
-    for line in report(label, outputs, blocks, dict(plan)):
-        print(line)
+    return report(label, outputs, blocks, dict(plan))
 
 
 def report(name, outputs, blocks, plan):

@@ -1114,6 +1114,13 @@ def test_ncu_roles_splits_the_small_kernel_at_its_register_instructions(tmp_path
     assert any(line.startswith("   row 2: 20 samples  LDG") for line in converters)
     attend = lines[lines.index(headings[2]):]
     assert any(line.startswith("   row 4: 12 samples  BAR.RED.OR") for line in attend)
+    # 32-head units: the attend warpgroup claims registers, the converters give theirs back.
+    lines32 = subprocess.run(tool + [str(path), "--kernel", "small32", "--top", "1"],
+                             check=True, capture_output=True, text=True).stdout.splitlines()
+    assert [line for line in lines32 if line.startswith("## ")] == [
+        "## entry: 1 SASS rows, 1 samples, 0.0 M warp instructions",
+        "## converters: 2 SASS rows, 12 samples, 0.5 M warp instructions",
+        "## attend: 4 SASS rows, 26 samples, 3.0 M warp instructions"]
     # The default split (the 64-head kernel's) reads the same file as two parts at the DEALLOC.
     default = subprocess.run(tool + [str(path)], check=True, capture_output=True, text=True).stdout
     assert "## consumers and entry: 3 SASS rows" in default and "## dequant: 4 SASS rows" in default
@@ -1244,3 +1251,12 @@ def test_repeat_check_reports_the_runs_that_differ():
     same = repeat_check.report("case", [(output, lse), (output.clone(), lse.clone())], blocks=[1] * 6, plan={})
     assert same == ["case: 2 runs, 1 distinct results {" + same[0].split("{", 1)[1]]
     assert len(same) == 1
+
+
+def test_repeat_check_takes_prefill_cases_only():
+    """A decode case or an unknown name stops the run before anything touches a GPU."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    repeat_check = importlib.import_module("repeat_check")
+    for name in ("decode_t1_h64_2048", "no_such_case"):
+        with pytest.raises(SystemExit, match=f"not a prefill case of output_digest.CASES: {name}"):
+            repeat_check.main(["--case", "prefill_h64_tk512", name])
