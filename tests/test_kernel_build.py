@@ -45,7 +45,8 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("benchmarks/operand_path_probe.cu", ()),
     ("benchmarks/converter_stream_probe.cu", ()),
     ("benchmarks/small_roles_probe.cu", ()),
-    ("benchmarks/wgmma_rate_probe.cu", ())]
+    ("benchmarks/wgmma_rate_probe.cu", ()),
+    ("benchmarks/contention_probe.cu", ())]
 
 # Builds that must not spill (ptxas, CUDA 13.0): the two kernels as shipped, whose register budgets
 # (setmaxnreg) were measured without spills, and their trace builds, whose timelines are only

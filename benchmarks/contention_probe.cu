@@ -1,0 +1,340 @@
+// What slows a consumer warpgroup's tensor work while other warps of its SM work beside it. The
+// 64-head Hopper prefill with both sides running free (no waits) takes 1.33-1.36x its consumers
+// alone, with shared memory ~67% busy (docs/hopper_kernel.md, "They contend more than they wait"):
+// the dequant slows the consumers while both run, and which of its activities does it was left
+// open. Here one CTA a SM, 512 threads (four warpgroups, as the kernel): warpgroups 0 and 1 are
+// the consumers, each running kChains chains of one form of the kernel's tensor work,
+//   qk   32 wgmma m64n64k16 with Q and K tiles in shared memory (a block's QK^T), then a wait;
+//   pv   32 wgmma m64n128k16 with A from registers and B MN-major in shared memory (four blocks'
+//        worth of a consumer's PV), then a wait;
+//   qk_rs    QK^T with Q as the register operand (fixed registers: only K read from shared memory);
+//   qk_ldsm  the same with Q's fragments loaded by ldmatrix from the Q tile, 8 k-steps a set, two
+//        sets (each reloaded once the wgmma group that read it has retired);
+// optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
+// value), and warpgroups 2 and 3 run one background load until both consumers are done:
+//   none     nothing (they return at once);
+//   alu      eight independent integer chains (LOP3, IMAD, SHF): issue slots and the ALU pipes only;
+//   sts      16-byte shared stores, a warp's 32 lanes 512 contiguous bytes of a third 64 KB tile;
+//   alu_sts  N integer ops into each store's data, then the store (N = 8, 32, 128; 32 is about
+//            the dequant's mix: ~560 instructions and 16 tile stores a thread a block);
+//   lds      16-byte volatile shared loads of that tile (XORed into a register);
+//   sts_sleep  the stores spaced by __nanosleep (20 or 100 ns) instead of integer work;
+//   alu_burst  alu_sts's work (32 ops a store) with a batch's 16 stores' data made first and then
+//            stored back to back.
+// Prints, per consumer form and background, the median over CTAs of a consumer's cycles a chain
+// (against the chain alone), and the background warps' work: batches a 1,000 cycles an SM (alu; a
+// batch is 8 x 8 x 3 integer operations a thread in the source, ~320 SASS instructions with ptxas of
+// CUDA 13.0) or shared-memory bytes a cycle an SM (the others). Random bf16 operands; the values mean nothing, the times do.
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o contention_probe \
+//       benchmarks/contention_probe.cu && ./contention_probe
+// (bash benchmarks/device_suite.sh contention-probe builds and runs it).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "../csrc/cuda/common/ptx_primitives.cuh"
+#include "../csrc/cuda/hopper/sm90_primitives.cuh"
+#include "../csrc/cuda/hopper_fused/fused_primitives.cuh"  // wgmma_m64n64k16_rs
+#include "../csrc/cuda/portable/sm80_primitives.cuh"      // ldmatrix_x4
+#include "probe_check.h"
+#include "probe_pool.h"
+
+namespace {
+
+using namespace cake::cuda::sm90;
+using cake::cuda::smem_address;
+
+constexpr int kWarpgroup = 128;
+constexpr int kThreads = 4 * kWarpgroup;
+constexpr int kChains = 48;
+constexpr int kStepsPerChain = 32;
+constexpr int kTileBytes = 64 * 1024;               // Q, K and the background's tile: 64 KB each
+constexpr int kFlagOffset = 3 * kTileBytes;         // consumers done (a count in shared memory)
+constexpr int kSmemBytes = kFlagOffset + 1024;
+constexpr int kSoftmaxOps = 12;                     // float operations a value in the softmax-like pass
+constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
+constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
+
+enum Form { kQk, kPv, kQkRs, kQkLdsm };
+enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst };
+constexpr const char* form_name(Form f) {
+  return f == kQk    ? "qk (m64n64k16 ss)"
+         : f == kPv  ? "pv (m64n128k16 rs)"
+         : f == kQkRs ? "qk_rs (m64n64k16 rs, A fixed)"
+                     : "qk_ldsm (m64n64k16 rs, A by ldmatrix)";
+}
+__host__ __device__ constexpr int accumulators(Form f) { return f == kPv ? 64 : 32; }
+constexpr const char* background_name(Background b) {
+  return b == kNone ? "none" : b == kAlu ? "alu" : b == kSts ? "sts" : b == kAluSts ? "alu_sts" : b == kLds ? "lds"
+         : b == kStsSleep ? "sts_sleep" : "alu_burst";
+}
+
+__device__ __forceinline__ uint32_t ld_volatile_shared_u32(uint32_t address) {
+  uint32_t v;
+  asm volatile("ld.volatile.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(address));
+  return v;
+}
+// Volatile: a plain ld.shared of a loop-invariant address is hoisted out of the loop by ptxas.
+__device__ __forceinline__ void ld_volatile_shared_16(uint32_t address, uint32_t (&v)[4]) {
+  asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(address));
+}
+
+// One chain of the consumer's form into d.
+template <Form kForm>
+__device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uint32_t (&a)[4], uint32_t q_tile,
+                                      uint32_t k_tile, uint32_t lane_offset) {
+  if constexpr (kForm == kQkLdsm) {
+    // Q's A fragments by ldmatrix, 8 k-steps a set, two sets: a set is reloaded once the wgmma
+    // group that read it has retired (wgmma reads register operands after issue).
+    uint32_t frag[2][8][4];
+#pragma unroll
+    for (int g = 0; g < kStepsPerChain / 8; ++g) {
+      if (g >= 2) wgmma_wait<1>();
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int step = 8 * g + j;
+        cake::cuda::ldmatrix_x4(frag[g % 2][j], q_tile + (step / 4) * 8192 + (lane_offset ^ (32 * (step % 4))));
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int step = 8 * g + j;
+        const uint32_t k_major = (step / 4) * 8192 + (step % 4) * 32;
+        wgmma_m64n64k16_rs(d, frag[g % 2][j], smem_descriptor(k_tile + k_major, 16, 1024), true);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    pin_registers(d);
+    return;
+  }
+  wgmma_fence();
+#pragma unroll
+  for (int step = 0; step < kStepsPerChain; ++step) {
+    // K-major: a 32-byte slice of a column block's 64 rows (128-byte swizzle, 8-row groups 1 KB apart).
+    const uint32_t k_major = (step / 4) * 8192 + (step % 4) * 32;
+    if constexpr (kForm == kQk) {
+      wgmma_m64n64k16_ss(d, smem_descriptor(q_tile + k_major, 16, 1024), smem_descriptor(k_tile + k_major, 16, 1024),
+                         true);
+    } else if constexpr (kForm == kQkRs) {
+      wgmma_m64n64k16_rs(d, a, smem_descriptor(k_tile + k_major, 16, 1024), true);
+    } else if constexpr (kForm == kPv) {
+      // MN-major B (V): 16 rows (2 KB) of the first two column blocks, as the kernel's PV reads a K tile.
+      const uint32_t mn_major = (step % 4) * 2048 + (step / 4 % 4) * 16384;
+      wgmma_m64n128k16_rs_bt(d, a, smem_descriptor(k_tile + mn_major, 8192, 1024), true);
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin_registers(d);
+}
+
+template <Form kForm, Background kBackground, bool kSoftmax, int kAluPerStore>
+__global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict__ out) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int thread = threadIdx.x;
+  // Warp-uniform to ptxas (from lane 0), or it serialises every wgmma (docs/hopper_kernel.md, "Registers").
+  const int warpgroup = __shfl_sync(0xffffffffu, thread / kWarpgroup, 0);
+  for (int i = thread; i < 3 * kTileBytes / 4; i += kThreads) {
+    const uint32_t h = (uint32_t(i) * 2654435761u) ^ (blockIdx.x * 40503u);
+    reinterpret_cast<uint32_t*>(smem)[i] = (h & 0x807F807Fu) | 0x3C003C00u;  // bf16 in [-2, 2)
+  }
+  const uint32_t q_tile = smem_address(smem), k_tile = q_tile + kTileBytes, b_tile = k_tile + kTileBytes;
+  const uint32_t flag = q_tile + kFlagOffset;
+  if (thread == 0) st_shared_4(flag, 0u);
+  fence_proxy_async();
+  __syncthreads();
+  long long* cta_out = out + blockIdx.x * kOutPerCta;
+
+  if (warpgroup < 2) {
+    const uint32_t a[4] = {0x3C003C00u ^ uint32_t(thread), 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+    // The ldmatrix lane's row and chunk in a 128-byte swizzled tile (warp w: rows 16 w ..).
+    const int lane = thread % 32;
+    const int row = ((thread % kWarpgroup) / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
+    const uint32_t lane_offset = row * 128 + (((lane / 16) ^ (row % 8)) * 16);
+    constexpr int kD = accumulators(kForm);
+    float d[kD];
+#pragma unroll
+    for (int i = 0; i < kD; ++i) d[i] = 0.0f;
+    const long long start = clock64();
+#pragma unroll 1
+    for (int c = 0; c < kChains; ++c) {
+      chain<kForm>(d, a, q_tile, k_tile, lane_offset);
+      if constexpr (kSoftmax) {
+        // A stand-in for the block's softmax: dependent float work on every accumulator.
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          float x = d[i];
+#pragma unroll
+          for (int k = 0; k < kSoftmaxOps / 3; ++k) x = fmaxf(fmaf(x, 0.999f, -0.001f), -4.0f) * 0.5f;
+          d[i] = x;
+        }
+      }
+    }
+    const long long cycles = clock64() - start;
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kD; ++i) total += d[i];
+    // Both consumers' warps done before the count moves (named barrier 1 + warpgroup, 128 threads).
+    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + warpgroup), "r"(kWarpgroup) : "memory");
+    if (thread % kWarpgroup == 0) {
+      atomicAdd(reinterpret_cast<unsigned*>(smem + kFlagOffset), 1u);
+      cta_out[warpgroup] = total == 12345.0f ? -1 : cycles;
+    }
+    return;
+  }
+  if constexpr (kBackground == kNone) {
+    if (thread % kWarpgroup == 0) cta_out[2 + (warpgroup - 2)] = 0, cta_out[4 + (warpgroup - 2)] = 0;
+    return;
+  }
+  // The background: batches of work until both consumers have finished their chains.
+  const int local = thread - 2 * kWarpgroup;  // 0..255
+  uint32_t x[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = uint32_t(thread * 8 + i) * 0x9E3779B1u;
+  long long batches = 0;
+  const long long start = clock64();
+  while (ld_volatile_shared_u32(flag) < 2u) {
+    if constexpr (kBackground == kAlu) {
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          x[i] = (x[i] ^ (x[(i + 1) & 7] & 0x0F0F0F0Fu)) | (x[(i + 3) & 7] >> 7);  // LOP3
+          x[i] = x[i] * 0x01000193u + uint32_t(i);                                   // IMAD
+          x[i] = __funnelshift_r(x[i], x[i], 13);                                    // SHF
+        }
+      }
+    } else if constexpr (kBackground == kAluBurst) {
+      // The same work as alu_sts, its 16 stores' data made first and then stored back to back.
+      uint32_t data[kStoresPerBatch][4];
+#pragma unroll
+      for (int s = 0; s < kStoresPerBatch; ++s) {
+#pragma unroll
+        for (int k = 0; k < kAluPerStore / 4; ++k) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) x[i] = (x[i] ^ (x[i + 4] & 0x80008000u)) * 0x01000193u + uint32_t(k);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) data[s][i] = x[i];
+      }
+      // ptxas moves each store up to where its data is ready: an address term made of the last
+      // data (zero at run time: the count is at most 2, ptxas cannot know) keeps them all behind it.
+      const uint32_t late = (x[0] ^ x[3]) & (ld_volatile_shared_u32(flag) >> 16) & 0xF0u;
+#pragma unroll
+      for (int s = 0; s < kStoresPerBatch; ++s) {
+        st_shared_16(b_tile + late + ((s * 256 + local) * 16) % kTileBytes, data[s][0], data[s][1], data[s][2],
+                     data[s][3]);
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < kStoresPerBatch; ++s) {
+        // Warp w's 32 lanes: 512 contiguous bytes; the 256 threads cover 4 KB a step, 64 KB a batch.
+        const uint32_t address = b_tile + ((s * 256 + local) * 16) % kTileBytes;
+        if constexpr (kBackground == kLds) {
+          uint32_t v[4];
+          ld_volatile_shared_16(address, v);
+          x[s & 7] ^= v[0] ^ v[1] ^ v[2] ^ v[3];
+        } else {
+          if constexpr (kBackground == kAluSts) {
+#pragma unroll
+            for (int k = 0; k < kAluPerStore / 4; ++k) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) x[i] = (x[i] ^ (x[i + 4] & 0x80008000u)) * 0x01000193u + uint32_t(k);
+            }
+          }
+          st_shared_16(address, x[0], x[1], x[2], x[3]);
+          if constexpr (kBackground == kStsSleep) __nanosleep(kAluPerStore);  // spaced stores, no ALU work
+        }
+      }
+    }
+    ++batches;
+  }
+  const long long cycles = clock64() - start;
+  uint32_t sum = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sum ^= x[i];
+  if (local % kWarpgroup == 0) {
+    cta_out[2 + (warpgroup - 2)] = sum == 0x12345u ? -1 : batches;
+    cta_out[4 + (warpgroup - 2)] = cycles;
+  }
+}
+
+template <Form kForm, Background kBackground, bool kSoftmax, int kAluPerStore = 0>
+double run(long long* out, int ctas, double alone) {
+  auto kernel = contention<kForm, kBackground, kSoftmax, kAluPerStore>;
+  const size_t count = size_t(ctas) * kOutPerCta;
+  const auto launches = probe_launches(kernel, ctas, kThreads, kSmemBytes, 3, out, count, out);
+  std::vector<double> chains, work;
+  for (const auto& host : launches) {
+    for (int c = 0; c < ctas; ++c) {
+      const long long* cta = host.data() + size_t(c) * kOutPerCta;
+      chains.push_back(double(cta[0]) / kChains);
+      chains.push_back(double(cta[1]) / kChains);
+      // Background work a cycle an SM: both warpgroups' batches over their cycles.
+      double per_cycle = 0.0;
+      for (int w = 0; w < 2; ++w) {
+        const double batches = double(cta[2 + w]), cycles = double(cta[4 + w]);
+        if (cycles <= 0) continue;
+        // alu: batches a 1,000 cycles (a batch's instruction count is ptxas's: read it in the SASS);
+        // the others: shared-memory bytes a cycle (4 warps x 32 lanes x 16 bytes x 16 accesses a batch).
+        const double per_batch = kBackground == kAlu ? 1000.0 : 4.0 * 32 * 16 * kStoresPerBatch;
+        per_cycle += batches * per_batch / cycles;
+      }
+      work.push_back(per_cycle);
+    }
+  }
+  const double chain_cycles = probe_median(chains);
+  const char* unit = kBackground == kAlu ? "batches a 1,000 cycles" : kBackground == kNone ? "-" : "bytes a cycle";
+  char background[64];
+  if (kBackground == kAluSts || kBackground == kAluBurst) {
+    std::snprintf(background, sizeof(background), "%s (%d ops a store)", background_name(kBackground), kAluPerStore);
+  } else if (kBackground == kStsSleep) {
+    std::snprintf(background, sizeof(background), "%s (%d ns a store)", background_name(kBackground), kAluPerStore);
+  } else {
+    std::snprintf(background, sizeof(background), "%s", background_name(kBackground));
+  }
+  std::printf("| %s | %s | %s | %.0f | %.3f | %.1f %s |\n", form_name(kForm), kSoftmax ? "yes" : "no", background,
+              chain_cycles, alone > 0 ? chain_cycles / alone : 1.0,
+              kBackground == kNone ? 0.0 : probe_median(work), unit);
+  return chain_cycles;
+}
+
+template <Form kForm, bool kSoftmax, bool kStoreRates>
+void run_form(long long* out, int ctas) {
+  const double alone = run<kForm, kNone, kSoftmax>(out, ctas, 0.0);
+  run<kForm, kAlu, kSoftmax>(out, ctas, alone);
+  run<kForm, kSts, kSoftmax>(out, ctas, alone);
+  if constexpr (kStoreRates) run<kForm, kAluSts, kSoftmax, 8>(out, ctas, alone);
+  run<kForm, kAluSts, kSoftmax, 32>(out, ctas, alone);
+  if constexpr (kStoreRates) run<kForm, kAluSts, kSoftmax, 128>(out, ctas, alone);
+  run<kForm, kLds, kSoftmax>(out, ctas, alone);
+  if constexpr (kStoreRates) {
+    run<kForm, kStsSleep, kSoftmax, 20>(out, ctas, alone);
+    run<kForm, kStsSleep, kSoftmax, 100>(out, ctas, alone);
+    run<kForm, kAluBurst, kSoftmax, 32>(out, ctas, alone);
+  }
+}
+
+}  // namespace
+
+int main() {
+  const int sms = probe_sm_count();
+  long long* d_out = nullptr;
+  CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * kOutPerCta * sizeof(long long)));
+  std::printf("contention probe: %d CTAs, 2 consumer warpgroups x %d chains of %d wgmma, 2 background warpgroups\n\n",
+              sms, kChains, kStepsPerChain);
+  std::printf("| consumer form | softmax-like pass | background | cycles a chain (a consumer's) | over the chain alone | background work an SM |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  run_form<kQk, false, true>(d_out, sms);
+  run_form<kQk, true, false>(d_out, sms);
+  run_form<kPv, false, true>(d_out, sms);
+  run_form<kQkRs, false, false>(d_out, sms);
+  run_form<kQkLdsm, false, false>(d_out, sms);
+  CHECK_CUDA(cudaFree(d_out));
+  return 0;
+}
