@@ -10,6 +10,8 @@
 //   qk_rs    QK^T with Q as the register operand (fixed registers: only K read from shared memory);
 //   qk_ldsm  the same with Q's fragments loaded by ldmatrix from the Q tile, 8 k-steps a set, two
 //        sets (each reloaded once the wgmma group that read it has retired);
+//   pv16     the small-heads kernel's PV at 16 heads: 8 m-tiles x 4 k-steps of m64n16k16, A (V^T)
+//        MN-major and B (P^T) from shared memory;
 // optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
 // value), and warpgroups 2 and 3 run one background load until both consumers are done:
 //   none     nothing (they return at once);
@@ -37,6 +39,7 @@
 #include "../csrc/cuda/common/ptx_primitives.cuh"
 #include "../csrc/cuda/hopper/sm90_primitives.cuh"
 #include "../csrc/cuda/hopper_fused/fused_primitives.cuh"  // wgmma_m64n64k16_rs
+#include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"  // wgmma_m64n16k16_ss_ta
 #include "../csrc/cuda/portable/sm80_primitives.cuh"      // ldmatrix_x4
 #include "probe_check.h"
 #include "probe_pool.h"
@@ -57,15 +60,16 @@ constexpr int kSoftmaxOps = 12;                     // float operations a value 
 constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
 constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
 
-enum Form { kQk, kPv, kQkRs, kQkLdsm };
+enum Form { kQk, kPv, kQkRs, kQkLdsm, kPv16 };
 enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst };
 constexpr const char* form_name(Form f) {
   return f == kQk    ? "qk (m64n64k16 ss)"
          : f == kPv  ? "pv (m64n128k16 rs)"
          : f == kQkRs ? "qk_rs (m64n64k16 rs, A fixed)"
-                     : "qk_ldsm (m64n64k16 rs, A by ldmatrix)";
+         : f == kQkLdsm ? "qk_ldsm (m64n64k16 rs, A by ldmatrix)"
+                        : "pv16 (m64n16k16 ss, A MN-major)";
 }
-__host__ __device__ constexpr int accumulators(Form f) { return f == kPv ? 64 : 32; }
+__host__ __device__ constexpr int accumulators(Form f) { return f == kPv || f == kPv16 ? 64 : 32; }
 constexpr const char* background_name(Background b) {
   return b == kNone ? "none" : b == kAlu ? "alu" : b == kSts ? "sts" : b == kAluSts ? "alu_sts" : b == kLds ? "lds"
          : b == kStsSleep ? "sts_sleep" : "alu_burst";
@@ -108,6 +112,22 @@ __device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uin
       }
       wgmma_commit();
     }
+    wgmma_wait<0>();
+    pin_registers(d);
+    return;
+  }
+  if constexpr (kForm == kPv16) {
+    // The small-heads kernel's PV at 16 heads: O^T (8 m-tiles of 64 dims x 16 heads, 8 accumulators
+    // each) += V^T (MN-major from the K tile) P^T (K-major, here the Q tile's first rows): 8 x 4.
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < kStepsPerChain; ++step) {
+      const int m_tile = step / 4, kk = step % 4;
+      wgmma_m64n16k16_ss_ta(reinterpret_cast<float(&)[8]>(d[8 * m_tile]),
+                            smem_descriptor(k_tile + m_tile * 8192 + kk * 2048, 8192, 1024),
+                            smem_descriptor(q_tile + kk * 32, 16, 1024));
+    }
+    wgmma_commit();
     wgmma_wait<0>();
     pin_registers(d);
     return;
@@ -335,6 +355,7 @@ int main() {
   run_form<kPv, false, true>(d_out, sms);
   run_form<kQkRs, false, false>(d_out, sms);
   run_form<kQkLdsm, false, false>(d_out, sms);
+  run_form<kPv16, false, false>(d_out, sms);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }
