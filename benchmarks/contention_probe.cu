@@ -8,8 +8,9 @@
 //   pv   32 wgmma m64n128k16 with A from registers and B MN-major in shared memory (four blocks'
 //        worth of a consumer's PV), then a wait;
 //   qk_rs    QK^T with Q as the register operand (fixed registers: only K read from shared memory);
-//   qk_ldsm  the same with Q's fragments loaded by ldmatrix from the Q tile, 8 k-steps a set, two
-//        sets (each reloaded once the wgmma group that read it has retired);
+//   qk_ldsm  the same with Q's fragments loaded by ldmatrix from the Q tile, 8, 4 or 2 k-steps a
+//        set, two sets (each reloaded once the wgmma group that read it has retired; 64, 32 or
+//        16 registers, against the ~24 the 64-head kernel's consumers have to spare);
 //   pv16     the small-heads kernel's PV at 16 heads: 8 m-tiles x 4 k-steps of m64n16k16, A (V^T)
 //        MN-major and B (P^T) from shared memory;
 // optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
@@ -60,14 +61,19 @@ constexpr int kSoftmaxOps = 12;                     // float operations a value 
 constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
 constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
 
-enum Form { kQk, kPv, kQkRs, kQkLdsm, kPv16 };
+enum Form { kQk, kPv, kQkRs, kQkLdsm, kPv16, kQkLdsm4, kQkLdsm2 };
+// k-steps a set of Q fragments in the ldmatrix forms (two sets in flight).
+__host__ __device__ constexpr int set_steps(Form f) { return f == kQkLdsm ? 8 : f == kQkLdsm4 ? 4 : 2; }
+__host__ __device__ constexpr bool by_ldmatrix(Form f) { return f == kQkLdsm || f == kQkLdsm4 || f == kQkLdsm2; }
 enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst };
 constexpr const char* form_name(Form f) {
   return f == kQk    ? "qk (m64n64k16 ss)"
          : f == kPv  ? "pv (m64n128k16 rs)"
          : f == kQkRs ? "qk_rs (m64n64k16 rs, A fixed)"
-         : f == kQkLdsm ? "qk_ldsm (m64n64k16 rs, A by ldmatrix)"
-                        : "pv16 (m64n16k16 ss, A MN-major)";
+         : f == kQkLdsm ? "qk_ldsm (m64n64k16 rs, A by ldmatrix, 8 k-steps a set)"
+         : f == kQkLdsm4 ? "qk_ldsm (4 k-steps a set)"
+         : f == kQkLdsm2 ? "qk_ldsm (2 k-steps a set)"
+                         : "pv16 (m64n16k16 ss, A MN-major)";
 }
 __host__ __device__ constexpr int accumulators(Form f) { return f == kPv || f == kPv16 ? 64 : 32; }
 constexpr const char* background_name(Background b) {
@@ -91,22 +97,23 @@ __device__ __forceinline__ void ld_volatile_shared_16(uint32_t address, uint32_t
 template <Form kForm>
 __device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uint32_t (&a)[4], uint32_t q_tile,
                                       uint32_t k_tile, uint32_t lane_offset) {
-  if constexpr (kForm == kQkLdsm) {
-    // Q's A fragments by ldmatrix, 8 k-steps a set, two sets: a set is reloaded once the wgmma
+  if constexpr (by_ldmatrix(kForm)) {
+    // Q's A fragments by ldmatrix, kSet k-steps a set, two sets: a set is reloaded once the wgmma
     // group that read it has retired (wgmma reads register operands after issue).
-    uint32_t frag[2][8][4];
+    constexpr int kSet = set_steps(kForm);
+    uint32_t frag[2][kSet][4];
 #pragma unroll
-    for (int g = 0; g < kStepsPerChain / 8; ++g) {
+    for (int g = 0; g < kStepsPerChain / kSet; ++g) {
       if (g >= 2) wgmma_wait<1>();
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int step = 8 * g + j;
+      for (int j = 0; j < kSet; ++j) {
+        const int step = kSet * g + j;
         cake::cuda::ldmatrix_x4(frag[g % 2][j], q_tile + (step / 4) * 8192 + (lane_offset ^ (32 * (step % 4))));
       }
       wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int step = 8 * g + j;
+      for (int j = 0; j < kSet; ++j) {
+        const int step = kSet * g + j;
         const uint32_t k_major = (step / 4) * 8192 + (step % 4) * 32;
         wgmma_m64n64k16_rs(d, frag[g % 2][j], smem_descriptor(k_tile + k_major, 16, 1024), true);
       }
@@ -355,6 +362,8 @@ int main() {
   run_form<kPv, false, true>(d_out, sms);
   run_form<kQkRs, false, false>(d_out, sms);
   run_form<kQkLdsm, false, false>(d_out, sms);
+  run_form<kQkLdsm4, false, false>(d_out, sms);
+  run_form<kQkLdsm2, false, false>(d_out, sms);
   run_form<kPv16, false, false>(d_out, sms);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
