@@ -8,9 +8,10 @@
 //   pv   32 wgmma m64n128k16 with A from registers and B MN-major in shared memory (four blocks'
 //        worth of a consumer's PV), then a wait;
 //   qk_rs    QK^T with Q as the register operand (fixed registers: only K read from shared memory);
-//   qk_ldsm  the same with Q's fragments loaded by ldmatrix from the Q tile, 8, 4 or 2 k-steps a
-//        set, two sets (each reloaded once the wgmma group that read it has retired; 64, 32 or
-//        16 registers, against the ~24 the 64-head kernel's consumers have to spare);
+//   qk_ldsm  the same with Q's fragments loaded by ldmatrix from the Q tile, 8, 4, 2 or 1 k-steps a
+//        set, two sets (each reloaded once the wgmma group that read it has retired; 64, 32, 16 or
+//        8 registers: the 64-head kernel compiles without spills or serialised wgmmas only at 1,
+//        CAKE_HOPPER_QK_REGISTER_Q=1);
 //   pv16     the small-heads kernel's PV at 16 heads: 8 m-tiles x 4 k-steps of m64n16k16, A (V^T)
 //        MN-major and B (P^T) from shared memory;
 // optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
@@ -61,10 +62,12 @@ constexpr int kSoftmaxOps = 12;                     // float operations a value 
 constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
 constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
 
-enum Form { kQk, kPv, kQkRs, kQkLdsm, kPv16, kQkLdsm4, kQkLdsm2 };
+enum Form { kQk, kPv, kQkRs, kQkLdsm, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1 };
 // k-steps a set of Q fragments in the ldmatrix forms (two sets in flight).
-__host__ __device__ constexpr int set_steps(Form f) { return f == kQkLdsm ? 8 : f == kQkLdsm4 ? 4 : 2; }
-__host__ __device__ constexpr bool by_ldmatrix(Form f) { return f == kQkLdsm || f == kQkLdsm4 || f == kQkLdsm2; }
+__host__ __device__ constexpr int set_steps(Form f) { return f == kQkLdsm ? 8 : f == kQkLdsm4 ? 4 : f == kQkLdsm2 ? 2 : 1; }
+__host__ __device__ constexpr bool by_ldmatrix(Form f) {
+  return f == kQkLdsm || f == kQkLdsm4 || f == kQkLdsm2 || f == kQkLdsm1;
+}
 enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst };
 constexpr const char* form_name(Form f) {
   return f == kQk    ? "qk (m64n64k16 ss)"
@@ -73,6 +76,7 @@ constexpr const char* form_name(Form f) {
          : f == kQkLdsm ? "qk_ldsm (m64n64k16 rs, A by ldmatrix, 8 k-steps a set)"
          : f == kQkLdsm4 ? "qk_ldsm (4 k-steps a set)"
          : f == kQkLdsm2 ? "qk_ldsm (2 k-steps a set)"
+         : f == kQkLdsm1 ? "qk_ldsm (1 k-step a set)"
                          : "pv16 (m64n16k16 ss, A MN-major)";
 }
 __host__ __device__ constexpr int accumulators(Form f) { return f == kPv || f == kPv16 ? 64 : 32; }
@@ -364,6 +368,7 @@ int main() {
   run_form<kQkLdsm, false, false>(d_out, sms);
   run_form<kQkLdsm4, false, false>(d_out, sms);
   run_form<kQkLdsm2, false, false>(d_out, sms);
+  run_form<kQkLdsm1, false, false>(d_out, sms);
   run_form<kPv16, false, false>(d_out, sms);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
