@@ -28,7 +28,8 @@
 // Prints, per consumer form and background, the median over CTAs of a consumer's cycles a chain
 // (against the chain alone), and the background warps' work: batches a 1,000 cycles an SM (alu; a
 // batch is 8 x 8 x 3 integer operations a thread in the source, ~320 SASS instructions with ptxas of
-// CUDA 13.0) or shared-memory bytes a cycle an SM (the others). Random bf16 operands; the values mean nothing, the times do.
+// CUDA 13.0) or shared-memory bytes a cycle an SM (the others). Random bf16 operands; the values
+// mean nothing, the times do.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o contention_probe \
 //       benchmarks/contention_probe.cu && ./contention_probe
 // (bash benchmarks/device_suite.sh contention-probe builds and runs it).
@@ -62,18 +63,20 @@ constexpr int kSoftmaxOps = 12;                     // float operations a value 
 constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
 constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
 
-enum Form { kQk, kPv, kQkRs, kQkLdsm, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1 };
+enum Form { kQk, kPv, kQkRs, kQkLdsm8, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1 };
 // k-steps a set of Q fragments in the ldmatrix forms (two sets in flight).
-__host__ __device__ constexpr int set_steps(Form f) { return f == kQkLdsm ? 8 : f == kQkLdsm4 ? 4 : f == kQkLdsm2 ? 2 : 1; }
+__host__ __device__ constexpr int set_steps(Form f) {
+  return f == kQkLdsm8 ? 8 : f == kQkLdsm4 ? 4 : f == kQkLdsm2 ? 2 : 1;
+}
 __host__ __device__ constexpr bool by_ldmatrix(Form f) {
-  return f == kQkLdsm || f == kQkLdsm4 || f == kQkLdsm2 || f == kQkLdsm1;
+  return f == kQkLdsm8 || f == kQkLdsm4 || f == kQkLdsm2 || f == kQkLdsm1;
 }
 enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst };
 constexpr const char* form_name(Form f) {
   return f == kQk    ? "qk (m64n64k16 ss)"
          : f == kPv  ? "pv (m64n128k16 rs)"
          : f == kQkRs ? "qk_rs (m64n64k16 rs, A fixed)"
-         : f == kQkLdsm ? "qk_ldsm (m64n64k16 rs, A by ldmatrix, 8 k-steps a set)"
+         : f == kQkLdsm8 ? "qk_ldsm (m64n64k16 rs, A by ldmatrix, 8 k-steps a set)"
          : f == kQkLdsm4 ? "qk_ldsm (4 k-steps a set)"
          : f == kQkLdsm2 ? "qk_ldsm (2 k-steps a set)"
          : f == kQkLdsm1 ? "qk_ldsm (1 k-step a set)"
@@ -359,13 +362,14 @@ int main() {
   CHECK_CUDA(cudaMalloc(&d_out, size_t(sms) * kOutPerCta * sizeof(long long)));
   std::printf("contention probe: %d CTAs, 2 consumer warpgroups x %d chains of %d wgmma, 2 background warpgroups\n\n",
               sms, kChains, kStepsPerChain);
-  std::printf("| consumer form | softmax-like pass | background | cycles a chain (a consumer's) | over the chain alone | background work an SM |\n");
+  std::printf("| consumer form | softmax-like pass | background | cycles a chain (a consumer's) | over the chain alone "
+              "| background work an SM |\n");
   std::printf("|---|---|---|---|---|---|\n");
   run_form<kQk, false, true>(d_out, sms);
   run_form<kQk, true, false>(d_out, sms);
   run_form<kPv, false, true>(d_out, sms);
   run_form<kQkRs, false, false>(d_out, sms);
-  run_form<kQkLdsm, false, false>(d_out, sms);
+  run_form<kQkLdsm8, false, false>(d_out, sms);
   run_form<kQkLdsm4, false, false>(d_out, sms);
   run_form<kQkLdsm2, false, false>(d_out, sms);
   run_form<kQkLdsm1, false, false>(d_out, sms);

@@ -432,7 +432,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
                                                           int trace_row) {
     using namespace sm90;
     constexpr int kSet = CAKE_HOPPER_QK_REGISTER_Q;
-    static_assert(kSet == 1 || kSet == 2 || kSet == 4 || kSet == 8, "CAKE_HOPPER_QK_REGISTER_Q: 1, 2, 4 or 8 k-steps a set");
+    static_assert(kSet == 1 || kSet == 2 || kSet == 4 || kSet == 8,
+                  "CAKE_HOPPER_QK_REGISTER_Q: 1, 2, 4 or 8 k-steps a set");
     constexpr int kSetsPerHalf = kQkStepsPerHalf / kSet;
     // ldmatrix .x4 of a k-step's A fragment: lanes 8 i .. 8 i + 7 address matrix i, rows 16 w + 8
     // (i % 2) .., 16-byte chunk i / 2 of the k-step's 32 bytes (128-byte swizzle: chunk ^ row % 8).
