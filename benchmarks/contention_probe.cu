@@ -73,14 +73,16 @@ __host__ __device__ constexpr bool by_ldmatrix(Form f) {
 }
 enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst };
 constexpr const char* form_name(Form f) {
-  return f == kQk    ? "qk (m64n64k16 ss)"
-         : f == kPv  ? "pv (m64n128k16 rs)"
-         : f == kQkRs ? "qk_rs (m64n64k16 rs, A fixed)"
-         : f == kQkLdsm8 ? "qk_ldsm (m64n64k16 rs, A by ldmatrix, 8 k-steps a set)"
-         : f == kQkLdsm4 ? "qk_ldsm (4 k-steps a set)"
-         : f == kQkLdsm2 ? "qk_ldsm (2 k-steps a set)"
-         : f == kQkLdsm1 ? "qk_ldsm (1 k-step a set)"
-                         : "pv16 (m64n16k16 ss, A MN-major)";
+  switch (f) {
+    case kQk: return "qk (m64n64k16 ss)";
+    case kPv: return "pv (m64n128k16 rs)";
+    case kQkRs: return "qk_rs (m64n64k16 rs, A fixed)";
+    case kQkLdsm8: return "qk_ldsm (m64n64k16 rs, A by ldmatrix, 8 k-steps a set)";
+    case kQkLdsm4: return "qk_ldsm (4 k-steps a set)";
+    case kQkLdsm2: return "qk_ldsm (2 k-steps a set)";
+    case kQkLdsm1: return "qk_ldsm (1 k-step a set)";
+    default: return "pv16 (m64n16k16 ss, A MN-major)";
+  }
 }
 __host__ __device__ constexpr int accumulators(Form f) { return f == kPv || f == kPv16 ? 64 : 32; }
 constexpr const char* background_name(Background b) {
