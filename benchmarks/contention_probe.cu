@@ -188,10 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
 
   if (warpgroup < 2) {
     const uint32_t a[4] = {0x3C003C00u ^ uint32_t(thread), 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
-    // The ldmatrix lane's row and chunk in a 128-byte swizzled tile (warp w: rows 16 w ..).
-    const int lane = thread % 32;
-    const int row = ((thread % kWarpgroup) / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
-    const uint32_t lane_offset = row * 128 + (((lane / 16) ^ (row % 8)) * 16);
+    const uint32_t lane_offset = fragment_x4_lane_offset(thread % kWarpgroup);
     constexpr int kD = accumulators(kForm);
     float d[kD];
 #pragma unroll

@@ -58,6 +58,14 @@ CASES = [
 ]
 
 
+def poisoned_outputs(num_tokens, num_heads, offset, device):
+    """NaN-filled output and LSE for a case; the output a view `offset` elements into its storage
+    (an offset case's view is only 4- or 16-byte aligned)."""
+    storage = torch.full((num_tokens * num_heads * 512 + offset,), float("nan"), dtype=torch.bfloat16, device=device)
+    output = storage[offset:].view(num_tokens, num_heads, 512)
+    return output, torch.full((num_tokens, num_heads), float("nan"), device=device)
+
+
 def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
     # The tests' random problems (tests/helpers.py): masked and out-of-range candidates, random
     # lengths (some past the list, some negative), a sink.
@@ -72,10 +80,7 @@ def run_case(name, num_tokens, num_heads, topk, op, extra, seed, device="cuda"):
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL), device=device,
                            seed=seed, lengths=None if dense else "random", sink=1.0,
                            **({"invalid_fraction": 0.0} if dense else {}))
-    offset = extra.get("offset", 0)
-    storage = torch.full((num_tokens * num_heads * 512 + offset,), float("nan"), dtype=torch.bfloat16, device=device)
-    output = storage[offset:].view(num_tokens, num_heads, 512)
-    out_lse = torch.full((num_tokens, num_heads), float("nan"), device=device)
+    output, out_lse = poisoned_outputs(num_tokens, num_heads, extra.get("offset", 0), device)
     args = (problem.q, problem.kv_cache, problem.indices, output, out_lse, problem.sm_scale)
     if op == "prefill":
         plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(*args, **problem.kwargs)

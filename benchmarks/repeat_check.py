@@ -4,7 +4,8 @@ differ), and for each run that differs from the most common result: how many out
 tokens, and the blocks of those tokens' items and of the items before them in their CTA's walk
 (item t - grid, exact where a token is one work item: 64 heads), to see which item
 boundaries a difference follows. --lengths and --invalid-fraction replace the case's list lengths
-or its share of masked entries, to tell the two apart. GPU only.
+or its share of masked entries, to tell the two apart. Meant for the GPU (--device cpu runs the
+CPU kernels, to test the tool).
 
     python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40
     python3 benchmarks/repeat_check.py --case prefill_h64_tk512 --runs 40 --lengths none
@@ -31,6 +32,8 @@ def main(argv=None):
                         help="prefill cases of output_digest.CASES, or 'prefill' for all of them (one process)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cuda (the point of it), or cpu (the CPU kernels, to test the tool)")
     # To split a difference's causes: the case's list lengths or its masked entries alone.
     parser.add_argument("--lengths", choices=("case", "random", "none"), default="case",
                         help="the case's list lengths (default), random ones, or none (whole lists)")
@@ -43,8 +46,9 @@ def main(argv=None):
     for name in names:
         if name not in by_name or by_name[name][4] != "prefill":
             raise SystemExit(f"not a prefill case of output_digest.CASES: {name}")
-    props = torch.cuda.get_device_properties(0)
-    print(f"device: {props.name}, uuid {props.uuid}")  # a difference seen on one card only names it
+    if args.device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        print(f"device: {props.name}, uuid {props.uuid}")  # a difference seen on one card only names it
     for name in names:
         for line in repeat_case(by_name[name], args):
             print(line, flush=True)
@@ -54,7 +58,7 @@ def repeat_case(case, args):
     """Runs one case args.runs times on fresh NaN-poisoned outputs; report()'s lines."""
     import torch_ops
     from helpers import CacheSpec, make_problem
-    from output_digest import POOL
+    from output_digest import POOL, poisoned_outputs
     name, num_tokens, num_heads, topk, _, extra = case
     dense = extra.get("dense", False)
     length_kind = {"case": None if dense else "random", "random": "random", "none": None}[args.lengths]
@@ -62,7 +66,7 @@ def repeat_case(case, args):
     if args.invalid_fraction is not None:
         invalid = {"invalid_fraction": args.invalid_fraction}
     problem = make_problem(num_tokens=num_tokens, num_heads=num_heads, topk=topk, main=CacheSpec(**POOL),
-                           device="cuda", seed=args.seed, lengths=length_kind, sink=1.0, **invalid)
+                           device=args.device, seed=args.seed, lengths=length_kind, sink=1.0, **invalid)
     lengths = problem.kwargs.get("topk_length")
     if lengths is None:
         blocks = [topk // 64] * num_tokens
@@ -70,14 +74,11 @@ def repeat_case(case, args):
         blocks = [(min(max(int(n), 0), topk) + 63) // 64 for n in lengths.cpu().tolist()]
     outputs, plan = [], {}
     for _ in range(args.runs):
-        # The case's output offset (elements): a view that is only 4- or 16-byte aligned, as the digest's.
-        offset = extra.get("offset", 0)
-        storage = torch.full((num_tokens * num_heads * 512 + offset,), float("nan"), dtype=torch.bfloat16, device="cuda")
-        output = storage[offset:].view(num_tokens, num_heads, 512)
-        out_lse = torch.full((num_tokens, num_heads), float("nan"), device="cuda")
+        output, out_lse = poisoned_outputs(num_tokens, num_heads, extra.get("offset", 0), args.device)
         plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(problem.q, problem.kv_cache, problem.indices, output,
                                                                    out_lse, problem.sm_scale, **problem.kwargs)
-        torch.cuda.synchronize()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
         outputs.append((output.contiguous().cpu(), out_lse.cpu()))
     label = name + ("" if args.lengths == "case" else f" lengths={args.lengths}") + (
         "" if args.invalid_fraction is None else f" invalid_fraction={args.invalid_fraction}")

@@ -1260,3 +1260,14 @@ def test_repeat_check_takes_prefill_cases_only():
     for name in ("decode_t1_h64_2048", "no_such_case"):
         with pytest.raises(SystemExit, match=f"not a prefill case of output_digest.CASES: {name}"):
             repeat_check.main(["--case", "prefill_h64_tk512", name])
+
+
+def test_repeat_check_runs_several_cases_in_one_process(capsys):
+    """Each named case runs --runs times (here on the CPU kernels, deterministic by construction),
+    an offset case into its misaligned output view, and reports one result each."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    repeat_check = importlib.import_module("repeat_check")
+    repeat_check.main(["--device", "cpu", "--runs", "2", "--case", "prefill_h16_tk512", "prefill_h32_tk512_offset2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["prefill_h16_tk512", "prefill_h32_tk512_offset2"]
+    assert all(": 2 runs, 1 distinct results {" in line for line in lines)

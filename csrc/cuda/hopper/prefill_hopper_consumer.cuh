@@ -386,12 +386,11 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
                                                bool signal_issued, int trace_row = -1) {
     using namespace sm90;
-    const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #if defined(CAKE_HOPPER_QK_REGISTER_Q)
     issue_scores_register_q(s_acc, k_desc, parity, phase, trace_row);
-    (void)q_desc;
 #else
+    const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       wait_half(parity, half, phase, half == 1 ? trace_row : -1);
@@ -435,11 +434,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     static_assert(kSet == 1 || kSet == 2 || kSet == 4 || kSet == 8,
                   "CAKE_HOPPER_QK_REGISTER_Q: 1, 2, 4 or 8 k-steps a set");
     constexpr int kSetsPerHalf = kQkStepsPerHalf / kSet;
-    // ldmatrix .x4 of a k-step's A fragment: lanes 8 i .. 8 i + 7 address matrix i, rows 16 w + 8
-    // (i % 2) .., 16-byte chunk i / 2 of the k-step's 32 bytes (128-byte swizzle: chunk ^ row % 8).
-    const int warp = row0_ / 16;
-    const int row = 16 * warp + 8 * ((lane_ / 8) % 2) + lane_ % 8;
-    const uint32_t lane_offset = smem_address(smem_.q) + row * kTileRowBytes + (((lane_ / 16) ^ (row % 8)) * 16);
+    // Warp w of the warpgroup: row0_ = 16 w + lane / 4.
+    const uint32_t lane_offset = smem_address(smem_.q) + fragment_x4_lane_offset(32 * (row0_ / 16) + lane_);
     uint32_t frag[2][kSet][4];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {

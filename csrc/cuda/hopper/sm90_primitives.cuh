@@ -1,6 +1,7 @@
 // Thin wrappers over the sm_90a instructions of the Hopper prefill kernel: wgmma (warpgroup
 // MMA with shared-memory operands), its fences, mbarriers, setmaxnreg, stmatrix and the proxy
-// fence. One instruction each. Only meaningful in code compiled for sm_90a.
+// fence, one instruction each; and the addressing of the 128-byte-swizzled tiles they read
+// (descriptors, the lanes' fragment offsets). Only meaningful in code compiled for sm_90a.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,21 @@ namespace cake::cuda::sm90 {
 __device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
   return uint64_t((address & 0x3FFFFu) >> 4) | (uint64_t(leading_bytes >> 4) << 16) |
          (uint64_t(stride_bytes >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// The rows of a 128-byte-swizzled tile: 16-byte chunk c of row r sits at chunk c ^ (r % 8).
+constexpr int kSwizzleRowBytes = 128;
+
+// ldmatrix / stmatrix .x4 of a k-step's wgmma A fragment (a warpgroup's 64 rows of a K-major
+// 128-byte-swizzled tile): lanes 8 i .. 8 i + 7 address matrix i = register a_i, whose rows are
+// the warp's rows 16 w + 8 (i % 2) .. and whose columns are elements 8 (i / 2) .., i.e. chunk
+// 2 (step % 4) + i / 2 of the row. The part of the lane's address that does not depend on the
+// step: row * 128 + ((i / 2) ^ row % 8) * 16; k-step s adds an XOR of 32 (s % 4), its column
+// block an offset. `thread`: the thread's index in its warpgroup.
+__device__ __forceinline__ uint32_t fragment_x4_lane_offset(int thread) {
+  const int lane = thread % 32;
+  const int row = (thread / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
+  return row * kSwizzleRowBytes + (((lane / 16) ^ (row % 8)) * 16);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

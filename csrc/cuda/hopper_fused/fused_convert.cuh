@@ -108,7 +108,7 @@ class ConvertRole {
   // its candidate rows in a chunk: row0 and row0 + 8
   static __device__ __forceinline__ int row0_() { return (thread_index() / 32) * 16 + (thread_index() % 32) / 4; }
   static __device__ __forceinline__ uint32_t lane_offset_() {
-    return hopper_small::fragment_x4_lane_offset(thread_index());
+    return sm90::fragment_x4_lane_offset(thread_index());
   }
   RowBytes rows_[2];
 

@@ -111,17 +111,11 @@ __device__ __forceinline__ uint32_t q_pair_offset(int head, int kstep, int posit
 // The K-tile chunk that holds positions 8 hi .. 8 hi + 7 of converter `half`'s k-step `kstep`.
 constexpr int k_tile_chunk(int half, int kstep, int hi) { return 32 * half + 2 * kstep + hi; }
 
-// stmatrix / ldmatrix .x4 of a k-step's A fragment (a warpgroup's 64 candidate rows of a 128-byte
-// swizzled tile): lanes 8 i .. 8 i + 7 address matrix i = register a_i, whose rows are the warp's
-// candidates 16 w + 8 (i % 2) .. and whose columns are positions 8 (i / 2) .., i.e. chunk
-// 2 (step % 4) + i / 2 of the row. The part of the lane's address that does not depend on the
-// step: row * 128 + ((i / 2) ^ row % 8) * 16 (k-step s adds an XOR of 32 (s % 4), its column
-// block an offset). The fused 64-head development kernel's fragments are laid out the same way.
-__device__ __forceinline__ uint32_t fragment_x4_lane_offset(int thread) {
-  const int lane = thread % 32;
-  const int row = (thread / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
-  return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
-}
+// stmatrix / ldmatrix .x4 of a k-step's A fragment (a warpgroup's 64 candidate rows of the K
+// tile): ../hopper/sm90_primitives.cuh. The fused 64-head development kernel's fragments are laid
+// out the same way.
+using sm90::fragment_x4_lane_offset;
+static_assert(kTileRowBytes == sm90::kSwizzleRowBytes, "the K tile's rows are the swizzle's 128 bytes");
 
 // The dim at position `position` (0..15) of converter `half`'s k-step `kstep` (see above).
 // constexpr (host and device): the epilogue's assumptions on it are checked at compile time below.
