@@ -14,6 +14,13 @@
 //        CAKE_HOPPER_QK_REGISTER_Q=1);
 //   pv16     the small-heads kernel's PV at 16 heads: 8 m-tiles x 4 k-steps of m64n16k16, A (V^T)
 //        MN-major and B (P^T) from shared memory;
+//   pv_ss    the 64-head kernel's PV of the other consumer's block: m64n128k16, P and V from shared
+//        memory;
+//   qk, descriptors as the kernel's: kQk's wgmmas issued as the 64-head kernel issues them (two
+//        base descriptors plus each k-step's offset: ~3 instructions a wgmma, where kQk rebuilds
+//        both descriptors every k-step, ~10.5). The forms differ in how many instructions their
+//        warps issue a wgmma, and the background's slowdown follows that count, not the operands'
+//        path (docs/benchmarks.md, "The contention probe's slowdown was its own issue, ...");
 // optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
 // value), and warpgroups 2 and 3 run one background load until both consumers are done:
 //   none     nothing (they return at once);
@@ -24,7 +31,14 @@
 //   lds      16-byte volatile shared loads of that tile (XORed into a register);
 //   sts_sleep  the stores spaced by __nanosleep (20 or 100 ns) instead of integer work;
 //   alu_burst  alu_sts's work (32 ops a store) with a batch's 16 stores' data made first and then
-//            stored back to back.
+//            stored back to back;
+//   alu_lds  alu_sts with a 16-byte load in place of each store (the loaded word feeds the work);
+//   alu_lop_sts  alu_sts without IMAD (LOP3 and SHF);
+//   alu | sts  warpgroup 2 the integer chains of alu, warpgroup 3 the stores of sts (work: the
+//            stores' bytes);
+//   imad only, imad 1 in 4 (lop3 the rest), hmul2.bf16 only, ffma only, prmt only, lop3 only:
+//            eight dependent chains of one kind, no shared-memory access (work: warp-instructions
+//            a cycle an SM).
 // Prints, per consumer form and background, the median over CTAs of a consumer's cycles a chain
 // (against the chain alone), and the background warps' work: batches a 1,000 cycles an SM (alu; a
 // batch is 8 x 8 x 3 integer operations a thread in the source, ~320 SASS instructions with ptxas of
@@ -63,7 +77,7 @@ constexpr int kSoftmaxOps = 12;                     // float operations a value 
 constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
 constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
 
-enum Form { kQk, kPv, kQkRs, kQkLdsm8, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1 };
+enum Form { kQk, kPv, kQkRs, kQkLdsm8, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1, kPvSs, kQkOffsets };
 // k-steps a set of Q fragments in the ldmatrix forms (two sets in flight).
 __host__ __device__ constexpr int set_steps(Form f) {
   return f == kQkLdsm8 ? 8 : f == kQkLdsm4 ? 4 : f == kQkLdsm2 ? 2 : 1;
@@ -71,7 +85,11 @@ __host__ __device__ constexpr int set_steps(Form f) {
 __host__ __device__ constexpr bool by_ldmatrix(Form f) {
   return f == kQkLdsm8 || f == kQkLdsm4 || f == kQkLdsm2 || f == kQkLdsm1;
 }
-enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst };
+enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst, kAluLds, kAluLopSts, kSplit,
+                  kImad, kImadQuarter, kHmul2, kFfma, kPrmt, kLop3, kAluNoSts };
+// One instruction kind in eight dependent chains (a batch: 8 rounds of the 8 chains, 64 a thread).
+// With kAluPerStore > 0 (and not ffma): a 16-byte store after every kAluPerStore of them, 16 a batch.
+__host__ __device__ constexpr bool single_kind(Background b) { return b >= kImad && b != kAluNoSts; }
 constexpr const char* form_name(Form f) {
   switch (f) {
     case kQk: return "qk (m64n64k16 ss)";
@@ -81,13 +99,18 @@ constexpr const char* form_name(Form f) {
     case kQkLdsm4: return "qk_ldsm (4 k-steps a set)";
     case kQkLdsm2: return "qk_ldsm (2 k-steps a set)";
     case kQkLdsm1: return "qk_ldsm (1 k-step a set)";
+    case kPvSs: return "pv_ss (m64n128k16 ss, B MN-major)";
+    case kQkOffsets: return "qk, descriptors as the kernel's (base + offset: 3 instructions a wgmma)";
     default: return "pv16 (m64n16k16 ss, A MN-major)";
   }
 }
-__host__ __device__ constexpr int accumulators(Form f) { return f == kPv || f == kPv16 ? 64 : 32; }
+__host__ __device__ constexpr int accumulators(Form f) { return f == kPv || f == kPv16 || f == kPvSs ? 64 : 32; }
 constexpr const char* background_name(Background b) {
   return b == kNone ? "none" : b == kAlu ? "alu" : b == kSts ? "sts" : b == kAluSts ? "alu_sts" : b == kLds ? "lds"
-         : b == kStsSleep ? "sts_sleep" : "alu_burst";
+         : b == kStsSleep ? "sts_sleep" : b == kAluBurst ? "alu_burst" : b == kAluLds ? "alu_lds"
+         : b == kAluLopSts ? "alu_lop_sts" : b == kSplit ? "alu | sts" : b == kImad ? "imad only"
+         : b == kImadQuarter ? "imad 1 in 4, lop3 the rest" : b == kHmul2 ? "hmul2.bf16 only" : b == kFfma ? "ffma only"
+         : b == kPrmt ? "prmt only" : b == kLop3 ? "lop3 only" : "alu_sts without its stores";
 }
 
 __device__ __forceinline__ uint32_t ld_volatile_shared_u32(uint32_t address) {
@@ -148,6 +171,22 @@ __device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uin
     pin_registers(d);
     return;
   }
+  if constexpr (kForm == kQkOffsets) {
+    // The 64-head kernel's issue (prefill_hopper_consumer.cuh): two base descriptors, each k-step's
+    // offset added to them (ptxas: two UIADD3.64 a wgmma), where kQk rebuilds both descriptors from
+    // the address every k-step (~10 uniform instructions a wgmma).
+    const uint64_t q_desc = smem_descriptor(q_tile, 16, 1024), k_desc = smem_descriptor(k_tile, 16, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < kStepsPerChain; ++step) {
+      const uint32_t offset = ((step / 4) * 8192 + (step % 4) * 32) >> 4;
+      wgmma_m64n64k16_ss(d, q_desc + offset, k_desc + offset, true);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin_registers(d);
+    return;
+  }
   wgmma_fence();
 #pragma unroll
   for (int step = 0; step < kStepsPerChain; ++step) {
@@ -158,6 +197,12 @@ __device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uin
                          true);
     } else if constexpr (kForm == kQkRs) {
       wgmma_m64n64k16_rs(d, a, smem_descriptor(k_tile + k_major, 16, 1024), true);
+    } else if constexpr (kForm == kPvSs) {
+      // The 64-head kernel's PV of the other consumer's block: P (K-major, here the Q tile's first
+      // 8 KB column block) and V MN-major, both from shared memory.
+      const uint32_t mn_major = (step % 4) * 2048 + (step / 4 % 4) * 16384;
+      wgmma_m64n128k16_ss_bt(d, smem_descriptor(q_tile + (step % 4) * 32, 16, 1024),
+                             smem_descriptor(k_tile + mn_major, 8192, 1024), true);
     } else if constexpr (kForm == kPv) {
       // MN-major B (V): 16 rows (2 KB) of the first two column blocks, as the kernel's PV reads a K tile.
       const uint32_t mn_major = (step % 4) * 2048 + (step / 4 % 4) * 16384;
@@ -231,8 +276,40 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
   for (int i = 0; i < 8; ++i) x[i] = uint32_t(thread * 8 + i) * 0x9E3779B1u;
   long long batches = 0;
   const long long start = clock64();
+  // split: warpgroup 2 the integer chains alone, warpgroup 3 the stores alone.
+  const bool integer_only = kBackground == kAlu || (kBackground == kSplit && warpgroup == 2);
+  float f[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = 1.0f + 1e-3f * float(x[i] & 0xFFu);
   while (ld_volatile_shared_u32(flag) < 2u) {
-    if constexpr (kBackground == kAlu) {
+    if constexpr (single_kind(kBackground)) {
+      // Each op takes another chain's value too, so that no chain folds into fewer instructions.
+      constexpr int kStores = kAluPerStore > 0 ? kStoresPerBatch : 1;
+      constexpr int kRounds = kAluPerStore > 0 ? kAluPerStore / 8 : 8;
+#pragma unroll
+      for (int st = 0; st < kStores; ++st) {
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const uint32_t other = x[(i + 1) & 7];
+          // (plain ifs: i is a constant only after unrolling; each folds away)
+          if (kBackground == kImad || (kBackground == kImadQuarter && i % 4 == 0)) {
+            x[i] = x[i] * other + uint32_t(r);
+          } else if (kBackground == kImadQuarter || kBackground == kLop3) {
+            x[i] = (x[i] ^ (other & 0x0F0F0F0Fu)) | uint32_t(r << 4 | i);
+          } else if (kBackground == kHmul2) {
+            x[i] = cake::cuda::bf16x2_mul(x[i], other);
+          } else if (kBackground == kFfma) {
+            f[i] = fmaf(f[i], f[(i + 1) & 7], 1e-3f);
+          } else {
+            x[i] = __byte_perm(x[i], other, 0x5410u + 0x1111u * uint32_t(r % 2));
+          }
+        }
+      }
+      if constexpr (kAluPerStore > 0) st_shared_16(b_tile + ((st * 256 + local) * 16) % kTileBytes, x[0], x[1], x[2], x[3]);
+      }
+    } else if (integer_only) {
 #pragma unroll
       for (int r = 0; r < 8; ++r) {
 #pragma unroll
@@ -268,19 +345,27 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
       for (int s = 0; s < kStoresPerBatch; ++s) {
         // Warp w's 32 lanes: 512 contiguous bytes; the 256 threads cover 4 KB a step, 64 KB a batch.
         const uint32_t address = b_tile + ((s * 256 + local) * 16) % kTileBytes;
-        if constexpr (kBackground == kLds) {
+        if constexpr (kBackground == kAluSts || kBackground == kAluLds || kBackground == kAluNoSts) {
+#pragma unroll
+          for (int k = 0; k < kAluPerStore / 4; ++k) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) x[i] = (x[i] ^ (x[i + 4] & 0x80008000u)) * 0x01000193u + uint32_t(k);
+          }
+        } else if constexpr (kBackground == kAluLopSts) {
+          // The same count of operations without IMAD: LOP3 and SHF (the integer pipe only).
+#pragma unroll
+          for (int k = 0; k < kAluPerStore / 4; ++k) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) x[i] = __funnelshift_l(x[i] ^ (x[i + 4] & 0x80008000u), x[i], 5 + k % 8);
+          }
+        }
+        if constexpr (kBackground == kLds || kBackground == kAluLds) {
+          // alu_lds: the loaded word feeds the next store slot's integer work, as codes feed the conversion.
           uint32_t v[4];
           ld_volatile_shared_16(address, v);
-          x[s & 7] ^= v[0] ^ v[1] ^ v[2] ^ v[3];
+          x[kBackground == kLds ? s & 7 : 4 + s % 4] ^= v[0] ^ v[1] ^ v[2] ^ v[3];
         } else {
-          if constexpr (kBackground == kAluSts) {
-#pragma unroll
-            for (int k = 0; k < kAluPerStore / 4; ++k) {
-#pragma unroll
-              for (int i = 0; i < 4; ++i) x[i] = (x[i] ^ (x[i + 4] & 0x80008000u)) * 0x01000193u + uint32_t(k);
-            }
-          }
-          st_shared_16(address, x[0], x[1], x[2], x[3]);
+          if constexpr (kBackground != kAluNoSts) st_shared_16(address, x[0], x[1], x[2], x[3]);
           if constexpr (kBackground == kStsSleep) __nanosleep(kAluPerStore);  // spaced stores, no ALU work
         }
       }
@@ -290,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
   const long long cycles = clock64() - start;
   uint32_t sum = 0;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) sum ^= x[i];
+  for (int i = 0; i < 8; ++i) sum ^= x[i] ^ __float_as_uint(f[i]);
   if (local % kWarpgroup == 0) {
     cta_out[2 + (warpgroup - 2)] = sum == 0x12345u ? -1 : batches;
     cta_out[4 + (warpgroup - 2)] = cycles;
@@ -312,20 +397,30 @@ double run(long long* out, int ctas, double alone) {
       double per_cycle = 0.0;
       for (int w = 0; w < 2; ++w) {
         const double batches = double(cta[2 + w]), cycles = double(cta[4 + w]);
-        if (cycles <= 0) continue;
+        if (cycles <= 0 || (kBackground == kSplit && w == 0)) continue;  // split: the stores' warpgroup
         // alu: batches a 1,000 cycles (a batch's instruction count is ptxas's: read it in the SASS);
         // the others: shared-memory bytes a cycle (4 warps x 32 lanes x 16 bytes x 16 accesses a batch).
-        const double per_batch = kBackground == kAlu ? 1000.0 : 4.0 * 32 * 16 * kStoresPerBatch;
+        // single kinds: warp-instructions a cycle (4 warps x 64 a batch).
+        // alu_sts without its stores: warp-instructions a cycle (LOP3 and IMAD an op, 16 x N ops a batch).
+        const double per_batch = kBackground == kAlu                                   ? 1000.0
+                                 : single_kind(kBackground) && kAluPerStore == 0       ? 4.0 * 64
+                                 : kBackground == kAluNoSts                            ? 4.0 * 2 * 16 * kAluPerStore
+                                                                                       : 4.0 * 32 * 16 * kStoresPerBatch;
         per_cycle += batches * per_batch / cycles;
       }
       work.push_back(per_cycle);
     }
   }
   const double chain_cycles = probe_median(chains);
-  const char* unit = kBackground == kAlu ? "batches a 1,000 cycles" : kBackground == kNone ? "-" : "bytes a cycle";
+  const char* unit = kBackground == kAlu ? "batches a 1,000 cycles" : kBackground == kNone ? "-"
+                     : (single_kind(kBackground) && kAluPerStore == 0) || kBackground == kAluNoSts
+                         ? "warp-instructions a cycle"
+                         : "bytes a cycle";
   char background[64];
-  if (kBackground == kAluSts || kBackground == kAluBurst) {
-    std::snprintf(background, sizeof(background), "%s (%d ops a store)", background_name(kBackground), kAluPerStore);
+  if (kBackground == kAluSts || kBackground == kAluBurst || kBackground == kAluLds || kBackground == kAluLopSts ||
+      kBackground == kAluNoSts || (single_kind(kBackground) && kAluPerStore > 0)) {
+    std::snprintf(background, sizeof(background), "%s (%d ops a %s)", background_name(kBackground), kAluPerStore,
+                  kBackground == kAluLds ? "load" : "store");
   } else if (kBackground == kStsSleep) {
     std::snprintf(background, sizeof(background), "%s (%d ns a store)", background_name(kBackground), kAluPerStore);
   } else {
@@ -373,6 +468,44 @@ int main() {
   run_form<kQkLdsm2, false, false>(d_out, sms);
   run_form<kQkLdsm1, false, false>(d_out, sms);
   run_form<kPv16, false, false>(d_out, sms);
+  // Which part of the integer-and-store mix slows the shared-memory QK^T: loads instead of stores,
+  // no IMAD, the two in separate warpgroups; and the 64-head kernel's ss-form PV beside it.
+  const double qk_alone = run<kQk, kNone, false>(d_out, sms, 0.0);
+  run<kQk, kAluLds, false, 32>(d_out, sms, qk_alone);
+  run<kQk, kAluLopSts, false, 32>(d_out, sms, qk_alone);
+  run<kQk, kAluLopSts, false, 128>(d_out, sms, qk_alone);
+  run<kQk, kAluLopSts, false, 512>(d_out, sms, qk_alone);
+  run<kQk, kAluSts, false, 512>(d_out, sms, qk_alone);
+  run<kQk, kSplit, false>(d_out, sms, qk_alone);
+  run_form<kPvSs, false, false>(d_out, sms);
+  // One instruction kind at a time beside the shared-memory QK^T (no shared-memory access).
+  run<kQk, kImad, false>(d_out, sms, qk_alone);
+  run<kQk, kImadQuarter, false>(d_out, sms, qk_alone);
+  run<kQk, kHmul2, false>(d_out, sms, qk_alone);
+  run<kQk, kFfma, false>(d_out, sms, qk_alone);  // issue-bound: starves the consumers' warps
+  run<kQk, kPrmt, false>(d_out, sms, qk_alone);
+  run<kQk, kLop3, false>(d_out, sms, qk_alone);
+  run<kPv, kImad, false>(d_out, sms, run<kPv, kNone, false>(d_out, sms, 0.0));
+  // Which instruction beside the stores: alu_sts's work without them, and each kind with a store
+  // after every 32 of it.
+  run<kQk, kAluNoSts, false, 32>(d_out, sms, qk_alone);
+  run<kQk, kImad, false, 32>(d_out, sms, qk_alone);
+  run<kQk, kHmul2, false, 32>(d_out, sms, qk_alone);
+  run<kQk, kPrmt, false, 32>(d_out, sms, qk_alone);
+  run<kQk, kLop3, false, 32>(d_out, sms, qk_alone);
+  // The same QK^T issued as the kernel issues it, beside the rows that slowed kQk.
+  const double offsets_alone = run<kQkOffsets, kNone, false>(d_out, sms, 0.0);
+  run<kQkOffsets, kAlu, false>(d_out, sms, offsets_alone);
+  run<kQkOffsets, kAluSts, false, 32>(d_out, sms, offsets_alone);
+  run<kQkOffsets, kAluNoSts, false, 32>(d_out, sms, offsets_alone);
+  run<kQkOffsets, kAluLds, false, 32>(d_out, sms, offsets_alone);
+  run<kQkOffsets, kImad, false>(d_out, sms, offsets_alone);
+  run<kQkOffsets, kFfma, false>(d_out, sms, offsets_alone);
+  // With the softmax-like pass after each chain: issue-bound work of the consumers' own.
+  const double offsets_softmax_alone = run<kQkOffsets, kNone, true>(d_out, sms, 0.0);
+  run<kQkOffsets, kAluSts, true, 32>(d_out, sms, offsets_softmax_alone);
+  run<kQkOffsets, kAluNoSts, true, 32>(d_out, sms, offsets_softmax_alone);
+  run<kQkOffsets, kImad, true>(d_out, sms, offsets_softmax_alone);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }

@@ -35,7 +35,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper/prefill_hopper.cu", (switch,))
     for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA",
                    "-DCAKE_HOPPER_HALF_CONVERSION_BOUND", "-DCAKE_HOPPER_LEADER_WAITS_SECOND=2",
-                   "-DCAKE_HOPPER_WRITER_FENCE=2", "-DCAKE_HOPPER_QK_RECHECK", "-DCAKE_HOPPER_QK_REGISTER_Q=1")] + [
+                   "-DCAKE_HOPPER_WRITER_FENCE=2", "-DCAKE_HOPPER_QK_RECHECK")] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),
@@ -54,7 +54,6 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
 # ~15%: docs/benchmarks.md, "Half the dequant's conversion (a bound, timing only), ...").
 NO_SPILL_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ()),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),
-                    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_QK_REGISTER_Q=1",)),
                     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",))]
 
 

@@ -21,10 +21,6 @@
 #include "prefill_hopper_trace.cuh"
 #include "prefill_hopper_work.cuh"
 #include "sm90_primitives.cuh"
-#if defined(CAKE_HOPPER_QK_REGISTER_Q)
-#include "../hopper_fused/fused_primitives.cuh"  // wgmma_m64n64k16_rs
-#include "../portable/sm80_primitives.cuh"      // ldmatrix_x4
-#endif
 
 namespace cake::cuda::hopper {
 
@@ -387,9 +383,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
                                                bool signal_issued, int trace_row = -1) {
     using namespace sm90;
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
-#if defined(CAKE_HOPPER_QK_REGISTER_Q)
-    issue_scores_register_q(s_acc, k_desc, parity, phase, trace_row);
-#else
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -413,55 +406,12 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       }
     }
     wgmma_commit();
-#endif
     if (signal_issued) consumer_barrier_arrive<kScoresIssued>();
     // The flags came with the low half: loaded while the MMAs run, so that their latency (long
     // beside the dequant's tile stores) is not the softmax's.
     flags.low = *reinterpret_cast<const uint4*>(&smem_.valid[parity][0]);
     flags.high = *reinterpret_cast<const uint4*>(&smem_.valid[parity][4]);
   }
-#if defined(CAKE_HOPPER_QK_REGISTER_Q)
-  // Development variant (docs/hopper_kernel.md, "Development builds"): QK^T with Q as the register
-  // operand, its fragments loaded by ldmatrix from the Q tile CAKE_HOPPER_QK_REGISTER_Q k-steps a
-  // set, two sets, so that only K is read from shared memory by the wgmma (a probe found the
-  // shared-memory-operand form slowed ~1.7x beside the dequant's kind of work, the register-operand
-  // PV not: benchmarks/contention_probe.cu). A set is reloaded once the commit group that read it
-  // has retired; every group is committed here, so retire_scores' wait covers the last ones.
-  __device__ __forceinline__ void issue_scores_register_q(float (&s_acc)[32], uint64_t k_desc, int parity, int phase,
-                                                          int trace_row) {
-    using namespace sm90;
-    constexpr int kSet = CAKE_HOPPER_QK_REGISTER_Q;
-    static_assert(kSet == 1 || kSet == 2 || kSet == 4 || kSet == 8,
-                  "CAKE_HOPPER_QK_REGISTER_Q: 1, 2, 4 or 8 k-steps a set");
-    constexpr int kSetsPerHalf = kQkStepsPerHalf / kSet;
-    // Warp w of the warpgroup: row0_ = 16 w + lane / 4.
-    const uint32_t lane_offset = smem_address(smem_.q) + fragment_x4_lane_offset(32 * (row0_ / 16) + lane_);
-    uint32_t frag[2][kSet][4];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      wait_half(parity, half, phase, half == 1 ? trace_row : -1);
-#pragma unroll
-      for (int g = 0; g < kSetsPerHalf; ++g) {
-        const int set = half * kSetsPerHalf + g;
-        if (set >= 2) wgmma_wait<1>();
-#pragma unroll
-        for (int j = 0; j < kSet; ++j) {
-          const int k = set * kSet + j;
-          cake::cuda::ldmatrix_x4(frag[set % 2][j],
-                                  (lane_offset + (k / 4) * kQColumnBlockBytes) ^ (32 * (k % 4)));
-        }
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < kSet; ++j) {
-          const int k = set * kSet + j;
-          const uint32_t k_offset = ((k / 4) * kKColumnBlockBytes + (k % 4) * 32) >> 4;
-          wgmma_m64n64k16_rs(s_acc, frag[set % 2][j], k_desc + k_offset, k != 0);
-        }
-        wgmma_commit();
-      }
-    }
-  }
-#endif
   __device__ __forceinline__ void retire_scores(float (&s_acc)[32]) {
     sm90::wgmma_wait<0>();
     sm90::pin_registers(s_acc);
