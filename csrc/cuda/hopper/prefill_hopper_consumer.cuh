@@ -371,14 +371,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     sm90::mbarrier_wait(smem_address(&smem_.half_full[parity][half]), phase);
 #endif
     if (trace_row >= 0) trace_event(1, 10, trace_row);
-#if CAKE_HOPPER_WRITER_FENCE == 3
-    // Development variant: the writers fenced their stores and RoPE copies before arriving.
-#elif CAKE_HOPPER_WRITER_FENCE == 4
-    // Development variant: the writers fenced their stores; the RoPE copies (high half) are fenced here.
-    if (half == kHighDims) sm90::fence_proxy_async();
-#else
     sm90::fence_proxy_async();
-#endif
   }
   // S[64 heads x 64 candidates] = Q K^T over the block in K tile `parity`, in two steps:
   // issue_scores issues the MMAs (the low dims' k-steps as soon as they are written, the high

@@ -126,7 +126,7 @@ class DequantRole {
 #endif
       trace_dequant_event(smem_, warpgroup_, 4, gblock);
       copy_rope(half_tile, source);
-#if CAKE_HOPPER_WRITER_FENCE == 2 || CAKE_HOPPER_WRITER_FENCE == 3
+#if CAKE_HOPPER_WRITER_FENCE == 2
       // Development variant: the RoPE copies waited for (with the block top's group: all of this
       // thread's copies) after the conversion and fenced with the stores, one arrival for both.
       cp_async_commit();

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Each dequant thread arrives once on the low half (after its stores) and twice on the high
       // half: after its stores, and (cp.async) when its RoPE copies land.
       mbarrier_init(smem_address(&smem.half_full[parity][kLowDims]), kDequantThreads);
-#if CAKE_HOPPER_WRITER_FENCE == 2 || CAKE_HOPPER_WRITER_FENCE == 3
+#if CAKE_HOPPER_WRITER_FENCE == 2
       mbarrier_init(smem_address(&smem.half_full[parity][kHighDims]), kDequantThreads);  // one arrival (variant)
 #else
       mbarrier_init(smem_address(&smem.half_full[parity][kHighDims]), 2 * kDequantThreads);
