@@ -21,6 +21,9 @@
 //        both descriptors every k-step, ~10.5). The forms differ in how many instructions their
 //        warps issue a wgmma, and the background's slowdown follows that count, not the operands'
 //        path (docs/benchmarks.md, "The contention probe's slowdown was its own issue, ...");
+//   qk as the kernel's, then its weights stored and fenced: with the softmax-like pass, each
+//        consumer thread then stores its 32 values as bf16 (four 16-byte stores) and fences them
+//        for the async proxy, as the kernel's leader does before its hand-over;
 // optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
 // value), and warpgroups 2 and 3 run one background load until both consumers are done:
 //   none     nothing (they return at once);
@@ -36,6 +39,8 @@
 //   alu_lop_sts  alu_sts without IMAD (LOP3 and SHF);
 //   alu | sts  warpgroup 2 the integer chains of alu, warpgroup 3 the stores of sts (work: the
 //            stores' bytes);
+//   dequant_like  the dequant's conversion (nvfp4_bit_decode.cuh) of 16 bytes of codes loaded from
+//            the tile, its four words' 16 bytes each stored back (work: bytes stored a cycle);
 //   imad only, imad 1 in 4 (lop3 the rest), hmul2.bf16 only, ffma only, prmt only, lop3 only:
 //            eight dependent chains of one kind, no shared-memory access (work: warp-instructions
 //            a cycle an SM).
@@ -54,6 +59,7 @@
 #include <vector>
 
 #include "../csrc/cuda/common/ptx_primitives.cuh"
+#include "../csrc/cuda/hopper/nvfp4_bit_decode.cuh"  // e2m1x8_to_bf16x8: the dequant's conversion
 #include "../csrc/cuda/hopper/sm90_primitives.cuh"
 #include "../csrc/cuda/hopper_fused/fused_primitives.cuh"  // wgmma_m64n64k16_rs
 #include "../csrc/cuda/hopper_small/sm90_small_primitives.cuh"  // wgmma_m64n16k16_ss_ta
@@ -77,7 +83,7 @@ constexpr int kSoftmaxOps = 12;                     // float operations a value 
 constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
 constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
 
-enum Form { kQk, kPv, kQkRs, kQkLdsm8, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1, kPvSs, kQkOffsets };
+enum Form { kQk, kPv, kQkRs, kQkLdsm8, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1, kPvSs, kQkOffsets, kQkLeaderSteps };
 // k-steps a set of Q fragments in the ldmatrix forms (two sets in flight).
 __host__ __device__ constexpr int set_steps(Form f) {
   return f == kQkLdsm8 ? 8 : f == kQkLdsm4 ? 4 : f == kQkLdsm2 ? 2 : 1;
@@ -86,10 +92,11 @@ __host__ __device__ constexpr bool by_ldmatrix(Form f) {
   return f == kQkLdsm8 || f == kQkLdsm4 || f == kQkLdsm2 || f == kQkLdsm1;
 }
 enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst, kAluLds, kAluLopSts, kSplit,
-                  kImad, kImadQuarter, kHmul2, kFfma, kPrmt, kLop3, kAluNoSts };
+                  kImad, kImadQuarter, kHmul2, kFfma, kPrmt, kLop3, kAluNoSts, kDequantLike };
 // One instruction kind in eight dependent chains (a batch: 8 rounds of the 8 chains, 64 a thread).
 // With kAluPerStore > 0 (and not ffma): a 16-byte store after every kAluPerStore of them, 16 a batch.
-__host__ __device__ constexpr bool single_kind(Background b) { return b >= kImad && b != kAluNoSts; }
+__host__ __device__ constexpr bool single_kind(Background b) { return b >= kImad && b != kAluNoSts && b != kDequantLike; }
+constexpr int kDequantStoresPerBatch = 4 * kStoresPerBatch;  // dequant_like: 4 words converted and stored a load
 constexpr const char* form_name(Form f) {
   switch (f) {
     case kQk: return "qk (m64n64k16 ss)";
@@ -101,6 +108,7 @@ constexpr const char* form_name(Form f) {
     case kQkLdsm1: return "qk_ldsm (1 k-step a set)";
     case kPvSs: return "pv_ss (m64n128k16 ss, B MN-major)";
     case kQkOffsets: return "qk, descriptors as the kernel's (base + offset: 3 instructions a wgmma)";
+    case kQkLeaderSteps: return "qk as the kernel's, then its weights stored (8 KB a warpgroup) and fenced";
     default: return "pv16 (m64n16k16 ss, A MN-major)";
   }
 }
@@ -110,7 +118,8 @@ constexpr const char* background_name(Background b) {
          : b == kStsSleep ? "sts_sleep" : b == kAluBurst ? "alu_burst" : b == kAluLds ? "alu_lds"
          : b == kAluLopSts ? "alu_lop_sts" : b == kSplit ? "alu | sts" : b == kImad ? "imad only"
          : b == kImadQuarter ? "imad 1 in 4, lop3 the rest" : b == kHmul2 ? "hmul2.bf16 only" : b == kFfma ? "ffma only"
-         : b == kPrmt ? "prmt only" : b == kLop3 ? "lop3 only" : "alu_sts without its stores";
+         : b == kPrmt ? "prmt only" : b == kLop3 ? "lop3 only" : b == kAluNoSts ? "alu_sts without its stores"
+         : "dequant_like (16-byte code load, 4 words converted, 4 tile stores)";
 }
 
 __device__ __forceinline__ uint32_t ld_volatile_shared_u32(uint32_t address) {
@@ -171,7 +180,7 @@ __device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uin
     pin_registers(d);
     return;
   }
-  if constexpr (kForm == kQkOffsets) {
+  if constexpr (kForm == kQkOffsets || kForm == kQkLeaderSteps) {
     // The 64-head kernel's issue (prefill_hopper_consumer.cuh): two base descriptors, each k-step's
     // offset added to them (ptxas: two UIADD3.64 a wgmma), where kQk rebuilds both descriptors from
     // the address every k-step (~10 uniform instructions a wgmma).
@@ -252,6 +261,19 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
           d[i] = x;
         }
       }
+      if constexpr (kForm == kQkLeaderSteps) {
+        // The leader's weights: 32 values a thread as bf16 pairs, four 16-byte stores (a warpgroup's
+        // 8 KB, over the first Q column blocks: the values mean nothing), then the proxy fence that
+        // hands them to a wgmma, as write_weights and its fence do in the kernel.
+        const uint32_t p_tile = q_tile + warpgroup * 8192 + (thread % kWarpgroup) * 64;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          st_shared_16(p_tile + 16 * j, cake::cuda::pack_bf16x2(d[8 * j], d[8 * j + 1]),
+                       cake::cuda::pack_bf16x2(d[8 * j + 2], d[8 * j + 3]), cake::cuda::pack_bf16x2(d[8 * j + 4], d[8 * j + 5]),
+                       cake::cuda::pack_bf16x2(d[8 * j + 6], d[8 * j + 7]));
+        }
+        fence_proxy_async();
+      }
     }
     const long long cycles = clock64() - start;
     float total = 0.0f;
@@ -319,6 +341,22 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
           x[i] = __funnelshift_r(x[i], x[i], 13);                                    // SHF
         }
       }
+    } else if constexpr (kBackground == kDequantLike) {
+      // The dequant's own conversion (e2m1x8_to_bf16x8, its multiply placement: four independent
+      // pairs a word) on 16 bytes of codes loaded from the tile, each word's 16 bytes stored back.
+      const uint32_t scale = 0x3F803F80u ^ (x[7] & 0x00010001u);
+#pragma unroll
+      for (int s = 0; s < kStoresPerBatch; ++s) {
+        uint32_t codes[4];
+        ld_volatile_shared_16(b_tile + ((s * 256 + local) * 16) % kTileBytes, codes);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          uint32_t out[4];
+          cake::cuda::hopper::e2m1x8_to_bf16x8(codes[w] ^ x[w], scale, out);
+          st_shared_16(b_tile + (((4 * s + w) * 256 + local) * 16) % kTileBytes, out[0], out[1], out[2], out[3]);
+        }
+      }
+      x[0] += 1u;
     } else if constexpr (kBackground == kAluBurst) {
       // The same work as alu_sts, its 16 stores' data made first and then stored back to back.
       uint32_t data[kStoresPerBatch][4];
@@ -405,6 +443,7 @@ double run(long long* out, int ctas, double alone) {
         const double per_batch = kBackground == kAlu                                   ? 1000.0
                                  : single_kind(kBackground) && kAluPerStore == 0       ? 4.0 * 64
                                  : kBackground == kAluNoSts                            ? 4.0 * 2 * 16 * kAluPerStore
+                                 : kBackground == kDequantLike                         ? 4.0 * 32 * 16 * kDequantStoresPerBatch
                                                                                        : 4.0 * 32 * 16 * kStoresPerBatch;
         per_cycle += batches * per_batch / cycles;
       }
@@ -506,6 +545,15 @@ int main() {
   run<kQkOffsets, kAluSts, true, 32>(d_out, sms, offsets_softmax_alone);
   run<kQkOffsets, kAluNoSts, true, 32>(d_out, sms, offsets_softmax_alone);
   run<kQkOffsets, kImad, true>(d_out, sms, offsets_softmax_alone);
+  // The dequant's own conversion beside the kernel's QK^T, and the leader's weights stored and
+  // fenced after each chain (work: bytes stored a cycle, the background's tile stores).
+  run<kQkOffsets, kDequantLike, false>(d_out, sms, offsets_alone);
+  run<kQkOffsets, kDequantLike, true>(d_out, sms, offsets_softmax_alone);
+  const double leader_alone = run<kQkLeaderSteps, kNone, true>(d_out, sms, 0.0);
+  run<kQkLeaderSteps, kSts, true>(d_out, sms, leader_alone);
+  run<kQkLeaderSteps, kAluSts, true, 32>(d_out, sms, leader_alone);
+  run<kQkLeaderSteps, kAluNoSts, true, 32>(d_out, sms, leader_alone);
+  run<kQkLeaderSteps, kDequantLike, true>(d_out, sms, leader_alone);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }
