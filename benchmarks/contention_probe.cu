@@ -24,6 +24,7 @@
 //   qk as the kernel's, then its weights stored and fenced: with the softmax-like pass, each
 //        consumer thread then stores its 32 values as bf16 (four 16-byte stores) and fences them
 //        for the async proxy, as the kernel's leader does before its hand-over;
+//   ..., one consumer: the same with consumer warpgroup 1 idle (no other QK^T streaming beside);
 // optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
 // value), and warpgroups 2 and 3 run one background load until both consumers are done:
 //   none     nothing (they return at once);
@@ -83,7 +84,12 @@ constexpr int kSoftmaxOps = 12;                     // float operations a value 
 constexpr int kStoresPerBatch = 16;                 // sts, alu_sts, lds: 16-byte accesses a thread a batch
 constexpr int kOutPerCta = 6;                       // consumer cycles x2, background batches x2, background cycles x2
 
-enum Form { kQk, kPv, kQkRs, kQkLdsm8, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1, kPvSs, kQkOffsets, kQkLeaderSteps };
+enum Form { kQk, kPv, kQkRs, kQkLdsm8, kPv16, kQkLdsm4, kQkLdsm2, kQkLdsm1, kPvSs, kQkOffsets, kQkLeaderSteps,
+            kQkOffsetsSolo, kQkLeaderStepsSolo };
+// Solo forms: consumer warpgroup 1 runs no chains (warpgroup 0's steps with no other consumer's wgmma beside them).
+__host__ __device__ constexpr bool solo(Form f) { return f == kQkOffsetsSolo || f == kQkLeaderStepsSolo; }
+__host__ __device__ constexpr bool kernel_issue(Form f) { return f == kQkOffsets || f == kQkLeaderSteps || solo(f); }
+__host__ __device__ constexpr bool leader_steps(Form f) { return f == kQkLeaderSteps || f == kQkLeaderStepsSolo; }
 // k-steps a set of Q fragments in the ldmatrix forms (two sets in flight).
 __host__ __device__ constexpr int set_steps(Form f) {
   return f == kQkLdsm8 ? 8 : f == kQkLdsm4 ? 4 : f == kQkLdsm2 ? 2 : 1;
@@ -109,6 +115,8 @@ constexpr const char* form_name(Form f) {
     case kPvSs: return "pv_ss (m64n128k16 ss, B MN-major)";
     case kQkOffsets: return "qk, descriptors as the kernel's (base + offset: 3 instructions a wgmma)";
     case kQkLeaderSteps: return "qk as the kernel's, then its weights stored (8 KB a warpgroup) and fenced";
+    case kQkOffsetsSolo: return "qk as the kernel's, one consumer";
+    case kQkLeaderStepsSolo: return "qk as the kernel's, weights stored and fenced, one consumer";
     default: return "pv16 (m64n16k16 ss, A MN-major)";
   }
 }
@@ -180,7 +188,7 @@ __device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uin
     pin_registers(d);
     return;
   }
-  if constexpr (kForm == kQkOffsets || kForm == kQkLeaderSteps) {
+  if constexpr (kernel_issue(kForm)) {
     // The 64-head kernel's issue (prefill_hopper_consumer.cuh): two base descriptors, each k-step's
     // offset added to them (ptxas: two UIADD3.64 a wgmma), where kQk rebuilds both descriptors from
     // the address every k-step (~10 uniform instructions a wgmma).
@@ -248,8 +256,9 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
 #pragma unroll
     for (int i = 0; i < kD; ++i) d[i] = 0.0f;
     const long long start = clock64();
+    const int chains = solo(kForm) && warpgroup == 1 ? 0 : kChains;
 #pragma unroll 1
-    for (int c = 0; c < kChains; ++c) {
+    for (int c = 0; c < chains; ++c) {
       chain<kForm>(d, a, q_tile, k_tile, lane_offset);
       if constexpr (kSoftmax) {
         // A stand-in for the block's softmax: dependent float work on every accumulator.
@@ -261,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
           d[i] = x;
         }
       }
-      if constexpr (kForm == kQkLeaderSteps) {
+      if constexpr (leader_steps(kForm)) {
         // The leader's weights: 32 values a thread as bf16 pairs, four 16-byte stores (a warpgroup's
         // 8 KB, over the first Q column blocks: the values mean nothing), then the proxy fence that
         // hands them to a wgmma, as write_weights and its fence do in the kernel.
@@ -430,7 +439,7 @@ double run(long long* out, int ctas, double alone) {
     for (int c = 0; c < ctas; ++c) {
       const long long* cta = host.data() + size_t(c) * kOutPerCta;
       chains.push_back(double(cta[0]) / kChains);
-      chains.push_back(double(cta[1]) / kChains);
+      if (!solo(kForm)) chains.push_back(double(cta[1]) / kChains);
       // Background work a cycle an SM: both warpgroups' batches over their cycles.
       double per_cycle = 0.0;
       for (int w = 0; w < 2; ++w) {
@@ -455,7 +464,7 @@ double run(long long* out, int ctas, double alone) {
                      : (single_kind(kBackground) && kAluPerStore == 0) || kBackground == kAluNoSts
                          ? "warp-instructions a cycle"
                          : "bytes a cycle";
-  char background[64];
+  char background[128];
   if (kBackground == kAluSts || kBackground == kAluBurst || kBackground == kAluLds || kBackground == kAluLopSts ||
       kBackground == kAluNoSts || (single_kind(kBackground) && kAluPerStore > 0)) {
     std::snprintf(background, sizeof(background), "%s (%d ops a %s)", background_name(kBackground), kAluPerStore,
@@ -554,6 +563,10 @@ int main() {
   run<kQkLeaderSteps, kAluSts, true, 32>(d_out, sms, leader_alone);
   run<kQkLeaderSteps, kAluNoSts, true, 32>(d_out, sms, leader_alone);
   run<kQkLeaderSteps, kDequantLike, true>(d_out, sms, leader_alone);
+  // The weights' stores and fence with no other consumer's QK^T streaming beside them.
+  run<kQkOffsetsSolo, kNone, true>(d_out, sms, 0.0);
+  const double solo_alone = run<kQkLeaderStepsSolo, kNone, true>(d_out, sms, 0.0);
+  run<kQkLeaderStepsSolo, kDequantLike, true>(d_out, sms, solo_alone);
   CHECK_CUDA(cudaFree(d_out));
   return 0;
 }
