@@ -2,7 +2,8 @@
 // 64-head Hopper prefill with both sides running free (no waits) takes 1.33-1.36x its consumers
 // alone, with shared memory ~67% busy (docs/hopper_kernel.md, "They contend more than they wait"):
 // the dequant slows the consumers while both run, and which of its activities does it was left
-// open. Here one CTA a SM, 512 threads (four warpgroups, as the kernel): warpgroups 0 and 1 are
+// open (what this probe found: docs/benchmarks.md, "The contention probe's slowdown was its own
+// issue, ..."). Here one CTA a SM, 512 threads (four warpgroups, as the kernel): warpgroups 0 and 1 are
 // the consumers, each running kChains chains of one form of the kernel's tensor work,
 //   qk   32 wgmma m64n64k16 with Q and K tiles in shared memory (a block's QK^T), then a wait;
 //   pv   32 wgmma m64n128k16 with A from registers and B MN-major in shared memory (four blocks'
@@ -10,8 +11,8 @@
 //   qk_rs    QK^T with Q as the register operand (fixed registers: only K read from shared memory);
 //   qk_ldsm  the same with Q's fragments loaded by ldmatrix from the Q tile, 8, 4, 2 or 1 k-steps a
 //        set, two sets (each reloaded once the wgmma group that read it has retired; 64, 32, 16 or
-//        8 registers: the 64-head kernel compiles without spills or serialised wgmmas only at 1,
-//        CAKE_HOPPER_QK_REGISTER_Q=1);
+//        8 registers: the 64-head kernel's consumers had room for 1 only, and that variant was
+//        slower: docs/tried.md);
 //   pv16     the small-heads kernel's PV at 16 heads: 8 m-tiles x 4 k-steps of m64n16k16, A (V^T)
 //        MN-major and B (P^T) from shared memory;
 //   pv_ss    the 64-head kernel's PV of the other consumer's block: m64n128k16, P and V from shared
@@ -38,13 +39,14 @@
 //            stored back to back;
 //   alu_lds  alu_sts with a 16-byte load in place of each store (the loaded word feeds the work);
 //   alu_lop_sts  alu_sts without IMAD (LOP3 and SHF);
+//   alu_sts without its stores  alu_sts's integer work alone (work: warp-instructions a cycle);
 //   alu | sts  warpgroup 2 the integer chains of alu, warpgroup 3 the stores of sts (work: the
 //            stores' bytes);
 //   dequant_like  the dequant's conversion (nvfp4_bit_decode.cuh) of 16 bytes of codes loaded from
 //            the tile, its four words' 16 bytes each stored back (work: bytes stored a cycle);
 //   imad only, imad 1 in 4 (lop3 the rest), hmul2.bf16 only, ffma only, prmt only, lop3 only:
 //            eight dependent chains of one kind, no shared-memory access (work: warp-instructions
-//            a cycle an SM).
+//            a cycle an SM); with "(N ops a store)", a 16-byte store after every N of them.
 // Prints, per consumer form and background, the median over CTAs of a consumer's cycles a chain
 // (against the chain alone), and the background warps' work: batches a 1,000 cycles an SM (alu; a
 // batch is 8 x 8 x 3 integer operations a thread in the source, ~320 SASS instructions with ptxas of
