@@ -23,15 +23,16 @@
 //        warps issue a wgmma, and the background's slowdown follows that count, not the operands'
 //        path (docs/benchmarks.md, "The contention probe's slowdown was its own issue, ...");
 //   qk as the kernel's, then its weights stored and fenced: with the softmax-like pass, each
-//        consumer thread then stores its 32 values as bf16 (four 16-byte stores) and fences them
-//        for the async proxy, as the kernel's leader does before its hand-over;
+//        consumer thread then stores its 32 values as bf16 (four 16-byte st.shared, conflict-free,
+//        into the Q tile; the kernel uses stmatrix into a P tile) and fences them for the async
+//        proxy, as the kernel's leader does before its hand-over;
 //   ..., one consumer: the same with consumer warpgroup 1 idle (no other QK^T streaming beside);
 // optionally followed by a softmax-like pass over the accumulators (kSoftmaxOps float operations a
 // value), and warpgroups 2 and 3 run one background load until both consumers are done:
 //   none     nothing (they return at once);
 //   alu      eight independent integer chains (LOP3, IMAD, SHF): issue slots and the ALU pipes only;
 //   sts      16-byte shared stores, a warp's 32 lanes 512 contiguous bytes of a third 64 KB tile;
-//   alu_sts  N integer ops into each store's data, then the store (N = 8, 32, 128; 32 is about
+//   alu_sts  N integer ops into each store's data, then the store (N = 8, 32, 128, 512; 32 is about
 //            the dequant's mix: ~560 instructions and 16 tile stores a thread a block);
 //   lds      16-byte volatile shared loads of that tile (XORed into a register);
 //   sts_sleep  the stores spaced by __nanosleep (20 or 100 ns) instead of integer work;
@@ -50,7 +51,9 @@
 // Prints, per consumer form and background, the median over CTAs of a consumer's cycles a chain
 // (against the chain alone), and the background warps' work: batches a 1,000 cycles an SM (alu; a
 // batch is 8 x 8 x 3 integer operations a thread in the source, ~320 SASS instructions with ptxas of
-// CUDA 13.0) or shared-memory bytes a cycle an SM (the others). Random bf16 operands; the values
+// CUDA 13.0), warp-instructions a cycle an SM (the single kinds, counted as one instruction an op,
+// though ptxas makes two of a lop3 op: read those rows' SASS; alu_sts without its stores, two) or
+// shared-memory bytes a cycle an SM (the others). Random bf16 operands; the values
 // mean nothing, the times do.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o contention_probe \
 //       benchmarks/contention_probe.cu && ./contention_probe
@@ -275,11 +278,13 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
       if constexpr (leader_steps(kForm)) {
         // The leader's weights: 32 values a thread as bf16 pairs, four 16-byte stores (a warpgroup's
         // 8 KB, over the first Q column blocks: the values mean nothing), then the proxy fence that
-        // hands them to a wgmma, as write_weights and its fence do in the kernel.
-        const uint32_t p_tile = q_tile + warpgroup * 8192 + (thread % kWarpgroup) * 64;
+        // hands them to a wgmma, as write_weights and its fence do in the kernel. Each store's 32
+        // lanes write 512 contiguous bytes: no bank conflicts, as the kernel's stmatrix into the
+        // swizzled P tile has none (at 6782450 the lanes were 64 bytes apart, a 4-way conflict).
+        const uint32_t p_tile = q_tile + warpgroup * 8192 + (thread % kWarpgroup) * 16;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          st_shared_16(p_tile + 16 * j, cake::cuda::pack_bf16x2(d[8 * j], d[8 * j + 1]),
+          st_shared_16(p_tile + 2048 * j, cake::cuda::pack_bf16x2(d[8 * j], d[8 * j + 1]),
                        cake::cuda::pack_bf16x2(d[8 * j + 2], d[8 * j + 3]), cake::cuda::pack_bf16x2(d[8 * j + 4], d[8 * j + 5]),
                        cake::cuda::pack_bf16x2(d[8 * j + 6], d[8 * j + 7]));
         }
