@@ -106,7 +106,9 @@ enum Background { kNone, kAlu, kSts, kAluSts, kLds, kStsSleep, kAluBurst, kAluLd
                   kImad, kImadQuarter, kHmul2, kFfma, kPrmt, kLop3, kAluNoSts, kDequantLike };
 // One instruction kind in eight dependent chains (a batch: 8 rounds of the 8 chains, 64 a thread).
 // With kAluPerStore > 0 (and not ffma): a 16-byte store after every kAluPerStore of them, 16 a batch.
-__host__ __device__ constexpr bool single_kind(Background b) { return b >= kImad && b != kAluNoSts && b != kDequantLike; }
+__host__ __device__ constexpr bool single_kind(Background b) {
+  return b == kImad || b == kImadQuarter || b == kHmul2 || b == kFfma || b == kPrmt || b == kLop3;
+}
 constexpr int kDequantStoresPerBatch = 4 * kStoresPerBatch;  // dequant_like: 4 words converted and stored a load
 constexpr const char* form_name(Form f) {
   switch (f) {
@@ -146,6 +148,24 @@ __device__ __forceinline__ void ld_volatile_shared_16(uint32_t address, uint32_t
                : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
                : "r"(address));
 }
+
+// alu_sts's integer work into a store's data x[0..3]: kOps operations over four chains, each an
+// IMAD on a LOP3 (kImad) or, as alu_lop_sts, a SHF on a LOP3 (no IMAD, the same count).
+template <int kOps, bool kImad>
+__device__ __forceinline__ void store_data(uint32_t (&x)[8]) {
+#pragma unroll
+  for (int k = 0; k < kOps / 4; ++k) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t mixed = x[i] ^ (x[i + 4] & 0x80008000u);
+      x[i] = kImad ? mixed * 0x01000193u + uint32_t(k) : __funnelshift_l(mixed, x[i], 5 + k % 8);
+    }
+  }
+}
+
+// The MN-major B (V) of a PV k-step: 16 rows (2 KB) of the first two column blocks, as the
+// kernel's PV reads a K tile.
+__device__ __forceinline__ uint32_t pv_mn_major(int step) { return (step % 4) * 2048 + (step / 4 % 4) * 16384; }
 
 // One chain of the consumer's form into d.
 template <Form kForm>
@@ -222,13 +242,10 @@ __device__ __forceinline__ void chain(float (&d)[accumulators(kForm)], const uin
     } else if constexpr (kForm == kPvSs) {
       // The 64-head kernel's PV of the other consumer's block: P (K-major, here the Q tile's first
       // 8 KB column block) and V MN-major, both from shared memory.
-      const uint32_t mn_major = (step % 4) * 2048 + (step / 4 % 4) * 16384;
       wgmma_m64n128k16_ss_bt(d, smem_descriptor(q_tile + (step % 4) * 32, 16, 1024),
-                             smem_descriptor(k_tile + mn_major, 8192, 1024), true);
+                             smem_descriptor(k_tile + pv_mn_major(step), 8192, 1024), true);
     } else if constexpr (kForm == kPv) {
-      // MN-major B (V): 16 rows (2 KB) of the first two column blocks, as the kernel's PV reads a K tile.
-      const uint32_t mn_major = (step % 4) * 2048 + (step / 4 % 4) * 16384;
-      wgmma_m64n128k16_rs_bt(d, a, smem_descriptor(k_tile + mn_major, 8192, 1024), true);
+      wgmma_m64n128k16_rs_bt(d, a, smem_descriptor(k_tile + pv_mn_major(step), 8192, 1024), true);
     }
   }
   wgmma_commit();
@@ -378,11 +395,7 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
       uint32_t data[kStoresPerBatch][4];
 #pragma unroll
       for (int s = 0; s < kStoresPerBatch; ++s) {
-#pragma unroll
-        for (int k = 0; k < kAluPerStore / 4; ++k) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) x[i] = (x[i] ^ (x[i + 4] & 0x80008000u)) * 0x01000193u + uint32_t(k);
-        }
+        store_data<kAluPerStore, true>(x);
 #pragma unroll
         for (int i = 0; i < 4; ++i) data[s][i] = x[i];
       }
@@ -400,18 +413,9 @@ __global__ void __launch_bounds__(kThreads, 1) contention(long long* __restrict_
         // Warp w's 32 lanes: 512 contiguous bytes; the 256 threads cover 4 KB a step, 64 KB a batch.
         const uint32_t address = b_tile + ((s * 256 + local) * 16) % kTileBytes;
         if constexpr (kBackground == kAluSts || kBackground == kAluLds || kBackground == kAluNoSts) {
-#pragma unroll
-          for (int k = 0; k < kAluPerStore / 4; ++k) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) x[i] = (x[i] ^ (x[i + 4] & 0x80008000u)) * 0x01000193u + uint32_t(k);
-          }
+          store_data<kAluPerStore, true>(x);
         } else if constexpr (kBackground == kAluLopSts) {
-          // The same count of operations without IMAD: LOP3 and SHF (the integer pipe only).
-#pragma unroll
-          for (int k = 0; k < kAluPerStore / 4; ++k) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) x[i] = __funnelshift_l(x[i] ^ (x[i + 4] & 0x80008000u), x[i], 5 + k % 8);
-          }
+          store_data<kAluPerStore, false>(x);
         }
         if constexpr (kBackground == kLds || kBackground == kAluLds) {
           // alu_lds: the loaded word feeds the next store slot's integer work, as codes feed the conversion.

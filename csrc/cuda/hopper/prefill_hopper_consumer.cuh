@@ -382,8 +382,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
                                                bool signal_issued, int trace_row = -1) {
     using namespace sm90;
-    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
+    const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       wait_half(parity, half, phase, half == 1 ? trace_row : -1);
