@@ -69,12 +69,6 @@ struct __align__(1024) Shared {
   long long conv_busy, conv_wait, pv_wait;
 };
 
-__device__ __forceinline__ uint32_t lane_fragment_offset(int thread) {
-  const int lane = thread % 32;
-  const int row = (thread / 32) * 16 + 8 * ((lane / 8) % 2) + lane % 8;
-  return row * kTileRowBytes + (((lane / 16) ^ (row % 8)) * 16);
-}
-
 template <int kConverters, int kGroups>
 struct Config {
   static constexpr int kThreads = (2 + kConverters) * kWarpgroup;
@@ -96,7 +90,7 @@ __device__ void convert(Shared& s, const uint8_t* __restrict__ pool, const int* 
   constexpr int kStep = kConverters;
   const int warp = thread / 32, lane = thread % 32, quad = lane % 4;
   const int row0 = warp * 16 + lane / 4;
-  const uint32_t lane_offset = lane_fragment_offset(thread);
+  const uint32_t lane_offset = fragment_x4_lane_offset(thread);
   uint2 codes[2][kSlots];
   uint2 scale_bytes[2];
   auto load_block = [&](int b) {
