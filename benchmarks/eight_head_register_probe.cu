@@ -1,0 +1,765 @@
+// An eight-head decode with no shared-memory K tile: how many cycles a 64-candidate chunk takes an
+// SM when the warps keep O in registers. The decode row 64 x 8 x 4096 runs on the small-heads
+// kernel's 16-head unit (half of it padding) at that kernel's chunk rate; this asks whether a form
+// made for eight heads is fast enough to be worth building as a kernel (docs/benchmarks.md, "An
+// eight-head decode with O in registers (a probe) ...").
+//
+// Both products by mma.sync m16n8k16, both swapped so that the eight heads are N:
+//   S^T[16 candidates x 8 heads] = K Q^T   A = K from the warp's own decode (candidates g, g + 8 of
+//                                          a lane quad's rows), B = Q^T from shared memory;
+//   O^T[512 dims x 8 heads] += V^T P^T     A = V^T: the same rows decoded again, each 8 x 8 block
+//                                          moved to the other pairing by movmatrix; B = P^T by
+//                                          movmatrix from the softmax's packed S^T.
+// K's dims reach the MMA in the decode's own order: the reduction order of QK^T (Q^T's fragments
+// follow it) and the row order of O^T (undone at the store) are free. Two forms:
+//   - a warp owns O^T (32 m-tiles x 4 = 128 fp32 registers a thread): eight warps, each walking its
+//     own candidates, nothing exchanged until a unit's end (eight partials merged through shared
+//     memory);
+//   - a pair of warps splits O^T by dims (64 registers each, so 16 warps): both walk the same
+//     candidates, each computes S^T over its dims and the two partials are summed through shared
+//     memory (two named barriers a step), both run the same softmax, each PV over its dims.
+//
+// A thread's bytes of a candidate row: 16-byte chunks t, t + 4, t + 8 of the 224 code bytes
+// (dims 32 c .. 32 c + 31, two scale groups each), the 8 bytes at 192 + 8 t (group 24 + t), and
+// the RoPE dims 16 t .. 16 t + 15 (32 bytes). The rows of a step are copied into a staging buffer
+// by cp.async a step ahead (rows 400 bytes apart: the decode's 16-byte reads conflict-free; the
+// indices two steps ahead) and read twice (once a product); the decode is the library's bit
+// placement (K times 2^-9 in the NoPE dims, Q's NoPE dims times 2^9, O's times 2^9 at the end).
+//
+// One CTA an SM; a unit is one token's 2048 candidates (the 64 x 8 x 4096 decode's split), in
+// steps of 16. Random rows of 384 bytes (352 data, 32 scale: the page-size-1 layout) from a
+// 65,536-row pool (24 MB, L2-resident), every candidate valid. Prints, per form and bit placement,
+// the median over CTAs of the slowest warp's cycles a chunk (three launches after a warm-up), and
+// checks the outputs: every one written (NaN-poisoned first), the first units' head rows within
+// 1e-2 (relative L2) of a float64 reference on the host, a form's two placements the same bits.
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o eight_head_register_probe \
+//       benchmarks/eight_head_register_probe.cu && ./eight_head_register_probe
+// (bash benchmarks/device_suite.sh eight-head-probe builds and runs it).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "../csrc/cuda/common/ptx_primitives.cuh"
+#include "../csrc/cuda/hopper/nvfp4_bit_decode.cuh"
+#include "../csrc/cuda/portable/sm80_primitives.cuh"  // mma_bf16_16x8x16
+#include "probe_check.h"
+
+namespace {
+
+using cake::cuda::fast_exp2_ftz;
+using cake::cuda::mma_bf16_16x8x16;
+using cake::cuda::pack_bf16x2;
+namespace hop = cake::cuda::hopper;
+
+constexpr int kHeads = 8;
+constexpr int kDims = 512;
+constexpr int kNope = 448;
+constexpr int kStep = 16;                  // candidates a warp step (the MMAs' M)
+constexpr int kWarps = 8;
+constexpr int kUnitCandidates = 2048;      // a unit: one token's candidates, shared by the warps
+constexpr int kStepsPerWarp = kUnitCandidates / kWarps / kStep;
+constexpr int kRowBytes = 384;             // 352 data bytes, then the 32 scale bytes
+constexpr int kRopeOffset = 224;
+constexpr int kScaleOffset = 352;
+constexpr int kStageStride = 400;          // 16-byte units (25 g) mod 8 spread the quads' reads over all banks
+constexpr int kStageCopies = kStep * kRowBytes / 16;  // 16-byte copies a step
+constexpr int kKSteps = 32;                // 28 NoPE + 4 RoPE (= the PV m-tiles)
+constexpr int kNopeKSteps = 28;
+constexpr int kPoolRows = 65536;
+constexpr int kOwners = 8;                 // O^T partials merged at a unit's end (warps, or warp pairs)
+
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
+// Shared loads on 32-bit shared-window addresses: through generic pointers ptxas kept 64-bit row
+// addresses live and spilled beside O^T.
+__device__ __forceinline__ uint4 lds_128(uint32_t address) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  return v;
+}
+__device__ __forceinline__ uint2 lds_64(uint32_t address) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(address));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds_u16(uint32_t address) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(address));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds_u8(uint32_t address) {
+  uint16_t v;
+  asm volatile("ld.shared.u8 %0, [%1];\n" : "=h"(v) : "r"(address));
+  return v;
+}
+
+// The dim of a thread's code word w (0..13), element e (0..7): words 0..11 are 16-byte chunks t,
+// t + 4, t + 8; words 12, 13 the 8 bytes at 192 + 8 t.
+__host__ __device__ inline int nope_dim(int t, int w, int e) {
+  if (w < 12) return 32 * (t + 4 * (w / 4)) + 8 * (w % 4) + e;
+  return 384 + 16 * t + 8 * (w - 12) + e;
+}
+// The dim of the O^T row `row` (0..15) of m-tile j (= QK^T k-step j): k-slot `row` of that k-step,
+// owned by thread row / 2 % 4 of the quad, low or high half of its pair.
+__host__ __device__ inline int output_dim(int j, int row) {
+  const int slot = row % 8, upper = row / 8;  // rows 8..15 are the k-step's slots 8..15 (a2, a3)
+  const int t = slot / 2, half = slot % 2;
+  if (j < kNopeKSteps) return nope_dim(t, j / 2, 2 * (j % 2) + upper + 4 * half);
+  return kNope + 16 * t + 4 * (j - kNopeKSteps) + 2 * upper + half;
+}
+
+struct Shared {
+  uint2 q_fragments[kKSteps][32];  // QK^T's B fragments (b0, b1) a k-step and lane
+  float unit_reference[kOwners][kHeads];
+  float unit_sum[kOwners][kHeads];
+  union {
+    uint8_t staging[kWarps][2][kStep * kStageStride];
+    float partial[kOwners][kKSteps][32][4];  // each warp's O^T at a unit's end
+  };
+};
+
+// A thread's words of one staged row, a piece at a time: piece i < 3 is 16-byte chunk t + 4 i of
+// the codes (four words, two scale groups), piece 3 the 8 bytes at 192 + 8 t (two words, group
+// 24 + t). Loaded as each piece is decoded, so that two rows' pieces, not two whole rows, are live.
+struct CodePiece {
+  uint32_t codes[4];
+  uint32_t scales[2];  // decode scales of words 0, 1 and words 2, 3
+};
+
+// Code piece i (0, 1, 2: a run-time index) of a row.
+__device__ __forceinline__ CodePiece load_chunk_piece(uint32_t row, int t, int i) {
+  CodePiece piece;
+  const uint4 chunk = lds_128(row + 16 * (t + 4 * i));
+  piece.codes[0] = chunk.x;
+  piece.codes[1] = chunk.y;
+  piece.codes[2] = chunk.z;
+  piece.codes[3] = chunk.w;
+  const uint32_t pair = hop::e4m3x2_to_decode_scales(uint16_t(lds_u16(row + kScaleOffset + 2 * (t + 4 * i))));
+  piece.scales[0] = hop::decode_scale_half<0>(pair);
+  piece.scales[1] = hop::decode_scale_half<1>(pair);
+  return piece;
+}
+// Code piece 3 (the tail) of a row.
+__device__ __forceinline__ CodePiece load_tail_piece(uint32_t row, int t) {
+  CodePiece piece;
+  const uint2 tail = lds_64(row + 192 + 8 * t);
+  piece.codes[0] = tail.x;
+  piece.codes[1] = tail.y;
+  piece.codes[2] = piece.codes[3] = 0u;
+  piece.scales[0] = piece.scales[1] = hop::e4m3_to_decode_scale(uint8_t(lds_u8(row + kScaleOffset + 24 + t)));
+  return piece;
+}
+
+// Word w of a piece decoded: pair k = (element k, element k + 4).
+template <hop::BitPlacement kPlacement>
+__device__ __forceinline__ void decode_word(const CodePiece& piece, int w, uint32_t (&pair)[4]) {
+  hop::e2m1x8_to_bf16_pairs<kPlacement>(piece.codes[w], piece.scales[w / 2], pair);
+}
+
+// The RoPE words r = 4 i .. 4 i + 3 of a row (dims 16 t + 2 r, + 1).
+__device__ __forceinline__ uint4 load_rope(uint32_t row, int t, int i) {
+  return lds_128(row + kRopeOffset + 32 * t + 16 * i);
+}
+
+// Calls step(ks, a0, a1, a2, a3) for `kWords` words of two rows' pieces: the piece's k-step ks =
+// 2 w + h (the caller adds the piece's first k-step) takes pairs 2 h, 2 h + 1 of word w (a0, a2
+// from row g, a1, a3 from row g + 8).
+template <int kWords, hop::BitPlacement kPlacement, typename Step>
+__device__ __forceinline__ void for_piece_k_steps(const CodePiece& top, const CodePiece& bottom, Step&& step) {
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) {
+    uint32_t pt[4], pb[4];
+    decode_word<kPlacement>(top, w, pt);
+    decode_word<kPlacement>(bottom, w, pb);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) step(2 * w + h, pt[2 * h], pb[2 * h], pt[2 * h + 1], pb[2 * h + 1]);
+  }
+}
+// The RoPE k-steps (28 .. 31) of rows g and g + 8.
+template <typename Step>
+__device__ __forceinline__ void for_rope_k_steps(uint32_t top_row, uint32_t bottom_row, int t, Step&& step) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint4 top = load_rope(top_row, t, i), bottom = load_rope(bottom_row, t, i);
+    step(kNopeKSteps + 2 * i, top.x, bottom.x, top.y, bottom.y);
+    step(kNopeKSteps + 2 * i + 1, top.z, bottom.z, top.w, bottom.w);
+  }
+}
+
+// Q^T's fragments for a unit's token, in the decode's dim order (NoPE dims times 2^9), built by
+// the whole CTA.
+__device__ void build_q_fragments(const uint16_t* __restrict__ q, int unit, uint2 (&fragments)[kKSteps][32]) {
+  for (int e = threadIdx.x; e < kKSteps * 32; e += blockDim.x) {
+    const int ks = e / 32, el = e % 32, head = el / 4, et = el % 4;
+    const uint16_t* q_row = q + (size_t(unit) * kHeads + head) * kDims;
+    auto value = [&](int dim) { return __bfloat162float(__ushort_as_bfloat16(q_row[dim])); };
+    uint32_t b[2];
+    for (int r = 0; r < 2; ++r) {
+      if (ks < kNopeKSteps) {
+        const int w = ks / 2, k = 2 * (ks % 2) + r;
+        b[r] = pack_bf16x2(value(nope_dim(et, w, k)) * hop::kBitDecodeUnscale,
+                           value(nope_dim(et, w, k + 4)) * hop::kBitDecodeUnscale);
+      } else {
+        const int dim = kNope + 16 * et + 4 * (ks - kNopeKSteps) + 2 * r;
+        b[r] = pack_bf16x2(value(dim), value(dim + 1));
+      }
+    }
+    fragments[ks][el] = make_uint2(b[0], b[1]);
+  }
+}
+
+// A unit's eight O^T partials (each over its own candidates, with its own reference and row sums)
+// merged in a fixed order and stored as bf16 by the whole CTA.
+__device__ void merge_unit(const float (&partial)[kOwners][kKSteps][32][4], const float (&reference)[kOwners][kHeads],
+                           const float (&sum)[kOwners][kHeads], int unit, uint16_t* __restrict__ out) {
+  for (int e = threadIdx.x; e < kKSteps * 32 * 4; e += blockDim.x) {
+    const int j = e / 128, el = (e / 4) % 32, v = e % 4;
+    const int head = 2 * (el % 4) + v % 2, row = el / 4 + 8 * (v / 2);
+    float top_reference = -INFINITY;
+    for (int w = 0; w < kOwners; ++w) top_reference = fmaxf(top_reference, reference[w][head]);
+    float value = 0.f, total = 0.f;
+    for (int w = 0; w < kOwners; ++w) {
+      const float factor = fast_exp2_ftz(reference[w][head] - top_reference);
+      value += partial[w][j][el][v] * factor;
+      total += sum[w][head] * factor;
+    }
+    const int dim = output_dim(j, row);
+    value = value / total * (dim < kNope ? hop::kBitDecodeUnscale : 1.f);
+    out[(size_t(unit) * kHeads + head) * kDims + dim] = __bfloat16_as_ushort(__float2bfloat16(value));
+  }
+}
+
+template <hop::BitPlacement kPlacement>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    eight_head_register(const uint8_t* __restrict__ pool, const int* __restrict__ indices,
+                        const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, float sm_scale,
+                        long long* __restrict__ cycles) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  Shared& smem = *reinterpret_cast<Shared*>(smem_raw);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const float score_scale = sm_scale * 1.4426950408889634f;
+  const long long start = clock64();
+
+#pragma unroll 1
+  for (int n_unit = 0; n_unit < units_per_cta; ++n_unit) {
+    const int unit = n_unit * gridDim.x + blockIdx.x;
+    __syncthreads();  // the previous unit's merge has read the shared partials
+    build_q_fragments(q, unit, smem.q_fragments);
+    __syncthreads();
+
+    const int* list = indices + size_t(unit) * kUnitCandidates + warp * (kUnitCandidates / kWarps);
+    const uint32_t stage_base = cake::cuda::smem_address(smem.staging[warp][0]);
+    const uint32_t q_fragment_base = cake::cuda::smem_address(&smem.q_fragments[0][lane]);
+    constexpr int kStageBytes = kStep * kStageStride;
+    // Copies a step's 16 rows into a staging buffer: lane l copies half l % 2 (12 of the 24 16-byte
+    // pieces) of row l / 2, so that one shuffle gives a lane its row. `row_index` (lane l: the step's
+    // candidate l % 16) is loaded two steps ahead, so that the copies' issue never waits for it.
+    auto stage_step = [&](int row_index, uint32_t buffer) {
+      const uint8_t* own_row = pool + size_t(row_index) * kRowBytes;
+      const int row = lane / 2, half = lane % 2;
+      const uint8_t* source = reinterpret_cast<const uint8_t*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(own_row), row)) + 192 * half;
+      const uint32_t destination = buffer + row * kStageStride + 192 * half;
+#pragma unroll
+      for (int i = 0; i < kStageCopies / 32; ++i) cake::cuda::cp_async_16(destination + 16 * i, source + 16 * i, true);
+      cake::cuda::cp_async_commit();
+    };
+    auto step_index = [&](int s) { return list[(s < kStepsPerWarp ? s : 0) * kStep + lane % kStep]; };
+
+    float o[kKSteps][4];
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float reference[2] = {-INFINITY, -INFINITY};  // heads 2t, 2t + 1 (log2 units)
+    float sums[2] = {0.f, 0.f};
+    stage_step(step_index(0), stage_base);
+    int index_next = step_index(1);
+
+#pragma unroll 1
+    for (int s = 0; s < kStepsPerWarp; ++s) {
+      if (s + 1 < kStepsPerWarp) {
+        __syncwarp();  // every lane is done with the buffer step s - 1 read
+        stage_step(index_next, stage_base + ((s + 1) & 1) * kStageBytes);
+        index_next = step_index(s + 2);
+        cake::cuda::cp_async_wait<1>();
+      } else {
+        cake::cuda::cp_async_wait<0>();
+      }
+      __syncwarp();
+      const uint32_t rows = stage_base + (s & 1) * kStageBytes;
+
+      // QK^T: four accumulator chains (k-steps by their index mod 4) to keep the MMAs apart.
+      float sp[4][4] = {};
+      const uint32_t top_row = rows + g * kStageStride;
+      const uint32_t bottom_row = rows + (g + 8) * kStageStride;
+      // a0 = row g's slots 2t, 2t + 1; a1 = row g + 8's; a2, a3 the same at slots 2t + 8, 2t + 9.
+      // The three chunk pieces in a loop that is not unrolled: ptxas would otherwise decode far
+      // ahead and run out of registers beside O^T. A chunk piece's k-steps are 8 i .. 8 i + 7.
+#pragma unroll 1
+      for (int i = 0; i < 3; ++i) {
+        const uint32_t q_piece = q_fragment_base + 8 * i * 32 * sizeof(uint2);
+        for_piece_k_steps<4, kPlacement>(load_chunk_piece(top_row, t, i), load_chunk_piece(bottom_row, t, i),
+                             [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+                               const uint2 b = lds_64(q_piece + ks * 32 * sizeof(uint2));
+                               const uint32_t a[4] = {a0, a1, a2, a3};
+                               mma_bf16_16x8x16(sp[ks % 4], a, b.x, b.y);
+                             });
+      }
+      auto qk_step = [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+        const uint2 b = lds_64(q_fragment_base + ks * 32 * sizeof(uint2));
+        const uint32_t a[4] = {a0, a1, a2, a3};
+        mma_bf16_16x8x16(sp[ks % 4], a, b.x, b.y);
+      };
+      for_piece_k_steps<2, kPlacement>(load_tail_piece(top_row, t), load_tail_piece(bottom_row, t),
+                           [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { qk_step(24 + ks, a0, a1, a2, a3); });
+      for_rope_k_steps(top_row, bottom_row, t, qk_step);
+      float score[4];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) score[v] = (sp[0][v] + sp[1][v] + sp[2][v] + sp[3][v]) * score_scale;
+
+      // Softmax over the step's 16 candidates: head 2t + v % 2 of rows g (v < 2) and g + 8.
+      float step_max[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m = fmaxf(score[h], score[2 + h]);
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+        step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+      }
+      const bool moves = step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f;
+      if (__any_sync(0xffffffffu, moves)) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float now = fmaxf(reference[h], step_max[h]);
+          const float factor = reference[h] == -INFINITY ? 0.f : fast_exp2_ftz(reference[h] - now);
+          reference[h] = now;
+          sums[h] *= factor;
+#pragma unroll
+          for (int j = 0; j < kKSteps; ++j) {
+            o[j][h] *= factor;
+            o[j][2 + h] *= factor;
+          }
+        }
+      }
+      float p[4];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        p[v] = fast_exp2_ftz(score[v] - reference[v % 2]);
+        sums[v % 2] += p[v];
+      }
+      // P^T's B fragments: the packed S^T halves (rows 0..7, 8..15) transposed.
+      const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p[0], p[1]));
+      const uint32_t pb1 = movmatrix_trans(pack_bf16x2(p[2], p[3]));
+
+      // PV: each k-step's K fragments decoded again and moved to V^T's pairing (m-tile j = k-step j).
+      // V^T's 8 x 8 blocks: row g's slots 0..7 become m-rows 0..7 of candidates 0..7 (a0), its
+      // slots 8..15 m-rows 8..15 (a1); row g + 8's the same for candidates 8..15 (a2, a3).
+      auto pv_step = [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+        const uint32_t a[4] = {movmatrix_trans(a0), movmatrix_trans(a2), movmatrix_trans(a1), movmatrix_trans(a3)};
+        mma_bf16_16x8x16(o[ks], a, pb0, pb1);
+      };
+#pragma unroll
+      for (int i = 0; i < 3; ++i)
+        for_piece_k_steps<4, kPlacement>(load_chunk_piece(top_row, t, i), load_chunk_piece(bottom_row, t, i),
+                             [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { pv_step(8 * i + ks, a0, a1, a2, a3); });
+      for_piece_k_steps<2, kPlacement>(load_tail_piece(top_row, t), load_tail_piece(bottom_row, t),
+                           [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { pv_step(24 + ks, a0, a1, a2, a3); });
+      for_rope_k_steps(top_row, bottom_row, t, pv_step);
+    }
+
+    // The unit's end: each warp's reference and row sums, its O^T, then the eight merged.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float total = sums[h];
+      total += __shfl_xor_sync(0xffffffffu, total, 4);
+      total += __shfl_xor_sync(0xffffffffu, total, 8);
+      total += __shfl_xor_sync(0xffffffffu, total, 16);
+      if (g == 0) {
+        smem.unit_reference[warp][2 * t + h] = reference[h];
+        smem.unit_sum[warp][2 * t + h] = total;
+      }
+    }
+    __syncthreads();  // every warp is done with its staging (the partials overlay it)
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j)
+      *reinterpret_cast<float4*>(smem.partial[warp][j][lane]) = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
+    __syncthreads();
+    merge_unit(smem.partial, smem.unit_reference, smem.unit_sum, unit, out);
+  }
+  const long long elapsed = clock64() - start;
+  if (lane == 0) cycles[size_t(blockIdx.x) * kWarps + warp] = elapsed;
+}
+
+// The same products with O^T split by dims between the two warps of a pair (64 registers each),
+// so that 16 warps fit: warp `half` 0 owns k-steps / m-tiles 0..15 (code pieces 0, 1), half 1 owns
+// 16..31 (piece 2, the tail, RoPE). Both warps of a pair walk the same candidates: each computes
+// S^T over its dims, the two partials are summed through shared memory (the same order in both, so
+// both run the same softmax), and each runs PV over its dims. Two named barriers a step a pair.
+constexpr int kPairs = 8;
+constexpr int kPairWarps = 2 * kPairs;
+constexpr int kPairStepsPerUnit = kUnitCandidates / kPairs / kStep;
+constexpr int kPairBuffers = 3;  // a step's copies go out a step ahead into the buffer read two steps before
+
+struct PairShared {
+  uint2 q_fragments[kKSteps][32];
+  float4 scores[kPairs][2][2][32];  // [pair][step parity][half][lane]: the S^T partials
+  float unit_reference[kOwners][kHeads];
+  float unit_sum[kOwners][kHeads];
+  union {
+    uint8_t staging[kPairs][kPairBuffers][kStep * kStageStride];
+    float partial[kOwners][kKSteps][32][4];  // each pair's O^T (half h wrote m-tiles 16 h ..)
+  };
+};
+
+template <hop::BitPlacement kPlacement>
+__global__ void __launch_bounds__(kPairWarps * 32, 1)
+    eight_head_pairs(const uint8_t* __restrict__ pool, const int* __restrict__ indices,
+                     const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, float sm_scale,
+                     long long* __restrict__ cycles) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  PairShared& smem = *reinterpret_cast<PairShared*>(smem_raw);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int pair = warp % kPairs, half = warp / kPairs;
+  const int g = lane / 4, t = lane % 4;
+  const float score_scale = sm_scale * 1.4426950408889634f;
+  auto pair_barrier = [&]() { asm volatile("bar.sync %0, 64;\n" ::"r"(1 + pair) : "memory"); };
+  const long long start = clock64();
+
+#pragma unroll 1
+  for (int n_unit = 0; n_unit < units_per_cta; ++n_unit) {
+    const int unit = n_unit * gridDim.x + blockIdx.x;
+    __syncthreads();  // the previous unit's merge has read the shared partials
+    build_q_fragments(q, unit, smem.q_fragments);
+    __syncthreads();
+
+    const int* list = indices + size_t(unit) * kUnitCandidates + pair * (kUnitCandidates / kPairs);
+    const uint32_t stage_base = cake::cuda::smem_address(smem.staging[pair][0]);
+    const uint32_t q_fragment_base = cake::cuda::smem_address(&smem.q_fragments[16 * half][lane]);
+    constexpr int kStageBytes = kStep * kStageStride;
+    // Each warp copies half the step's rows (8 h ..): lane l a quarter (96 bytes) of row 8 h + l / 4.
+    auto stage_step = [&](int row_index, uint32_t buffer) {
+      const uint8_t* own_row = pool + size_t(row_index) * kRowBytes;
+      const int row = 8 * half + lane / 4, quarter = lane % 4;
+      const uint8_t* source = reinterpret_cast<const uint8_t*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(own_row), row)) + 96 * quarter;
+      const uint32_t destination = buffer + row * kStageStride + 96 * quarter;
+#pragma unroll
+      for (int i = 0; i < 6; ++i) cake::cuda::cp_async_16(destination + 16 * i, source + 16 * i, true);
+      cake::cuda::cp_async_commit();
+    };
+    auto step_index = [&](int s) { return list[(s < kPairStepsPerUnit ? s : 0) * kStep + lane % kStep]; };
+
+    float o[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float reference[2] = {-INFINITY, -INFINITY};
+    float sums[2] = {0.f, 0.f};
+    stage_step(step_index(0), stage_base);
+    int index_next = step_index(1);
+
+#pragma unroll 1
+    for (int s = 0; s < kPairStepsPerUnit; ++s) {
+      if (s + 1 < kPairStepsPerUnit) {
+        stage_step(index_next, stage_base + ((s + 1) % kPairBuffers) * kStageBytes);
+        index_next = step_index(s + 2);
+        cake::cuda::cp_async_wait<1>();
+      } else {
+        cake::cuda::cp_async_wait<0>();
+      }
+      pair_barrier();  // both warps' copies of this step landed
+      const uint32_t rows = stage_base + (s % kPairBuffers) * kStageBytes;
+      const uint32_t top_row = rows + g * kStageStride;
+      const uint32_t bottom_row = rows + (g + 8) * kStageStride;
+
+      float sp[4][4] = {};
+      auto qk_step = [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {  // ks: this half's 0..15
+        const uint2 b = lds_64(q_fragment_base + ks * 32 * sizeof(uint2));
+        const uint32_t a[4] = {a0, a1, a2, a3};
+        mma_bf16_16x8x16(sp[ks % 4], a, b.x, b.y);
+      };
+      if (half == 0) {
+#pragma unroll 1
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t q_piece = q_fragment_base + 8 * i * 32 * sizeof(uint2);
+          for_piece_k_steps<4, kPlacement>(load_chunk_piece(top_row, t, i), load_chunk_piece(bottom_row, t, i),
+                                           [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+                                             const uint2 b = lds_64(q_piece + ks * 32 * sizeof(uint2));
+                                             const uint32_t a[4] = {a0, a1, a2, a3};
+                                             mma_bf16_16x8x16(sp[ks % 4], a, b.x, b.y);
+                                           });
+        }
+      } else {
+        for_piece_k_steps<4, kPlacement>(load_chunk_piece(top_row, t, 2), load_chunk_piece(bottom_row, t, 2), qk_step);
+        for_piece_k_steps<2, kPlacement>(load_tail_piece(top_row, t), load_tail_piece(bottom_row, t),
+                                         [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { qk_step(8 + ks, a0, a1, a2, a3); });
+        for_rope_k_steps(top_row, bottom_row, t,
+                         [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { qk_step(ks - 16, a0, a1, a2, a3); });
+      }
+      smem.scores[pair][s & 1][half][lane] =
+          make_float4(sp[0][0] + sp[1][0] + sp[2][0] + sp[3][0], sp[0][1] + sp[1][1] + sp[2][1] + sp[3][1],
+                      sp[0][2] + sp[1][2] + sp[2][2] + sp[3][2], sp[0][3] + sp[1][3] + sp[2][3] + sp[3][3]);
+      pair_barrier();
+      const float4 low = smem.scores[pair][s & 1][0][lane], high = smem.scores[pair][s & 1][1][lane];
+      const float score[4] = {(low.x + high.x) * score_scale, (low.y + high.y) * score_scale,
+                              (low.z + high.z) * score_scale, (low.w + high.w) * score_scale};
+
+      float step_max[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m = fmaxf(score[h], score[2 + h]);
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+        step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+      }
+      const bool moves = step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f;
+      if (__any_sync(0xffffffffu, moves)) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float now = fmaxf(reference[h], step_max[h]);
+          const float factor = reference[h] == -INFINITY ? 0.f : fast_exp2_ftz(reference[h] - now);
+          reference[h] = now;
+          sums[h] *= factor;
+#pragma unroll
+          for (int j = 0; j < 16; ++j) {
+            o[j][h] *= factor;
+            o[j][2 + h] *= factor;
+          }
+        }
+      }
+      float p[4];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        p[v] = fast_exp2_ftz(score[v] - reference[v % 2]);
+        sums[v % 2] += p[v];
+      }
+      const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p[0], p[1]));
+      const uint32_t pb1 = movmatrix_trans(pack_bf16x2(p[2], p[3]));
+
+      auto pv_step = [&](int j, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {  // j: this half's m-tile
+        const uint32_t a[4] = {movmatrix_trans(a0), movmatrix_trans(a2), movmatrix_trans(a1), movmatrix_trans(a3)};
+        mma_bf16_16x8x16(o[j], a, pb0, pb1);
+      };
+      if (half == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          for_piece_k_steps<4, kPlacement>(load_chunk_piece(top_row, t, i), load_chunk_piece(bottom_row, t, i),
+                                           [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { pv_step(8 * i + ks, a0, a1, a2, a3); });
+      } else {
+        for_piece_k_steps<4, kPlacement>(load_chunk_piece(top_row, t, 2), load_chunk_piece(bottom_row, t, 2), pv_step);
+        for_piece_k_steps<2, kPlacement>(load_tail_piece(top_row, t), load_tail_piece(bottom_row, t),
+                                         [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { pv_step(8 + ks, a0, a1, a2, a3); });
+        for_rope_k_steps(top_row, bottom_row, t,
+                         [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) { pv_step(ks - 16, a0, a1, a2, a3); });
+      }
+    }
+
+    // The unit's end: the pair's reference and row sums (the same in both halves), each half's
+    // m-tiles of O^T, then the eight pairs merged.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float total = sums[h];
+      total += __shfl_xor_sync(0xffffffffu, total, 4);
+      total += __shfl_xor_sync(0xffffffffu, total, 8);
+      total += __shfl_xor_sync(0xffffffffu, total, 16);
+      if (g == 0 && half == 0) {
+        smem.unit_reference[pair][2 * t + h] = reference[h];
+        smem.unit_sum[pair][2 * t + h] = total;
+      }
+    }
+    __syncthreads();  // every pair is done with its staging (the partials overlay it)
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<float4*>(smem.partial[pair][16 * half + j][lane]) = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
+    __syncthreads();
+    merge_unit(smem.partial, smem.unit_reference, smem.unit_sum, unit, out);
+  }
+  const long long elapsed = clock64() - start;
+  if (lane == 0) cycles[size_t(blockIdx.x) * kPairWarps + warp] = elapsed;
+}
+
+uint32_t next_random(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return uint32_t(state >> 33);
+}
+
+double e2m1_value(int code) {
+  static const double magnitude[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  return (code & 8 ? -1 : 1) * magnitude[code & 7];
+}
+double e4m3_value(int byte) {
+  const int exponent = (byte >> 3) & 15, mantissa = byte & 7;
+  const double v = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1 + mantissa / 8.0, exponent - 7);
+  return byte & 0x80 ? -v : v;
+}
+double bf16_value(uint16_t bits) {
+  const uint32_t word = uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &word, 4);
+  return f;
+}
+uint16_t bf16_bits(float f) {  // round to nearest even (finite inputs)
+  uint32_t word;
+  std::memcpy(&word, &f, 4);
+  return uint16_t((word + 0x7fffu + ((word >> 16) & 1)) >> 16);
+}
+
+}  // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
+  int device = 0, sms = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int units_per_cta = 4;
+  const size_t units = size_t(sms) * units_per_cta;
+  const float sm_scale = 1.f / std::sqrt(576.f);
+  uint64_t state = 12345;
+  std::vector<uint8_t> pool(size_t(kPoolRows) * kRowBytes);
+  for (int r = 0; r < kPoolRows; ++r) {
+    uint8_t* row = &pool[size_t(r) * kRowBytes];
+    for (int i = 0; i < kRopeOffset; ++i) row[i] = uint8_t(next_random(state));
+    for (int i = 0; i < 64; ++i) {  // RoPE: bf16 of magnitude below ~4
+      const float value = (int(next_random(state) % 2001) - 1000) / 250.f;
+      const uint16_t bits = bf16_bits(value);
+      std::memcpy(row + kRopeOffset + 2 * i, &bits, 2);
+    }
+    for (int i = 0; i < 28; ++i) row[kScaleOffset + i] = uint8_t(0x20 + next_random(state) % 0x20);  // 2^-3 .. ~2
+    for (int i = 28; i < 32; ++i) row[kScaleOffset + i] = 0;
+  }
+  std::vector<int> indices(units * kUnitCandidates);
+  for (auto& i : indices) i = int(next_random(state) % kPoolRows);
+  std::vector<uint16_t> q(units * kHeads * kDims);
+  for (auto& v : q) v = bf16_bits((int(next_random(state) % 2001) - 1000) / 1000.f);
+  uint8_t* pool_d = nullptr;
+  int* indices_d = nullptr;
+  uint16_t *q_d = nullptr, *out_d = nullptr;
+  long long* cycles_d = nullptr;
+  CHECK_CUDA(cudaMalloc(&pool_d, pool.size()));
+  CHECK_CUDA(cudaMalloc(&indices_d, indices.size() * sizeof(int)));
+  CHECK_CUDA(cudaMalloc(&q_d, q.size() * 2));
+  CHECK_CUDA(cudaMalloc(&out_d, q.size() * 2));
+  CHECK_CUDA(cudaMalloc(&cycles_d, size_t(sms) * kPairWarps * sizeof(long long)));
+  CHECK_CUDA(cudaMemcpy(pool_d, pool.data(), pool.size(), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(indices_d, indices.data(), indices.size() * sizeof(int), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(q_d, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));  // NaN: every output must be written
+
+  // The first units' outputs against float64 (the exact dequantized rows, q as given).
+  auto check_outputs = [&](const std::vector<uint16_t>& out) {
+    size_t unwritten = 0;
+    for (uint16_t v : out) unwritten += (v & 0x7fff) > 0x7f80;
+    auto cache_value = [&](const uint8_t* row, int d) {
+      if (d < kNope) return e2m1_value((row[d / 2] >> (4 * (d % 2))) & 15) * e4m3_value(row[kScaleOffset + d / 16]);
+      uint16_t bits;
+      std::memcpy(&bits, row + kRopeOffset + 2 * (d - kNope), 2);
+      return bf16_value(bits);
+    };
+    double worst = 0.;
+    const int checked_units = 8;
+    std::vector<double> logits(kUnitCandidates), row_values(kDims);
+    for (int unit = 0; unit < checked_units; ++unit) {
+      for (int head = 0; head < kHeads; ++head) {
+        double top = -INFINITY;
+        for (int c = 0; c < kUnitCandidates; ++c) {
+          const uint8_t* row = &pool[size_t(indices[size_t(unit) * kUnitCandidates + c]) * kRowBytes];
+          double dot = 0.;
+          for (int d = 0; d < kDims; ++d) dot += cache_value(row, d) * bf16_value(q[(size_t(unit) * kHeads + head) * kDims + d]);
+          logits[c] = dot * sm_scale;
+          top = std::max(top, logits[c]);
+        }
+        std::fill(row_values.begin(), row_values.end(), 0.);
+        double total = 0.;
+        for (int c = 0; c < kUnitCandidates; ++c) {
+          const double weight = std::exp(logits[c] - top);
+          total += weight;
+          const uint8_t* row = &pool[size_t(indices[size_t(unit) * kUnitCandidates + c]) * kRowBytes];
+          for (int d = 0; d < kDims; ++d) row_values[d] += weight * cache_value(row, d);
+        }
+        double error = 0., norm = 0.;
+        for (int d = 0; d < kDims; ++d) {
+          const double reference = row_values[d] / total;
+          const double got = bf16_value(out[(size_t(unit) * kHeads + head) * kDims + d]);
+          error += (got - reference) * (got - reference);
+          norm += reference * reference;
+        }
+        worst = std::max(worst, std::sqrt(error / norm));
+      }
+    }
+    const bool pass = unwritten == 0 && worst < 1e-2;
+    std::printf("  outputs never written: %zu of %zu; worst relative L2 error of the first %d units' head rows: "
+                "%.2e (%s)\n",
+                unwritten, out.size(), checked_units, worst, pass ? "pass" : "FAIL");
+    return pass;
+  };
+  std::printf("%d CTAs (one an SM), %d units a CTA of %d candidates, 8 heads; cycles a 64-candidate chunk an SM "
+              "(median over CTAs of the slowest warp), three launches after a warm-up\n",
+              sms, units_per_cta, kUnitCandidates);
+  std::printf("| form | bit placement | warps | registers | local bytes | shared bytes | cycles a chunk |\n"
+              "|---|---|---|---|---|---|---|\n");
+  // Times one kernel, then checks its outputs: every one written, within 1e-2 of float64, and, for
+  // a second bit placement of the same form, the same bits as the first (the placements give the
+  // same pairs; the two forms add S^T's partial sums in different orders, so other bits).
+  std::vector<uint16_t> form_out;
+  bool all_pass = true;
+  auto time_kernel = [&](auto kernel, const char* form, const char* placement, int warps, int smem, bool same_form) {
+    CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));  // NaN: every output must be written
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cudaFuncAttributes attributes{};
+    CHECK_CUDA(cudaFuncGetAttributes(&attributes, kernel));
+    std::vector<double> per_chunk_runs;
+    for (int launch = 0; launch < 4; ++launch) {  // the first warms up
+      kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, units_per_cta, sm_scale, cycles_d);
+      CHECK_CUDA(cudaGetLastError());
+      CHECK_CUDA(cudaDeviceSynchronize());
+      if (launch == 0) continue;
+      std::vector<long long> cycles(size_t(sms) * warps);
+      CHECK_CUDA(cudaMemcpy(cycles.data(), cycles_d, cycles.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+      std::vector<double> per_chunk;
+      const double chunks = double(units_per_cta) * kUnitCandidates / 64;
+      for (int cta = 0; cta < sms; ++cta) {
+        long long worst = 0;
+        for (int w = 0; w < warps; ++w) worst = std::max(worst, cycles[size_t(cta) * warps + w]);
+        per_chunk.push_back(double(worst) / chunks);
+      }
+      std::sort(per_chunk.begin(), per_chunk.end());
+      per_chunk_runs.push_back(per_chunk[per_chunk.size() / 2]);
+    }
+    std::printf("| %s | %s | %d | %d | %d | %d |", form, placement, warps, attributes.numRegs,
+                int(attributes.localSizeBytes), smem);
+    for (double c : per_chunk_runs) std::printf(" %.0f", c);
+    std::printf(" |\n");
+    std::vector<uint16_t> out(q.size());
+    CHECK_CUDA(cudaMemcpy(out.data(), out_d, out.size() * 2, cudaMemcpyDeviceToHost));
+    if (same_form) {
+      const bool same_bits = out == form_out;
+      std::printf("  the same bits as the form's first placement: %s\n", same_bits ? "yes" : "NO (FAIL)");
+      all_pass = same_bits && all_pass;
+    } else {
+      all_pass = check_outputs(out) && all_pass;
+    }
+    form_out = out;
+  };
+  time_kernel(eight_head_register<hop::BitPlacement::kMultiply>, "warp owns O^T", "multiply", kWarps,
+              int(sizeof(Shared)), false);
+  time_kernel(eight_head_register<hop::BitPlacement::kShifts>, "warp owns O^T", "shifts", kWarps, int(sizeof(Shared)),
+              true);
+  time_kernel(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", "multiply", kPairWarps,
+              int(sizeof(PairShared)), false);
+  std::printf("all checks: %s\n", all_pass ? "pass" : "FAIL");
+  CHECK_CUDA(cudaFree(pool_d));
+  CHECK_CUDA(cudaFree(indices_d));
+  CHECK_CUDA(cudaFree(q_d));
+  CHECK_CUDA(cudaFree(out_d));
+  CHECK_CUDA(cudaFree(cycles_d));
+  return all_pass ? 0 : 1;
+}
