@@ -196,6 +196,90 @@ __device__ __forceinline__ void for_rope_k_steps(uint32_t top_row, uint32_t bott
   }
 }
 
+// A warp's online softmax over a step's 16 candidates, from its S^T fragment (score[v]: head
+// 2t + v % 2 of candidate rows g (v < 2) and g + 8, already in log2 units): the step's maximum a
+// head, the reference moved (and O^T and the sums rescaled) only when a head's maximum passes it
+// by more than 8, the weights, and P^T's B fragments (the packed S^T halves, rows 0..7 and 8..15,
+// transposed). kMTiles: the m-tiles of O^T this warp holds.
+template <int kMTiles>
+__device__ __forceinline__ void step_softmax(const float (&score)[4], float (&reference)[2], float (&sums)[2],
+                                             float (&o)[kMTiles][4], uint32_t& pb0, uint32_t& pb1) {
+  float step_max[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = fmaxf(score[h], score[2 + h]);
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+    step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+  }
+  const bool moves = step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f;
+  if (__any_sync(0xffffffffu, moves)) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float now = fmaxf(reference[h], step_max[h]);
+      const float factor = reference[h] == -INFINITY ? 0.f : fast_exp2_ftz(reference[h] - now);
+      reference[h] = now;
+      sums[h] *= factor;
+#pragma unroll
+      for (int j = 0; j < kMTiles; ++j) {
+        o[j][h] *= factor;
+        o[j][2 + h] *= factor;
+      }
+    }
+  }
+  float p[4];
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    p[v] = fast_exp2_ftz(score[v] - reference[v % 2]);
+    sums[v % 2] += p[v];
+  }
+  pb0 = movmatrix_trans(pack_bf16x2(p[0], p[1]));
+  pb1 = movmatrix_trans(pack_bf16x2(p[2], p[3]));
+}
+
+// O^T's m-tile += V^T P^T for one k-step's K fragments: V^T's 8 x 8 blocks are K's moved to the
+// other pairing (row g's slots 0..7 become m-rows 0..7 of candidates 0..7 (a0), its slots 8..15
+// m-rows 8..15 (a1); row g + 8's the same for candidates 8..15 (a2, a3)).
+__device__ __forceinline__ void pv_k_step(float (&o_tile)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t pb0, uint32_t pb1) {
+  const uint32_t a[4] = {movmatrix_trans(a0), movmatrix_trans(a2), movmatrix_trans(a1), movmatrix_trans(a3)};
+  mma_bf16_16x8x16(o_tile, a, pb0, pb1);
+}
+
+// A unit's end for one owner of O^T: its reference and row sums (summed over the lanes of a head)
+// into the shared totals, by the lanes with g = 0 of the warp that `writes`.
+__device__ __forceinline__ void publish_unit_totals(const float (&reference)[2], const float (&sums)[2], int owner,
+                                                    bool writes, float (&unit_reference)[kOwners][kHeads],
+                                                    float (&unit_sum)[kOwners][kHeads]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float total = sums[h];
+    total += __shfl_xor_sync(0xffffffffu, total, 4);
+    total += __shfl_xor_sync(0xffffffffu, total, 8);
+    total += __shfl_xor_sync(0xffffffffu, total, 16);
+    if (g == 0 && writes) {
+      unit_reference[owner][2 * t + h] = reference[h];
+      unit_sum[owner][2 * t + h] = total;
+    }
+  }
+}
+
+// A lane's part of a step's row copies, then the commit: `kCopies` 16-byte pieces from byte
+// `offset` of the step's row `row`, whose index lane `row` holds (`row_index`: lane l's is the
+// step's candidate l % 16), into its place in a staging buffer.
+template <int kCopies>
+__device__ __forceinline__ void stage_row_part(const uint8_t* __restrict__ pool, int row_index, int row, int offset,
+                                               uint32_t buffer) {
+  const uint8_t* own_row = pool + size_t(row_index) * kRowBytes;
+  const uint8_t* source =
+      reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(own_row), row)) + offset;
+  const uint32_t destination = buffer + row * kStageStride + offset;
+#pragma unroll
+  for (int i = 0; i < kCopies; ++i) cake::cuda::cp_async_16(destination + 16 * i, source + 16 * i, true);
+  cake::cuda::cp_async_commit();
+}
+
 // Q^T's fragments for a unit's token, in the decode's dim order (NoPE dims times 2^9), built by
 // the whole CTA.
 __device__ void build_q_fragments(const uint16_t* __restrict__ q, int unit, uint2 (&fragments)[kKSteps][32]) {
@@ -266,14 +350,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     // pieces) of row l / 2, so that one shuffle gives a lane its row. `row_index` (lane l: the step's
     // candidate l % 16) is loaded two steps ahead, so that the copies' issue never waits for it.
     auto stage_step = [&](int row_index, uint32_t buffer) {
-      const uint8_t* own_row = pool + size_t(row_index) * kRowBytes;
-      const int row = lane / 2, half = lane % 2;
-      const uint8_t* source = reinterpret_cast<const uint8_t*>(
-          __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(own_row), row)) + 192 * half;
-      const uint32_t destination = buffer + row * kStageStride + 192 * half;
-#pragma unroll
-      for (int i = 0; i < kStageCopies / 32; ++i) cake::cuda::cp_async_16(destination + 16 * i, source + 16 * i, true);
-      cake::cuda::cp_async_commit();
+      stage_row_part<kStageCopies / 32>(pool, row_index, lane / 2, 192 * (lane % 2), buffer);
     };
     auto step_index = [&](int s) { return list[(s < kStepsPerWarp ? s : 0) * kStep + lane % kStep]; };
 
@@ -327,46 +404,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 #pragma unroll
       for (int v = 0; v < 4; ++v) score[v] = (sp[0][v] + sp[1][v] + sp[2][v] + sp[3][v]) * score_scale;
 
-      // Softmax over the step's 16 candidates: head 2t + v % 2 of rows g (v < 2) and g + 8.
-      float step_max[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float m = fmaxf(score[h], score[2 + h]);
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-        step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-      }
-      const bool moves = step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f;
-      if (__any_sync(0xffffffffu, moves)) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float now = fmaxf(reference[h], step_max[h]);
-          const float factor = reference[h] == -INFINITY ? 0.f : fast_exp2_ftz(reference[h] - now);
-          reference[h] = now;
-          sums[h] *= factor;
-#pragma unroll
-          for (int j = 0; j < kKSteps; ++j) {
-            o[j][h] *= factor;
-            o[j][2 + h] *= factor;
-          }
-        }
-      }
-      float p[4];
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        p[v] = fast_exp2_ftz(score[v] - reference[v % 2]);
-        sums[v % 2] += p[v];
-      }
-      // P^T's B fragments: the packed S^T halves (rows 0..7, 8..15) transposed.
-      const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p[0], p[1]));
-      const uint32_t pb1 = movmatrix_trans(pack_bf16x2(p[2], p[3]));
+      uint32_t pb0, pb1;
+      step_softmax(score, reference, sums, o, pb0, pb1);
 
       // PV: each k-step's K fragments decoded again and moved to V^T's pairing (m-tile j = k-step j).
-      // V^T's 8 x 8 blocks: row g's slots 0..7 become m-rows 0..7 of candidates 0..7 (a0), its
-      // slots 8..15 m-rows 8..15 (a1); row g + 8's the same for candidates 8..15 (a2, a3).
       auto pv_step = [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
-        const uint32_t a[4] = {movmatrix_trans(a0), movmatrix_trans(a2), movmatrix_trans(a1), movmatrix_trans(a3)};
-        mma_bf16_16x8x16(o[ks], a, pb0, pb1);
+        pv_k_step(o[ks], a0, a1, a2, a3, pb0, pb1);
       };
 #pragma unroll
       for (int i = 0; i < 3; ++i)
@@ -378,17 +421,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     }
 
     // The unit's end: each warp's reference and row sums, its O^T, then the eight merged.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float total = sums[h];
-      total += __shfl_xor_sync(0xffffffffu, total, 4);
-      total += __shfl_xor_sync(0xffffffffu, total, 8);
-      total += __shfl_xor_sync(0xffffffffu, total, 16);
-      if (g == 0) {
-        smem.unit_reference[warp][2 * t + h] = reference[h];
-        smem.unit_sum[warp][2 * t + h] = total;
-      }
-    }
+    publish_unit_totals(reference, sums, warp, true, smem.unit_reference, smem.unit_sum);
     __syncthreads();  // every warp is done with its staging (the partials overlay it)
 #pragma unroll
     for (int j = 0; j < kKSteps; ++j)
@@ -448,14 +481,7 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
     constexpr int kStageBytes = kStep * kStageStride;
     // Each warp copies half the step's rows (8 h ..): lane l a quarter (96 bytes) of row 8 h + l / 4.
     auto stage_step = [&](int row_index, uint32_t buffer) {
-      const uint8_t* own_row = pool + size_t(row_index) * kRowBytes;
-      const int row = 8 * half + lane / 4, quarter = lane % 4;
-      const uint8_t* source = reinterpret_cast<const uint8_t*>(
-          __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(own_row), row)) + 96 * quarter;
-      const uint32_t destination = buffer + row * kStageStride + 96 * quarter;
-#pragma unroll
-      for (int i = 0; i < 6; ++i) cake::cuda::cp_async_16(destination + 16 * i, source + 16 * i, true);
-      cake::cuda::cp_async_commit();
+      stage_row_part<6>(pool, row_index, 8 * half + lane / 4, 96 * (lane % 4), buffer);
     };
     auto step_index = [&](int s) { return list[(s < kPairStepsPerUnit ? s : 0) * kStep + lane % kStep]; };
 
@@ -513,41 +539,11 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
       const float score[4] = {(low.x + high.x) * score_scale, (low.y + high.y) * score_scale,
                               (low.z + high.z) * score_scale, (low.w + high.w) * score_scale};
 
-      float step_max[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float m = fmaxf(score[h], score[2 + h]);
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-        step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-      }
-      const bool moves = step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f;
-      if (__any_sync(0xffffffffu, moves)) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float now = fmaxf(reference[h], step_max[h]);
-          const float factor = reference[h] == -INFINITY ? 0.f : fast_exp2_ftz(reference[h] - now);
-          reference[h] = now;
-          sums[h] *= factor;
-#pragma unroll
-          for (int j = 0; j < 16; ++j) {
-            o[j][h] *= factor;
-            o[j][2 + h] *= factor;
-          }
-        }
-      }
-      float p[4];
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        p[v] = fast_exp2_ftz(score[v] - reference[v % 2]);
-        sums[v % 2] += p[v];
-      }
-      const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p[0], p[1]));
-      const uint32_t pb1 = movmatrix_trans(pack_bf16x2(p[2], p[3]));
+      uint32_t pb0, pb1;
+      step_softmax(score, reference, sums, o, pb0, pb1);
 
       auto pv_step = [&](int j, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {  // j: this half's m-tile
-        const uint32_t a[4] = {movmatrix_trans(a0), movmatrix_trans(a2), movmatrix_trans(a1), movmatrix_trans(a3)};
-        mma_bf16_16x8x16(o[j], a, pb0, pb1);
+        pv_k_step(o[j], a0, a1, a2, a3, pb0, pb1);
       };
       if (half == 0) {
 #pragma unroll
@@ -565,17 +561,7 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
 
     // The unit's end: the pair's reference and row sums (the same in both halves), each half's
     // m-tiles of O^T, then the eight pairs merged.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float total = sums[h];
-      total += __shfl_xor_sync(0xffffffffu, total, 4);
-      total += __shfl_xor_sync(0xffffffffu, total, 8);
-      total += __shfl_xor_sync(0xffffffffu, total, 16);
-      if (g == 0 && half == 0) {
-        smem.unit_reference[pair][2 * t + h] = reference[h];
-        smem.unit_sum[pair][2 * t + h] = total;
-      }
-    }
+    publish_unit_totals(reference, sums, pair, half == 0, smem.unit_reference, smem.unit_sum);
     __syncthreads();  // every pair is done with its staging (the partials overlay it)
 #pragma unroll
     for (int j = 0; j < 16; ++j)
