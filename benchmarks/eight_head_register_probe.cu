@@ -62,8 +62,8 @@ constexpr int kDims = 512;
 constexpr int kNope = 448;
 constexpr int kStep = 16;                  // candidates a warp step (the MMAs' M)
 constexpr int kWarps = 8;
-constexpr int kUnitCandidates = 2048;      // a unit: one token's candidates, shared by the warps
-constexpr int kStepsPerWarp = kUnitCandidates / kWarps / kStep;
+constexpr int kUnitCandidates = 2048;      // the throughput rows' unit: one token's split of 64 x 8 x 4096
+constexpr int kShortUnitCandidates = 128;  // the latency rows' unit: one step a warp (a short decode split)
 constexpr int kRowBytes = 384;             // 352 data bytes, then the 32 scale bytes
 constexpr int kRopeOffset = 224;
 constexpr int kScaleOffset = 352;
@@ -326,7 +326,7 @@ __device__ void merge_unit(const float (&partial)[kOwners][kKSteps][32][4], cons
 template <hop::BitPlacement kPlacement>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     eight_head_register(const uint8_t* __restrict__ pool, const int* __restrict__ indices,
-                        const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, float sm_scale,
+                        const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, int unit_candidates, float sm_scale,
                         long long* __restrict__ cycles) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Shared& smem = *reinterpret_cast<Shared*>(smem_raw);
@@ -342,7 +342,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     build_q_fragments(q, unit, smem.q_fragments);
     __syncthreads();
 
-    const int* list = indices + size_t(unit) * kUnitCandidates + warp * (kUnitCandidates / kWarps);
+    const int steps = unit_candidates / (kWarps * kStep);
+    const int* list = indices + size_t(unit) * unit_candidates + warp * (unit_candidates / kWarps);
     const uint32_t stage_base = cake::cuda::smem_address(smem.staging[warp][0]);
     const uint32_t q_fragment_base = cake::cuda::smem_address(&smem.q_fragments[0][lane]);
     constexpr int kStageBytes = kStep * kStageStride;
@@ -352,7 +353,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     auto stage_step = [&](int row_index, uint32_t buffer) {
       stage_row_part<kStageCopies / 32>(pool, row_index, lane / 2, 192 * (lane % 2), buffer);
     };
-    auto step_index = [&](int s) { return list[(s < kStepsPerWarp ? s : 0) * kStep + lane % kStep]; };
+    auto step_index = [&](int s) { return list[(s < steps ? s : 0) * kStep + lane % kStep]; };
 
     float o[kKSteps][4];
 #pragma unroll
@@ -363,8 +364,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     int index_next = step_index(1);
 
 #pragma unroll 1
-    for (int s = 0; s < kStepsPerWarp; ++s) {
-      if (s + 1 < kStepsPerWarp) {
+    for (int s = 0; s < steps; ++s) {
+      if (s + 1 < steps) {
         __syncwarp();  // every lane is done with the buffer step s - 1 read
         stage_step(index_next, stage_base + ((s + 1) & 1) * kStageBytes);
         index_next = step_index(s + 2);
@@ -440,7 +441,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 // both run the same softmax), and each runs PV over its dims. Two named barriers a step a pair.
 constexpr int kPairs = 8;
 constexpr int kPairWarps = 2 * kPairs;
-constexpr int kPairStepsPerUnit = kUnitCandidates / kPairs / kStep;
 constexpr int kPairBuffers = 3;  // a step's copies go out a step ahead into the buffer read two steps before
 
 struct PairShared {
@@ -457,7 +457,7 @@ struct PairShared {
 template <hop::BitPlacement kPlacement>
 __global__ void __launch_bounds__(kPairWarps * 32, 1)
     eight_head_pairs(const uint8_t* __restrict__ pool, const int* __restrict__ indices,
-                     const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, float sm_scale,
+                     const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, int unit_candidates, float sm_scale,
                      long long* __restrict__ cycles) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   PairShared& smem = *reinterpret_cast<PairShared*>(smem_raw);
@@ -475,7 +475,8 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
     build_q_fragments(q, unit, smem.q_fragments);
     __syncthreads();
 
-    const int* list = indices + size_t(unit) * kUnitCandidates + pair * (kUnitCandidates / kPairs);
+    const int steps = unit_candidates / (kPairs * kStep);
+    const int* list = indices + size_t(unit) * unit_candidates + pair * (unit_candidates / kPairs);
     const uint32_t stage_base = cake::cuda::smem_address(smem.staging[pair][0]);
     const uint32_t q_fragment_base = cake::cuda::smem_address(&smem.q_fragments[16 * half][lane]);
     constexpr int kStageBytes = kStep * kStageStride;
@@ -483,7 +484,7 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
     auto stage_step = [&](int row_index, uint32_t buffer) {
       stage_row_part<6>(pool, row_index, 8 * half + lane / 4, 96 * (lane % 4), buffer);
     };
-    auto step_index = [&](int s) { return list[(s < kPairStepsPerUnit ? s : 0) * kStep + lane % kStep]; };
+    auto step_index = [&](int s) { return list[(s < steps ? s : 0) * kStep + lane % kStep]; };
 
     float o[16][4];
 #pragma unroll
@@ -494,8 +495,8 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
     int index_next = step_index(1);
 
 #pragma unroll 1
-    for (int s = 0; s < kPairStepsPerUnit; ++s) {
-      if (s + 1 < kPairStepsPerUnit) {
+    for (int s = 0; s < steps; ++s) {
+      if (s + 1 < steps) {
         stage_step(index_next, stage_base + ((s + 1) % kPairBuffers) * kStageBytes);
         index_next = step_index(s + 2);
         cake::cuda::cp_async_wait<1>();
@@ -573,6 +574,8 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
   if (lane == 0) cycles[size_t(blockIdx.x) * kPairWarps + warp] = elapsed;
 }
 
+__global__ void empty_kernel() {}
+
 uint32_t next_random(uint64_t& state) {
   state = state * 6364136223846793005ull + 1442695040888963407ull;
   return uint32_t(state >> 33);
@@ -640,10 +643,12 @@ int main() {
   CHECK_CUDA(cudaMemcpy(q_d, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));  // NaN: every output must be written
 
+  int units_run = units_per_cta;  // the units of the kernel being checked, a CTA
   // The first units' outputs against float64 (the exact dequantized rows, q as given).
-  auto check_outputs = [&](const std::vector<uint16_t>& out) {
-    size_t unwritten = 0;
-    for (uint16_t v : out) unwritten += (v & 0x7fff) > 0x7f80;
+  auto check_outputs = [&](const std::vector<uint16_t>& out, int unit_candidates) {
+    size_t unwritten = 0;  // of the units that ran (the latency rows run one a CTA)
+    const size_t written = std::min(out.size(), size_t(sms) * units_run * kHeads * kDims);
+    for (size_t i = 0; i < written; ++i) unwritten += (out[i] & 0x7fff) > 0x7f80;
     auto cache_value = [&](const uint8_t* row, int d) {
       if (d < kNope) return e2m1_value((row[d / 2] >> (4 * (d % 2))) & 15) * e4m3_value(row[kScaleOffset + d / 16]);
       uint16_t bits;
@@ -652,12 +657,12 @@ int main() {
     };
     double worst = 0.;
     const int checked_units = 8;
-    std::vector<double> logits(kUnitCandidates), row_values(kDims);
+    std::vector<double> logits(unit_candidates), row_values(kDims);
     for (int unit = 0; unit < checked_units; ++unit) {
       for (int head = 0; head < kHeads; ++head) {
         double top = -INFINITY;
-        for (int c = 0; c < kUnitCandidates; ++c) {
-          const uint8_t* row = &pool[size_t(indices[size_t(unit) * kUnitCandidates + c]) * kRowBytes];
+        for (int c = 0; c < unit_candidates; ++c) {
+          const uint8_t* row = &pool[size_t(indices[size_t(unit) * unit_candidates + c]) * kRowBytes];
           double dot = 0.;
           for (int d = 0; d < kDims; ++d) dot += cache_value(row, d) * bf16_value(q[(size_t(unit) * kHeads + head) * kDims + d]);
           logits[c] = dot * sm_scale;
@@ -665,10 +670,10 @@ int main() {
         }
         std::fill(row_values.begin(), row_values.end(), 0.);
         double total = 0.;
-        for (int c = 0; c < kUnitCandidates; ++c) {
+        for (int c = 0; c < unit_candidates; ++c) {
           const double weight = std::exp(logits[c] - top);
           total += weight;
-          const uint8_t* row = &pool[size_t(indices[size_t(unit) * kUnitCandidates + c]) * kRowBytes];
+          const uint8_t* row = &pool[size_t(indices[size_t(unit) * unit_candidates + c]) * kRowBytes];
           for (int d = 0; d < kDims; ++d) row_values[d] += weight * cache_value(row, d);
         }
         double error = 0., norm = 0.;
@@ -684,7 +689,7 @@ int main() {
     const bool pass = unwritten == 0 && worst < 1e-2;
     std::printf("  outputs never written: %zu of %zu; worst relative L2 error of the first %d units' head rows: "
                 "%.2e (%s)\n",
-                unwritten, out.size(), checked_units, worst, pass ? "pass" : "FAIL");
+                unwritten, written, checked_units, worst, pass ? "pass" : "FAIL");
     return pass;
   };
   std::printf("%d CTAs (one an SM), %d units a CTA of %d candidates, 8 heads; cycles a 64-candidate chunk an SM "
@@ -704,7 +709,8 @@ int main() {
     CHECK_CUDA(cudaFuncGetAttributes(&attributes, kernel));
     std::vector<double> per_chunk_runs;
     for (int launch = 0; launch < 4; ++launch) {  // the first warms up
-      kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, units_per_cta, sm_scale, cycles_d);
+      kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, units_per_cta, kUnitCandidates, sm_scale,
+                                        cycles_d);
       CHECK_CUDA(cudaGetLastError());
       CHECK_CUDA(cudaDeviceSynchronize());
       if (launch == 0) continue;
@@ -731,7 +737,8 @@ int main() {
       std::printf("  the same bits as the form's first placement: %s\n", same_bits ? "yes" : "NO (FAIL)");
       all_pass = same_bits && all_pass;
     } else {
-      all_pass = check_outputs(out) && all_pass;
+      units_run = units_per_cta;
+      all_pass = check_outputs(out, kUnitCandidates) && all_pass;
     }
     form_out = out;
   };
@@ -741,6 +748,65 @@ int main() {
               true);
   time_kernel(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", "multiply", kPairWarps,
               int(sizeof(PairShared)), false);
+
+  // The latency rows: one unit of 128 candidates a CTA (one step a warp: a short decode split's
+  // work, as 8 x 16 x 1024 gives its CTAs 64), the L2 flushed before each launch (a 256 MB
+  // memset), timed by CUDA events beside an empty kernel timed the same way; and each CTA's own
+  // cycles (its slowest warp, entry to exit).
+  {
+    char* flush = nullptr;
+    const size_t flush_bytes = size_t(256) << 20;
+    CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+    cudaEvent_t before, after;
+    CHECK_CUDA(cudaEventCreate(&before));
+    CHECK_CUDA(cudaEventCreate(&after));
+    auto time_launches = [&](auto launch_once) {
+      std::vector<double> us;
+      for (int launch = 0; launch < 12; ++launch) {  // two warm-ups
+        CHECK_CUDA(cudaMemset(flush, launch & 0xff, flush_bytes));
+        CHECK_CUDA(cudaEventRecord(before));
+        launch_once();
+        CHECK_CUDA(cudaEventRecord(after));
+        CHECK_CUDA(cudaEventSynchronize(after));
+        CHECK_CUDA(cudaGetLastError());
+        float ms = 0.f;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, before, after));
+        if (launch >= 2) us.push_back(1e3 * ms);
+      }
+      std::sort(us.begin(), us.end());
+      return us[us.size() / 2];
+    };
+    const double empty_us = time_launches([&]() { empty_kernel<<<sms, 256>>>(); });
+    std::printf("\nlatency rows: one unit of %d candidates a CTA, %d CTAs, L2 flushed before each launch; an empty "
+                "kernel timed the same way: %.1f us\n",
+                kShortUnitCandidates, sms, empty_us);
+    std::printf("| form | warps | kernel us (events, median of 10) | a CTA's cycles (median over CTAs) |\n|---|---|---|---|\n");
+    auto latency_row = [&](auto kernel, const char* form, int warps, int smem) {
+      CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));
+      const double us = time_launches([&]() {
+        kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, 1, kShortUnitCandidates, sm_scale, cycles_d);
+      });
+      std::vector<long long> cycles(size_t(sms) * warps);
+      CHECK_CUDA(cudaMemcpy(cycles.data(), cycles_d, cycles.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+      std::vector<double> per_cta;
+      for (int cta = 0; cta < sms; ++cta) {
+        long long worst = 0;
+        for (int w = 0; w < warps; ++w) worst = std::max(worst, cycles[size_t(cta) * warps + w]);
+        per_cta.push_back(double(worst));
+      }
+      std::sort(per_cta.begin(), per_cta.end());
+      std::printf("| %s | %d | %.1f | %.0f |\n", form, warps, us, per_cta[per_cta.size() / 2]);
+      std::vector<uint16_t> out(q.size());
+      CHECK_CUDA(cudaMemcpy(out.data(), out_d, out.size() * 2, cudaMemcpyDeviceToHost));
+      units_run = 1;
+      all_pass = check_outputs(out, kShortUnitCandidates) && all_pass;
+    };
+    latency_row(eight_head_register<hop::BitPlacement::kMultiply>, "warp owns O^T", kWarps, int(sizeof(Shared)));
+    latency_row(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", kPairWarps, int(sizeof(PairShared)));
+    CHECK_CUDA(cudaEventDestroy(before));
+    CHECK_CUDA(cudaEventDestroy(after));
+    CHECK_CUDA(cudaFree(flush));
+  }
   std::printf("all checks: %s\n", all_pass ? "pass" : "FAIL");
   CHECK_CUDA(cudaFree(pool_d));
   CHECK_CUDA(cudaFree(indices_d));
