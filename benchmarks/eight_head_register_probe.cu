@@ -27,11 +27,14 @@
 // placement (K times 2^-9 in the NoPE dims, Q's NoPE dims times 2^9, O's times 2^9 at the end).
 //
 // One CTA an SM; a unit is one token's 2048 candidates (the 64 x 8 x 4096 decode's split), in
-// steps of 16. Random rows of 384 bytes (352 data, 32 scale: the page-size-1 layout) from a
+// steps of 16 (the unit's size is a kernel argument). Random rows of 384 bytes (352 data, 32 scale: the page-size-1 layout) from a
 // 65,536-row pool (24 MB, L2-resident), every candidate valid. Prints, per form and bit placement,
 // the median over CTAs of the slowest warp's cycles a chunk (three launches after a warm-up), and
 // checks the outputs: every one written (NaN-poisoned first), the first units' head rows within
 // 1e-2 (relative L2) of a float64 reference on the host, a form's two placements the same bits.
+// Then the latency rows: one unit of 128 candidates a CTA (one step a warp, the size of a short
+// decode split), the L2 flushed before each launch, the kernel timed by CUDA events beside an
+// empty kernel, with each CTA's cycles, and the outputs checked again.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o eight_head_register_probe \
 //       benchmarks/eight_head_register_probe.cu && ./eight_head_register_probe
 // (bash benchmarks/device_suite.sh eight-head-probe builds and runs it).
