@@ -27,8 +27,8 @@
 // placement (K times 2^-9 in the NoPE dims, Q's NoPE dims times 2^9, O's times 2^9 at the end).
 //
 // One CTA an SM; a unit is one token's 2048 candidates (the 64 x 8 x 4096 decode's split), in
-// steps of 16 (the unit's size is a kernel argument). Random rows of 384 bytes (352 data, 32 scale: the page-size-1 layout) from a
-// 65,536-row pool (24 MB, L2-resident), every candidate valid. Prints, per form and bit placement,
+// steps of 16 (the unit's size is a kernel argument). Random rows of 384 bytes (352 data, 32
+// scale: the page-size-1 layout) from a 65,536-row pool (24 MB), every candidate valid. Prints, per form and bit placement,
 // the median over CTAs of the slowest warp's cycles a chunk (three launches after a warm-up), and
 // checks the outputs: every one written (NaN-poisoned first), the first units' head rows within
 // 1e-2 (relative L2) of a float64 reference on the host, a form's two placements the same bits.
