@@ -59,17 +59,18 @@ using cake::cuda::fast_exp2_ftz;
 using cake::cuda::mma_bf16_16x8x16;
 using cake::cuda::pack_bf16x2;
 namespace hop = cake::cuda::hopper;
+namespace nvfp4 = cake::nvfp4;
 
 constexpr int kHeads = 8;
-constexpr int kDims = 512;
-constexpr int kNope = 448;
+constexpr int kDims = nvfp4::kHeadDim;
+constexpr int kNope = nvfp4::kNopeDim;
 constexpr int kStep = 16;                  // candidates a warp step (the MMAs' M)
 constexpr int kWarps = 8;
 constexpr int kUnitCandidates = 2048;      // the throughput rows' unit: one token's split of 64 x 8 x 4096
 constexpr int kShortUnitCandidates = 128;  // the latency rows' unit: one step a warp (a short decode split)
-constexpr int kRowBytes = 384;             // 352 data bytes, then the 32 scale bytes
-constexpr int kRopeOffset = 224;
-constexpr int kScaleOffset = 352;
+constexpr int kRowBytes = nvfp4::kTokenBytes;     // a page of one token: the data row, then its scale row
+constexpr int kRopeOffset = nvfp4::kNopeBytes;
+constexpr int kScaleOffset = nvfp4::kDataRowBytes;
 constexpr int kStageStride = 400;          // 16-byte units (25 g) mod 8 spread the quads' reads over all banks
 constexpr int kStageCopies = kStep * kRowBytes / 16;  // 16-byte copies a step
 constexpr int kKSteps = 32;                // 28 NoPE + 4 RoPE (= the PV m-tiles)
@@ -584,21 +585,6 @@ uint32_t next_random(uint64_t& state) {
   return uint32_t(state >> 33);
 }
 
-double e2m1_value(int code) {
-  static const double magnitude[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
-  return (code & 8 ? -1 : 1) * magnitude[code & 7];
-}
-double e4m3_value(int byte) {
-  const int exponent = (byte >> 3) & 15, mantissa = byte & 7;
-  const double v = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1 + mantissa / 8.0, exponent - 7);
-  return byte & 0x80 ? -v : v;
-}
-double bf16_value(uint16_t bits) {
-  const uint32_t word = uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &word, 4);
-  return f;
-}
 uint16_t bf16_bits(float f) {  // round to nearest even (finite inputs)
   uint32_t word;
   std::memcpy(&word, &f, 4);
@@ -646,17 +632,20 @@ int main() {
   CHECK_CUDA(cudaMemcpy(q_d, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));  // NaN: every output must be written
 
-  int units_run = units_per_cta;  // the units of the kernel being checked, a CTA
   // The first units' outputs against float64 (the exact dequantized rows, q as given).
-  auto check_outputs = [&](const std::vector<uint16_t>& out, int unit_candidates) {
-    size_t unwritten = 0;  // of the units that ran (the latency rows run one a CTA)
+  // units_run: the units a CTA ran (the latency rows run one a CTA; the outputs beyond stay NaN).
+  auto check_outputs = [&](const std::vector<uint16_t>& out, int unit_candidates, int units_run) {
+    size_t unwritten = 0;
     const size_t written = std::min(out.size(), size_t(sms) * units_run * kHeads * kDims);
     for (size_t i = 0; i < written; ++i) unwritten += (out[i] & 0x7fff) > 0x7f80;
-    auto cache_value = [&](const uint8_t* row, int d) {
-      if (d < kNope) return e2m1_value((row[d / 2] >> (4 * (d % 2))) & 15) * e4m3_value(row[kScaleOffset + d / 16]);
+    auto cache_value = [&](const uint8_t* row, int d) -> double {
+      if (d < kNope) {
+        return double(nvfp4::e2m1_to_float((row[d / 2] >> (4 * (d % 2))) & 15)) *
+               nvfp4::e4m3_to_float(row[kScaleOffset + d / 16]);
+      }
       uint16_t bits;
       std::memcpy(&bits, row + kRopeOffset + 2 * (d - kNope), 2);
-      return bf16_value(bits);
+      return nvfp4::bf16_bits_to_float(bits);
     };
     double worst = 0.;
     const int checked_units = 8;
@@ -667,7 +656,7 @@ int main() {
         for (int c = 0; c < unit_candidates; ++c) {
           const uint8_t* row = &pool[size_t(indices[size_t(unit) * unit_candidates + c]) * kRowBytes];
           double dot = 0.;
-          for (int d = 0; d < kDims; ++d) dot += cache_value(row, d) * bf16_value(q[(size_t(unit) * kHeads + head) * kDims + d]);
+          for (int d = 0; d < kDims; ++d) dot += cache_value(row, d) * nvfp4::bf16_bits_to_float(q[(size_t(unit) * kHeads + head) * kDims + d]);
           logits[c] = dot * sm_scale;
           top = std::max(top, logits[c]);
         }
@@ -682,7 +671,7 @@ int main() {
         double error = 0., norm = 0.;
         for (int d = 0; d < kDims; ++d) {
           const double reference = row_values[d] / total;
-          const double got = bf16_value(out[(size_t(unit) * kHeads + head) * kDims + d]);
+          const double got = nvfp4::bf16_bits_to_float(out[(size_t(unit) * kHeads + head) * kDims + d]);
           error += (got - reference) * (got - reference);
           norm += reference * reference;
         }
@@ -740,8 +729,7 @@ int main() {
       std::printf("  the same bits as the form's first placement: %s\n", same_bits ? "yes" : "NO (FAIL)");
       all_pass = same_bits && all_pass;
     } else {
-      units_run = units_per_cta;
-      all_pass = check_outputs(out, kUnitCandidates) && all_pass;
+      all_pass = check_outputs(out, kUnitCandidates, units_per_cta) && all_pass;
     }
     form_out = out;
   };
@@ -801,8 +789,7 @@ int main() {
       std::printf("| %s | %d | %.1f | %.0f |\n", form, warps, us, per_cta[per_cta.size() / 2]);
       std::vector<uint16_t> out(q.size());
       CHECK_CUDA(cudaMemcpy(out.data(), out_d, out.size() * 2, cudaMemcpyDeviceToHost));
-      units_run = 1;
-      all_pass = check_outputs(out, kShortUnitCandidates) && all_pass;
+      all_pass = check_outputs(out, kShortUnitCandidates, 1) && all_pass;
     };
     latency_row(eight_head_register<hop::BitPlacement::kMultiply>, "warp owns O^T", kWarps, int(sizeof(Shared)));
     latency_row(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", kPairWarps, int(sizeof(PairShared)));
