@@ -124,3 +124,24 @@ def test_development_defines_reach_both_compilers(tmp_path):
     args = json.loads(result.stdout.strip().splitlines()[-1])
     assert "-DCAKE_PROBE_DEFINE=3" in args["cxx"] and "-DCAKE_PROBE_DEFINE=3" in args["nvcc"]
     assert "-Xptxas" in args["nvcc"] and "-Xptxas" not in args["cxx"] and "-v" not in args["cxx"]
+
+
+def test_eight_head_probe_builds_and_its_warp_form_keeps_o_in_registers(tmp_path):
+    """benchmarks/eight_head_register_probe.cu builds for sm_90a, and its form where a warp owns
+    O^T (128 registers of it a thread, the rest of the 255 for the two decodes) compiles without a
+    spill: its recorded cycles a chunk (docs/benchmarks.md, "An eight-head decode with O in
+    registers (a probe), ...") were measured that way. The pair form may spill a few bytes."""
+    report = _ptxas_report("benchmarks/eight_head_register_probe.cu", (), tmp_path)
+    function, spills = None, {}
+    for line in report.splitlines():
+        entry = re.search(r"Compiling entry function '(\w+)'", line)
+        if entry:
+            function = entry.group(1)
+        elif "spill stores" in line and function is not None:
+            spills[function] = line.strip()
+    # Mangled names: the kernel's name follows its length (the file's name is in every one).
+    warp_forms = {name: line for name, line in spills.items() if "19eight_head_register" in name}
+    assert len(warp_forms) == 2 and any("16eight_head_pairs" in name for name in spills), report[-2000:]
+    spilling = [line for line in warp_forms.values()
+                if not re.search(r"\b0 bytes spill stores, 0 bytes spill loads", line)]
+    assert not spilling, "\n".join(spilling)
