@@ -77,6 +77,7 @@ constexpr int kKSteps = 32;                // 28 NoPE + 4 RoPE (= the PV m-tiles
 constexpr int kNopeKSteps = 28;
 constexpr int kPoolRows = 65536;
 constexpr int kOwners = 8;                 // O^T partials merged at a unit's end (warps, or warp pairs)
+constexpr int kPhases = 5;                 // the latency rows' phase stamps (eight_head_register)
 
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
   uint32_t d;
@@ -331,13 +332,20 @@ template <hop::BitPlacement kPlacement>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     eight_head_register(const uint8_t* __restrict__ pool, const int* __restrict__ indices,
                         const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, int unit_candidates, float sm_scale,
-                        long long* __restrict__ cycles) {
+                        long long* __restrict__ cycles, long long* __restrict__ phases) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Shared& smem = *reinterpret_cast<Shared*>(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const float score_scale = sm_scale * 1.4426950408889634f;
   const long long start = clock64();
+  // The latency rows' phases (thread 0, the CTA's first unit): cycles from the entry to Q's
+  // fragments stored, to step 0's rows landed, to its softmax done, to the last step's PV issued,
+  // to the merge's stores issued.
+  const bool stamps = phases != nullptr && threadIdx.x == 0;
+  auto stamp = [&](int n_unit, int phase) {
+    if (stamps && n_unit == 0) phases[size_t(blockIdx.x) * kPhases + phase] = clock64() - start;
+  };
 
 #pragma unroll 1
   for (int n_unit = 0; n_unit < units_per_cta; ++n_unit) {
@@ -345,6 +353,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     __syncthreads();  // the previous unit's merge has read the shared partials
     build_q_fragments(q, unit, smem.q_fragments);
     __syncthreads();
+    stamp(n_unit, 0);
 
     const int steps = unit_candidates / (kWarps * kStep);
     const int* list = indices + size_t(unit) * unit_candidates + warp * (unit_candidates / kWarps);
@@ -378,6 +387,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         cake::cuda::cp_async_wait<0>();
       }
       __syncwarp();
+      if (s == 0) stamp(n_unit, 1);
       const uint32_t rows = stage_base + (s & 1) * kStageBytes;
 
       // QK^T: four accumulator chains (k-steps by their index mod 4) to keep the MMAs apart.
@@ -411,6 +421,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
       uint32_t pb0, pb1;
       step_softmax(score, reference, sums, o, pb0, pb1);
+      if (s == 0) stamp(n_unit, 2);
 
       // PV: each k-step's K fragments decoded again and moved to V^T's pairing (m-tile j = k-step j).
       auto pv_step = [&](int ks, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
@@ -426,6 +437,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     }
 
     // The unit's end: each warp's reference and row sums, its O^T, then the eight merged.
+    stamp(n_unit, 3);
     publish_unit_totals(reference, sums, warp, true, smem.unit_reference, smem.unit_sum);
     __syncthreads();  // every warp is done with its staging (the partials overlay it)
 #pragma unroll
@@ -433,6 +445,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       *reinterpret_cast<float4*>(smem.partial[warp][j][lane]) = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
     __syncthreads();
     merge_unit(smem.partial, smem.unit_reference, smem.unit_sum, unit, out);
+    stamp(n_unit, 4);
   }
   const long long elapsed = clock64() - start;
   if (lane == 0) cycles[size_t(blockIdx.x) * kWarps + warp] = elapsed;
@@ -462,7 +475,7 @@ template <hop::BitPlacement kPlacement>
 __global__ void __launch_bounds__(kPairWarps * 32, 1)
     eight_head_pairs(const uint8_t* __restrict__ pool, const int* __restrict__ indices,
                      const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, int unit_candidates, float sm_scale,
-                     long long* __restrict__ cycles) {
+                     long long* __restrict__ cycles, long long* __restrict__ /*phases: not recorded by this form*/) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   PairShared& smem = *reinterpret_cast<PairShared*>(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -702,7 +715,7 @@ int main() {
     std::vector<double> per_chunk_runs;
     for (int launch = 0; launch < 4; ++launch) {  // the first warms up
       kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, units_per_cta, kUnitCandidates, sm_scale,
-                                        cycles_d);
+                                        cycles_d, nullptr);
       CHECK_CUDA(cudaGetLastError());
       CHECK_CUDA(cudaDeviceSynchronize());
       if (launch == 0) continue;
@@ -740,21 +753,24 @@ int main() {
   time_kernel(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", "multiply", kPairWarps,
               int(sizeof(PairShared)), false);
 
-  // The latency rows: one unit of 128 candidates a CTA (one step a warp: a short decode split's
-  // work, as 8 x 16 x 1024 gives its CTAs 64), the L2 flushed before each launch (a 256 MB
-  // memset), timed by CUDA events beside an empty kernel timed the same way; and each CTA's own
-  // cycles (its slowest warp, entry to exit).
+  // The latency rows: one unit a CTA of 128 candidates (one step a warp: a short decode split's
+  // work, as 8 x 16 x 1024 gives its CTAs 64) or 512 (four steps), timed by CUDA events beside an
+  // empty kernel timed the same way, with the L2 flushed before each launch (a 256 MB memset) or
+  // not (the pool, indices and code then stay in L2 from the launch before); each CTA's own cycles
+  // (its slowest warp, entry to exit) and, for the warp form, thread 0's phases (median over CTAs).
   {
     char* flush = nullptr;
     const size_t flush_bytes = size_t(256) << 20;
     CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+    long long* phases_d = nullptr;
+    CHECK_CUDA(cudaMalloc(&phases_d, size_t(sms) * kPhases * sizeof(long long)));
     cudaEvent_t before, after;
     CHECK_CUDA(cudaEventCreate(&before));
     CHECK_CUDA(cudaEventCreate(&after));
-    auto time_launches = [&](auto launch_once) {
+    auto time_launches = [&](bool flushed, auto launch_once) {
       std::vector<double> us;
       for (int launch = 0; launch < 12; ++launch) {  // two warm-ups
-        CHECK_CUDA(cudaMemset(flush, launch & 0xff, flush_bytes));
+        if (flushed) CHECK_CUDA(cudaMemset(flush, launch & 0xff, flush_bytes));
         CHECK_CUDA(cudaEventRecord(before));
         launch_once();
         CHECK_CUDA(cudaEventRecord(after));
@@ -767,15 +783,21 @@ int main() {
       std::sort(us.begin(), us.end());
       return us[us.size() / 2];
     };
-    const double empty_us = time_launches([&]() { empty_kernel<<<sms, 256>>>(); });
-    std::printf("\nlatency rows: one unit of %d candidates a CTA, %d CTAs, L2 flushed before each launch; an empty "
-                "kernel timed the same way: %.1f us\n",
-                kShortUnitCandidates, sms, empty_us);
-    std::printf("| form | warps | kernel us (events, median of 10) | a CTA's cycles (median over CTAs) |\n|---|---|---|---|\n");
-    auto latency_row = [&](auto kernel, const char* form, int warps, int smem) {
+    const double empty_flushed = time_launches(true, [&]() { empty_kernel<<<sms, 256>>>(); });
+    const double empty_warm = time_launches(false, [&]() { empty_kernel<<<sms, 256>>>(); });
+    std::printf("\nlatency rows: one unit a CTA, %d CTAs; an empty kernel timed the same way: %.1f us (L2 flushed), "
+                "%.1f us (not)\n",
+                sms, empty_flushed, empty_warm);
+    std::printf("| form | unit candidates | L2 flushed | kernel us (events, median of 10) | a CTA's cycles (median over "
+                "CTAs) | warp form's phases: Q stored, step 0's rows in, its softmax done, last PV issued, merged |\n"
+                "|---|---|---|---|---|---|\n");
+    auto latency_row = [&](auto kernel, const char* form, int warps, int smem, int unit_candidates, bool flushed,
+                           bool with_phases) {
       CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));
-      const double us = time_launches([&]() {
-        kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, 1, kShortUnitCandidates, sm_scale, cycles_d);
+      CHECK_CUDA(cudaMemset(phases_d, 0, size_t(sms) * kPhases * sizeof(long long)));
+      const double us = time_launches(flushed, [&]() {
+        kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, 1, unit_candidates, sm_scale, cycles_d,
+                                          with_phases ? phases_d : nullptr);
       });
       std::vector<long long> cycles(size_t(sms) * warps);
       CHECK_CUDA(cudaMemcpy(cycles.data(), cycles_d, cycles.size() * sizeof(long long), cudaMemcpyDeviceToHost));
@@ -786,15 +808,36 @@ int main() {
         per_cta.push_back(double(worst));
       }
       std::sort(per_cta.begin(), per_cta.end());
-      std::printf("| %s | %d | %.1f | %.0f |\n", form, warps, us, per_cta[per_cta.size() / 2]);
+      std::printf("| %s | %d | %s | %.1f | %.0f |", form, unit_candidates, flushed ? "yes" : "no", us,
+                  per_cta[per_cta.size() / 2]);
+      if (with_phases) {
+        std::vector<long long> phases(size_t(sms) * kPhases);
+        CHECK_CUDA(cudaMemcpy(phases.data(), phases_d, phases.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+        for (int phase = 0; phase < kPhases; ++phase) {
+          std::vector<long long> column;
+          for (int cta = 0; cta < sms; ++cta) column.push_back(phases[size_t(cta) * kPhases + phase]);
+          std::sort(column.begin(), column.end());
+          std::printf(" %lld", column[column.size() / 2]);
+        }
+      } else {
+        std::printf(" -");
+      }
+      std::printf(" |\n");
       std::vector<uint16_t> out(q.size());
       CHECK_CUDA(cudaMemcpy(out.data(), out_d, out.size() * 2, cudaMemcpyDeviceToHost));
-      all_pass = check_outputs(out, kShortUnitCandidates, 1) && all_pass;
+      all_pass = check_outputs(out, unit_candidates, 1) && all_pass;
     };
-    latency_row(eight_head_register<hop::BitPlacement::kMultiply>, "warp owns O^T", kWarps, int(sizeof(Shared)));
-    latency_row(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", kPairWarps, int(sizeof(PairShared)));
+    for (int unit_candidates : {kShortUnitCandidates, 4 * kShortUnitCandidates}) {
+      for (bool flushed : {true, false}) {
+        latency_row(eight_head_register<hop::BitPlacement::kMultiply>, "warp owns O^T", kWarps, int(sizeof(Shared)),
+                    unit_candidates, flushed, true);
+        latency_row(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", kPairWarps,
+                    int(sizeof(PairShared)), unit_candidates, flushed, false);
+      }
+    }
     CHECK_CUDA(cudaEventDestroy(before));
     CHECK_CUDA(cudaEventDestroy(after));
+    CHECK_CUDA(cudaFree(phases_d));
     CHECK_CUDA(cudaFree(flush));
   }
   std::printf("all checks: %s\n", all_pass ? "pass" : "FAIL");
