@@ -12,7 +12,8 @@
 // warp-specialised kernel each fetch their own lines). One CTA an SM, all SMs; thread 0 of each
 // warp records the cycles of each pass. Prints the median over warps of cycles a pass and a
 // pass's cycles per instruction; the L2 is flushed (a 256 MB memset) before a launch or not (the
-// code then stays in L2 from the launch before).
+// code then stays in L2 from the launch before). The first rows look for where the nearest
+// instruction cache ends and whether warps running their own code share one fill path.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o code_fetch_probe \
 //       benchmarks/code_fetch_probe.cu && ./code_fetch_probe
 // (bash benchmarks/device_suite.sh code-fetch-probe builds and runs it).
@@ -134,6 +135,16 @@ int main() {
     std::printf("| %d | %d | %s | %s | %.0f | %.2f | %.0f | %.2f |\n", instructions, warps, code, flushed ? "yes" : "no",
                 median[0], median[0] / instructions, median[1], median[1] / instructions);
   };
+  // Where the nearest instruction cache ends (one warp, the second pass) and whether the streams of
+  // warps running their own copies share one fill path (64 KB of code run in all, split 2 / 4 / 8
+  // ways: a shared path gives each warp's instruction the streams' count times one stream's cost).
+  row(run_code<1536>, 1536, 1, "shared", false);
+  row(run_code<2048>, 2048, 1, "shared", false);
+  row(run_code<3072>, 3072, 1, "shared", false);
+  row(run_own_copies<2048>, 2048, 2, "own copy", false);
+  row(run_own_copies<1024>, 1024, 4, "own copy", false);
+  row(run_own_copies<512>, 512, 8, "own copy", false);
+  row(run_own_copies<512>, 512, 4, "own copy", false);
   for (bool flushed : {true, false}) {
     row(run_code<1024>, 1024, 1, "shared", flushed);
     row(run_code<1024>, 1024, 8, "shared", flushed);
