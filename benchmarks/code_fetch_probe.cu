@@ -42,18 +42,18 @@ __device__ __forceinline__ void straight_line(float (&chain)[kChains]) {
   }
 }
 
-// Every warp runs the same code.
-template <int kInstructions>
-__global__ void __launch_bounds__(kMaxWarps * 32, 1)
-    run_code(float* __restrict__ sink, long long* __restrict__ cycles, int passes) {
+// A kernel's body: `passes` runs of `pass_code` (a warp's own straight code) on the chains, each
+// timed by thread 0 of its warp, then the chains summed into `sink` so that none is dead.
+template <typename PassCode>
+__device__ __forceinline__ void timed_passes(float* __restrict__ sink, long long* __restrict__ cycles, int passes,
+                                             int warp, PassCode&& pass_code) {
   float chain[kChains];
 #pragma unroll
   for (int c = 0; c < kChains; ++c) chain[c] = float(threadIdx.x + c);
-  const int warp = threadIdx.x / 32;
 #pragma unroll 1
   for (int pass = 0; pass < passes; ++pass) {
     const long long start = clock64();
-    straight_line<kInstructions>(chain);
+    pass_code(chain);
     const long long elapsed = clock64() - start;
     if (threadIdx.x % 32 == 0) cycles[(size_t(blockIdx.x) * kMaxWarps + warp) * kPasses + pass] = elapsed;
   }
@@ -63,18 +63,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
   sink[blockIdx.x * blockDim.x + threadIdx.x] = total;
 }
 
+// Every warp runs the same code.
+template <int kInstructions>
+__global__ void __launch_bounds__(kMaxWarps * 32, 1)
+    run_code(float* __restrict__ sink, long long* __restrict__ cycles, int passes) {
+  timed_passes(sink, cycles, passes, threadIdx.x / 32,
+               [](float (&chain)[kChains]) { straight_line<kInstructions>(chain); });
+}
+
 // A launch where warp w runs copy w (w < 8): one kernel per copy would put them in other launches,
 // so the copies are the branches of one kernel.
 template <int kInstructions>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1)
     run_own_copies(float* __restrict__ sink, long long* __restrict__ cycles, int passes) {
-  float chain[kChains];
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) chain[c] = float(threadIdx.x + c);
   const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
-#pragma unroll 1
-  for (int pass = 0; pass < passes; ++pass) {
-    const long long start = clock64();
+  timed_passes(sink, cycles, passes, warp, [warp](float (&chain)[kChains]) {
     switch (warp) {
       case 0: straight_line<kInstructions>(chain); break;
       case 1: straight_line<kInstructions>(chain); break;
@@ -85,13 +88,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
       case 6: straight_line<kInstructions>(chain); break;
       default: straight_line<kInstructions>(chain); break;
     }
-    const long long elapsed = clock64() - start;
-    if (threadIdx.x % 32 == 0) cycles[(size_t(blockIdx.x) * kMaxWarps + warp) * kPasses + pass] = elapsed;
-  }
-  float total = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) total += chain[c];
-  sink[blockIdx.x * blockDim.x + threadIdx.x] = total;
+  });
 }
 
 }  // namespace
