@@ -153,7 +153,7 @@ void run_decode_cuda(DecodeArgs& args) {
 
   cuda::DecodeParams params{};
   static_cast<cuda::PrefillParams&>(params) = attention_params(args, head_blocks);
-  params.num_splits = int(plan.num_splits);
+  cuda::set_decode_splits(params, int(plan.num_splits));
   if (plan.num_splits > 1) {
     params.mid_out = args.mid_out.data_ptr<float>();
     params.mid_lse = args.mid_lse.data_ptr<float>();

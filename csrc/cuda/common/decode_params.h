@@ -14,13 +14,26 @@ struct DecodeParams : PrefillParams {
   float* mid_out;
   float* mid_lse;
   int num_splits;  // splits per (token, head block); chunks as in csrc/common/decode_splits.h
+  // C / num_splits and C % num_splits, C = both lists' chunks by their widths: a split's chunk
+  // range in 32 bits (decode_split_first_chunk_u32).
+  int split_chunks_quotient;
+  int split_chunks_remainder;
 };
+
+// num_splits and the two constants of its chunk ranges, from the lists' widths already in `params`.
+inline void set_decode_splits(DecodeParams& params, int num_splits) {
+  const int chunks = (params.lists[0].width + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize +
+                     (params.lists[1].width + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize;
+  params.num_splits = num_splits;
+  params.split_chunks_quotient = chunks / num_splits;
+  params.split_chunks_remainder = chunks % num_splits;
+}
 
 // A call over the whole lists (one split, no scratch: the kernel writes output and out_lse).
 inline DecodeParams whole_list_params(const PrefillParams& params) {
   DecodeParams whole{};
   static_cast<PrefillParams&>(whole) = params;
-  whole.num_splits = 1;
+  set_decode_splits(whole, 1);
   return whole;
 }
 
