@@ -22,8 +22,7 @@ struct DecodeParams : PrefillParams {
 
 // num_splits and the two constants of its chunk ranges, from the lists' widths already in `params`.
 inline void set_decode_splits(DecodeParams& params, int num_splits) {
-  const int chunks = (params.lists[0].width + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize +
-                     (params.lists[1].width + nvfp4::kChunkSize - 1) / nvfp4::kChunkSize;
+  const int chunks = int(nvfp4::list_chunks(params.lists[0].width) + nvfp4::list_chunks(params.lists[1].width));
   params.num_splits = num_splits;
   params.split_chunks_quotient = chunks / num_splits;
   params.split_chunks_remainder = chunks % num_splits;
