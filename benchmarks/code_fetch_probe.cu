@@ -6,7 +6,7 @@
 // price of one cold instruction against the work around it.
 //
 // Each kernel is kInstructions independent FFMAs in a row (eight chains, so that their latency
-// never paces the issue; `asm volatile` so that ptxas keeps all of them), run twice by a loop that
+// never paces their issuing; `asm volatile` so that ptxas keeps all of them), run twice by a loop that
 // is not unrolled. Every warp of the CTA runs the same code (`shared` rows) or warp w runs its own
 // copy, the same instructions at other addresses (`own copy` rows: the roles of a
 // warp-specialised kernel each fetch their own lines). One CTA an SM, all SMs; thread 0 of each
