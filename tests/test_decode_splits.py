@@ -1,6 +1,6 @@
 """The decode's split ranges in 32 bits (csrc/common/decode_splits.h, decode_split_first_chunk_u32,
-used by the Hopper kernels' development build CAKE_SPLIT_RANGE_U32) against the 64-bit division
-that the CPU kernel, the planner and the default CUDA build use: every split's first chunk equal,
+which the Hopper kernels' split instances use) against the 64-bit division that the CPU kernel,
+the planner and the portable CUDA kernel use: every split's first chunk equal,
 for every split count the CUDA decode allows (up to 65535, where s * (C % n) comes nearest to
 2^32) and chunk counts up to 2^25 (int32 list widths), by a small C++ program built with the host
 compiler."""

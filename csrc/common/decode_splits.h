@@ -35,9 +35,9 @@ CAKE_HOST_DEVICE int64_t decode_split_first_chunk(int64_t split, int64_t num_spl
 
 // The same first chunk in 32 bits, from C / n and C % n (launch constants): s * C / n is
 // s * (C / n) + s * (C % n) / n exactly, and s * (C % n) < n * n <= 2^32 for the n <= 65535
-// the CUDA decode allows, so no 64-bit division is left in a split's seek (CAKE_SPLIT_RANGE_U32
-// in csrc/cuda/common/candidate_lists.cuh; each such division is ~100 instructions, run once by a
-// short split).
+// the CUDA decode allows. The Hopper kernels' split seeks use it (unit_chunks in
+// csrc/cuda/common/candidate_lists.cuh): each 64-bit division is a call of ~100 instructions,
+// run once by a short split.
 CAKE_HOST_DEVICE uint32_t decode_split_first_chunk_u32(uint32_t split, uint32_t num_splits, uint32_t chunks_quotient,
                                                        uint32_t chunks_remainder) {
   return split * chunks_quotient + split * chunks_remainder / num_splits;

@@ -40,11 +40,9 @@ __device__ __forceinline__ ListWalk list_walk(const CandidateListParams& list, i
 
 // Chunks [first, end) of a list, cut at its first `valid` chunks: the count (>= 0). A decode
 // split's chunks of one list (csrc/common/decode_splits.h) that the token's length leaves.
-// Index: int64_t for decode_split_positions' ranges, int where they are known to fit in 32 bits.
-template <typename Index>
-__device__ __forceinline__ int chunk_count(Index first, Index end, int valid) {
-  const Index last = end < valid ? end : Index(valid);
-  return last > first ? int(last - first) : 0;
+__device__ __forceinline__ int chunk_count(int first, int end, int valid) {
+  const int last = end < valid ? end : valid;
+  return last > first ? last - first : 0;
 }
 
 // The work of a Hopper kernel's launch (the 64-head kernel's items, the small-heads kernel's
@@ -116,28 +114,17 @@ __device__ __forceinline__ UnitChunks unit_chunks(const DecodeParams& params, in
     c.chunks0 = valid0;
     c.num_chunks = valid0 + valid1;
   } else {
-#ifdef CAKE_SPLIT_RANGE_U32
-    // decode_split_positions' ranges in 32 bits from the launch's constants (a development build,
-    // docs/hopper_small_kernel.md, "Split ranges in 32 bits": ~1,000 fewer instructions a split
-    // instance, which a short split runs once).
+    // decode_split_positions' ranges in 32 bits from the launch's constants: no 64-bit division
+    // (a call of ~100 instructions each) in the seek, which a short split runs once.
     const uint32_t width_chunks0 = uint32_t(params.lists[0].width + kRows - 1) / kRows;
     const uint32_t first = decode_split_first_chunk_u32(split, params.num_splits, params.split_chunks_quotient,
                                                         params.split_chunks_remainder);
     const uint32_t last = decode_split_first_chunk_u32(split + 1, params.num_splits, params.split_chunks_quotient,
                                                        params.split_chunks_remainder);
     c.first0 = int(min(first, width_chunks0));
-    c.chunks0 = chunk_count<int>(c.first0, int(min(last, width_chunks0)), valid0);
+    c.chunks0 = chunk_count(c.first0, int(min(last, width_chunks0)), valid0);
     c.first1 = int(first > width_chunks0 ? first - width_chunks0 : 0u);
-    c.num_chunks = c.chunks0 + chunk_count<int>(c.first1, int(last > width_chunks0 ? last - width_chunks0 : 0u), valid1);
-#else
-    const int width_chunks0 = (params.lists[0].width + kRows - 1) / kRows;
-    const int width_chunks1 = (params.lists[1].width + kRows - 1) / kRows;
-    const DecodeSplitPositions range = decode_split_positions(split, params.num_splits, width_chunks0, width_chunks1);
-    c.first0 = int(range.main_begin / kRows);
-    c.chunks0 = chunk_count<int64_t>(c.first0, range.main_end / kRows, valid0);
-    c.first1 = int(range.extra_begin / kRows);
-    c.num_chunks = c.chunks0 + chunk_count<int64_t>(c.first1, range.extra_end / kRows, valid1);
-#endif
+    c.num_chunks = c.chunks0 + chunk_count(c.first1, int(last > width_chunks0 ? last - width_chunks0 : 0u), valid1);
   }
   return c;
 }
