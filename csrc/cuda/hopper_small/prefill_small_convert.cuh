@@ -117,6 +117,9 @@ class ConvertRole {
       if (gchunk >= G::kSBuffers) mbarrier_wait(smem_address(&smem_.s_empty[s_buffer]), (gchunk / G::kSBuffers - 1) & 1);
       trace_event(1 + kHalf, 4, gchunk);
       store_s_half(s_acc, s_buffer);
+#ifdef CAKE_SMALL_CODE_PAD
+      code_pad(gchunk);
+#endif
       // No proxy fence here: the attend warpgroup fences after it observes k_full, before its
       // wgmma (the async proxy) reads the K tile.
       mbarrier_arrive(smem_address(&smem_.k_full[parity]));
@@ -130,6 +133,27 @@ class ConvertRole {
   }
 
  private:
+#ifdef CAKE_SMALL_CODE_PAD
+  // Timing only: CAKE_SMALL_CODE_PAD straight-line instructions a chunk on each converter's path
+  // (before its k_full arrival), eight independent funnel-shift chains that ptxas cannot fold, so
+  // that a short decode split's cost of code run once can be read off the added count.
+  __device__ __forceinline__ void code_pad(int gchunk) {
+    uint32_t x[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = uint32_t(gchunk) * 0x9e3779b9u + uint32_t(thread_) * uint32_t(2 * i + 1);
+#pragma unroll
+    for (int k = 0; k < CAKE_SMALL_CODE_PAD / 8; ++k) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        asm volatile("shf.l.wrap.b32 %0, %0, %1, %2;" : "+r"(x[i]) : "r"(x[(i + 1) % 8]), "r"((k + i) % 31 + 1));
+      }
+    }
+    uint32_t all = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) all ^= x[i];
+    if (params_.num_tokens < 0) smem_.valid[0][all % nvfp4::kChunkSize] = 1;  // never: keeps the chains
+  }
+#endif
   // Where one of this thread's candidate rows of a chunk comes from.
   struct RowSource {
     const uint8_t* data_row;  // the list's cache base when masked (nothing is read)
