@@ -73,8 +73,15 @@ __device__ __forceinline__ void trace_dequant_start(SharedStorage& smem, int war
   if (blockIdx.x != 0 || threadIdx.x % 128 != 0) return;
   for (int i = 0; i < kDequantTraceEvents * kTraceBlocks; ++i) (&smem.dequant_trace[warpgroup][0][0])[i] = 0u;
 }
+// CTA 0, read again at each dequant point (an opaque read of %ctaid.x): held in a register across
+// the dequant's block loop instead, it made the split instance spill 8 bytes there (56 registers).
+__device__ __forceinline__ bool trace_in_cta_zero() {
+  uint32_t cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cta));
+  return cta == 0;
+}
 __device__ __forceinline__ void trace_dequant_event(SharedStorage& smem, int warpgroup, int event, int block) {
-  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
+  if (trace_in_cta_zero() && threadIdx.x % 128 == 0 && block < kTraceBlocks) {
     smem.dequant_trace[warpgroup][event][block] = uint32_t(clock64());
   }
 }
@@ -82,7 +89,7 @@ __device__ __forceinline__ void trace_dequant_event(SharedStorage& smem, int war
 // raises the slot to its clock's low word; a wrap of the low word between the warps' points, once
 // in 2^32 cycles, would keep the earlier value): the high half's barrier completes after it.
 __device__ __forceinline__ void trace_dequant_last_warp(SharedStorage& smem, int warpgroup, int event, int block) {
-  if (blockIdx.x == 0 && threadIdx.x % 32 == 0 && block < kTraceBlocks) {
+  if (trace_in_cta_zero() && threadIdx.x % 32 == 0 && block < kTraceBlocks) {
     atomicMax(&smem.dequant_trace[warpgroup][event][block], uint32_t(clock64()));
   }
 }
