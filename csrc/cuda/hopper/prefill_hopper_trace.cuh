@@ -75,6 +75,8 @@ __device__ __forceinline__ void trace_dequant_start(SharedStorage& smem, int war
 }
 // CTA 0, read again at each dequant point (an opaque read of %ctaid.x): held in a register across
 // the dequant's block loop instead, it made the split instance spill 8 bytes there (56 registers).
+// The other roles' points keep blockIdx.x: with this read at every point the build spills 8 bytes
+// again (CUDA 13.0).
 __device__ __forceinline__ bool trace_in_cta_zero() {
   uint32_t cta;
   asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cta));
