@@ -17,7 +17,10 @@
 //     memory);
 //   - a pair of warps splits O^T by dims (64 registers each, so 16 warps): both walk the same
 //     candidates, each computes S^T over its dims and the two partials are summed through shared
-//     memory (two named barriers a step), both run the same softmax, each PV over its dims.
+//     memory (two named barriers a step), both run the same softmax, each PV over its dims;
+//   - a warp a 64-dim slice (eight slice warps and a softmax warp, `eight_head_slices`): each row
+//     decoded once, its fragments kept until the step's weights come back (see there); run with
+//     two to four CTAs an SM.
 //
 // A thread's bytes of a candidate row: 16-byte chunks t, t + 4, t + 8 of the 224 code bytes
 // (dims 32 c .. 32 c + 31, two scale groups each), the 8 bytes at 192 + 8 t (group 24 + t), and
@@ -591,6 +594,324 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
   if (lane == 0) cycles[size_t(blockIdx.x) * kPairWarps + warp] = elapsed;
 }
 
+// The third form: a warp a 64-dim slice, each row decoded once. Warps 0..6 own the NoPE dims
+// 64 w .. 64 w + 63 (32 code bytes and 4 scale bytes of a row), warp 7 the RoPE dims, warp 8 the
+// softmax. All nine walk the same candidates, 16 a step: a slice warp copies its slice of the
+// step's rows (cp.async, two steps ahead), decodes it into QK^T's A fragments (a lane: rows g and
+// g + 8, the 16 dims of one scale group), computes its partial S^T over its 64 dims (4 k-steps),
+// stores it, and keeps the fragments in registers until the softmax warp has turned the eight
+// partials' sum into P^T; then PV over the same fragments moved to V^T's pairing by movmatrix,
+// into its O^T slice (4 m-tiles: 16 registers). So a row is decoded once and no K tile exists;
+// O^T is split by dims, so nothing is merged at a unit's end. The cost moved elsewhere: the
+// partials' exchange (one 16-byte store a lane a step, eight 16-byte loads for the softmax warp)
+// and two named barriers a step, which the slice warps straddle (step s + 1's decode and QK^T
+// before step s's PV), and several CTAs an SM to hide the barriers' latency.
+constexpr int kSliceWarps = 8;                       // 7 NoPE slices + the RoPE slice
+constexpr int kNopeSlices = 7;
+constexpr int kSliceDims = 64;
+constexpr int kSliceFormWarps = kSliceWarps + 1;     // + the softmax warp
+constexpr int kSliceFormThreads = kSliceFormWarps * 32;
+constexpr int kRopeStageStride = 144;                 // 128 + 16: a quarter-warp's 16-byte reads spread over all banks
+static_assert(kNopeSlices * kSliceDims == kNope, "seven slices cover the NoPE dims");
+
+struct SliceStage {
+  uint8_t codes[kNopeSlices][kStep][32];
+  uint8_t scales[kNopeSlices][kStep][4];
+  uint8_t rope[kStep][kRopeStageStride];
+};
+// kDepth: steps whose copies are in flight ahead of the one decoded (kDepth + 1 buffers).
+template <int kDepth>
+struct SliceShared {
+  SliceStage stage[kDepth + 1];
+  int list[kUnitCandidates];           // the unit's candidates, copied in at its start
+  float4 partial[2][kSliceWarps][32];  // [step parity][slice warp][lane]: S^T partials
+  uint2 p[2][32];                      // P^T's B fragments (pb0, pb1) a lane
+  float2 factor[2][32];                // O^T's rescale of heads 2t, 2t + 1 (1 unless the reference moved)
+  int moved[2];
+  float inverse_sum[kHeads];
+};
+
+// Barrier ids: the partials of step parity b are stored (kPartialsReady + b: the slice warps
+// arrive, the softmax warp waits), P^T of parity b is ready (kWeightsReady + b: the other way),
+// the unit's row sums are published (kUnitSums).
+enum SliceBarrier : int { kSlicePartialsReady = 1, kSliceWeightsReady = 3, kSliceUnitSums = 5 };
+template <int kId>
+__device__ __forceinline__ void slice_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kSliceFormThreads) : "memory");
+}
+template <int kId>
+__device__ __forceinline__ void slice_wait() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kSliceFormThreads) : "memory");
+}
+template <int kBase>
+__device__ __forceinline__ void slice_arrive_parity(int parity) {
+  if (parity) slice_arrive<kBase + 1>(); else slice_arrive<kBase>();
+}
+template <int kBase>
+__device__ __forceinline__ void slice_wait_parity(int parity) {
+  if (parity) slice_wait<kBase + 1>(); else slice_wait<kBase>();
+}
+
+// The dim of k-slot `slot` (0..15) of slice warp `w`'s k-step `ks` (0..3) = O^T row `slot` of its
+// m-tile ks. NoPE: lane t's scale group 4 w + t, word ks / 2, pair 2 (ks % 2) (+ 1 for slots
+// 8..15), element k or k + 4 of it. RoPE: lane t's dims 448 + 16 t .., bf16 pair 2 ks (+ 1).
+__host__ __device__ inline int slice_dim(int w, int ks, int slot) {
+  const int t = (slot % 8) / 2, r = slot % 2, upper = slot / 8;
+  if (w < kNopeSlices) return kSliceDims * w + 16 * t + 8 * (ks / 2) + 2 * (ks % 2) + upper + 4 * r;
+  return kNope + 16 * t + 4 * ks + 2 * upper + r;
+}
+
+// A slice warp's QK^T A fragments for one step (4 k-steps x a0..a3).
+struct SliceFragments {
+  uint32_t a[4][4];
+};
+
+template <hop::BitPlacement kPlacement>
+__device__ __forceinline__ void decode_slice(const SliceStage& stage, int w, int g, int t, SliceFragments& k) {
+  if (w < kNopeSlices) {
+    const uint2 top = *reinterpret_cast<const uint2*>(&stage.codes[w][g][8 * t]);
+    const uint2 bottom = *reinterpret_cast<const uint2*>(&stage.codes[w][g + 8][8 * t]);
+    const uint32_t top_scale = hop::e4m3_to_decode_scale(stage.scales[w][g][t]);
+    const uint32_t bottom_scale = hop::e4m3_to_decode_scale(stage.scales[w][g + 8][t]);
+#pragma unroll
+    for (int word = 0; word < 2; ++word) {
+      uint32_t pt[4], pb[4];
+      hop::e2m1x8_to_bf16_pairs<kPlacement>(word == 0 ? top.x : top.y, top_scale, pt);
+      hop::e2m1x8_to_bf16_pairs<kPlacement>(word == 0 ? bottom.x : bottom.y, bottom_scale, pb);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ks = 2 * word + h;
+        k.a[ks][0] = pt[2 * h];
+        k.a[ks][1] = pb[2 * h];
+        k.a[ks][2] = pt[2 * h + 1];
+        k.a[ks][3] = pb[2 * h + 1];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint4 top = *reinterpret_cast<const uint4*>(&stage.rope[g][32 * t + 16 * i]);
+      const uint4 bottom = *reinterpret_cast<const uint4*>(&stage.rope[g + 8][32 * t + 16 * i]);
+      k.a[2 * i][0] = top.x;
+      k.a[2 * i][1] = bottom.x;
+      k.a[2 * i][2] = top.y;
+      k.a[2 * i][3] = bottom.y;
+      k.a[2 * i + 1][0] = top.z;
+      k.a[2 * i + 1][1] = bottom.z;
+      k.a[2 * i + 1][2] = top.w;
+      k.a[2 * i + 1][3] = bottom.w;
+    }
+  }
+}
+
+// A slice warp's copies of one step: lane l takes row l / 2 (NoPE: 16 bytes, half l % 2 of the
+// slice's codes; lanes 0..15 also row l's 4 scale bytes; RoPE: 64 bytes, half l % 2 of the RoPE
+// dims). `row_index`: lane l's is the step's candidate l / 2 (every lane loads its own).
+__device__ __forceinline__ void copy_slice_step(const uint8_t* __restrict__ pool, int w, int lane, int row_index,
+                                                int scale_row_index, SliceStage& stage) {
+  const uint8_t* row = pool + size_t(row_index) * kRowBytes;
+  const int r = lane / 2, half = lane % 2;
+  if (w < kNopeSlices) {
+    cake::cuda::cp_async_16(cake::cuda::smem_address(&stage.codes[w][r][16 * half]), row + 32 * w + 16 * half, true);
+    if (lane < kStep)
+      cake::cuda::cp_async_4(cake::cuda::smem_address(&stage.scales[w][lane][0]),
+                             pool + size_t(scale_row_index) * kRowBytes + kScaleOffset + 4 * w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      cake::cuda::cp_async_16(cake::cuda::smem_address(&stage.rope[r][64 * half + 16 * i]),
+                              row + kRopeOffset + 64 * half + 16 * i, true);
+  }
+  cake::cuda::cp_async_commit();
+}
+
+// Q^T's B fragments of a slice warp's 4 k-steps for a unit's token (NoPE dims times 2^9).
+__device__ __forceinline__ void load_slice_q(const uint16_t* __restrict__ q, int unit, int w, int g, int t,
+                                             uint32_t (&b)[4][2]) {
+  const uint16_t* q_row = q + (size_t(unit) * kHeads + g) * kDims;
+  const float factor = w < kNopeSlices ? hop::kBitDecodeUnscale : 1.f;
+  auto value = [&](int dim) { return __bfloat162float(__ushort_as_bfloat16(q_row[dim])) * factor; };
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    b[ks][0] = pack_bf16x2(value(slice_dim(w, ks, 2 * t)), value(slice_dim(w, ks, 2 * t + 1)));
+    b[ks][1] = pack_bf16x2(value(slice_dim(w, ks, 2 * t + 8)), value(slice_dim(w, ks, 2 * t + 9)));
+  }
+}
+
+// The softmax warp's step: the eight partials summed in a fixed order, then the online softmax
+// of step_softmax (reference moved only past 8), its rescale factors and P^T published.
+template <typename Shared>
+__device__ __forceinline__ void slice_softmax_step(Shared& smem, int parity, int lane, float score_scale,
+                                                   float (&reference)[2], float (&sums)[2]) {
+  float4 total = smem.partial[parity][0][lane];
+#pragma unroll
+  for (int w = 1; w < kSliceWarps; ++w) {
+    const float4 part = smem.partial[parity][w][lane];
+    total.x += part.x;
+    total.y += part.y;
+    total.z += part.z;
+    total.w += part.w;
+  }
+  const float score[4] = {total.x * score_scale, total.y * score_scale, total.z * score_scale, total.w * score_scale};
+  float step_max[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = fmaxf(score[h], score[2 + h]);
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+    step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+  }
+  const bool moves = __any_sync(0xffffffffu, step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f);
+  float factor[2] = {1.f, 1.f};
+  if (moves) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float now = fmaxf(reference[h], step_max[h]);
+      factor[h] = reference[h] == -INFINITY ? 0.f : fast_exp2_ftz(reference[h] - now);
+      reference[h] = now;
+      sums[h] *= factor[h];
+    }
+  }
+  float p[4];
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    p[v] = fast_exp2_ftz(score[v] - reference[v % 2]);
+    sums[v % 2] += p[v];
+  }
+  smem.p[parity][lane] = make_uint2(movmatrix_trans(pack_bf16x2(p[0], p[1])), movmatrix_trans(pack_bf16x2(p[2], p[3])));
+  smem.factor[parity][lane] = make_float2(factor[0], factor[1]);
+  if (lane == 0) smem.moved[parity] = moves;
+}
+
+// kStraddle: a slice warp decodes step s + 1 and issues its QK^T before step s's PV, so the
+// softmax of step s runs beside work of its own CTA (two steps' fragments live: ~86 registers,
+// two CTAs an SM); without it each step is copied, decoded, multiplied, then waits for its own
+// weights (one step's fragments: more CTAs an SM hide the wait instead). The unit's list comes
+// into shared memory at its start and a step's rows are copied kDepth steps ahead.
+template <hop::BitPlacement kPlacement, int kCtasPerSm, bool kStraddle, int kDepth>
+__global__ void __launch_bounds__(kSliceFormThreads, kCtasPerSm)
+    eight_head_slices(const uint8_t* __restrict__ pool, const int* __restrict__ indices,
+                      const uint16_t* __restrict__ q, uint16_t* __restrict__ out, int units_per_cta, int unit_candidates,
+                      float sm_scale, long long* __restrict__ cycles, long long* __restrict__ /*phases*/) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  SliceShared<kDepth>& smem = *reinterpret_cast<SliceShared<kDepth>*>(smem_raw);
+  constexpr int kBuffers = kDepth + 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const float score_scale = sm_scale * 1.4426950408889634f;
+  const long long start = clock64();
+
+#pragma unroll 1
+  for (int n_unit = 0; n_unit < units_per_cta; ++n_unit) {
+    const int unit = n_unit * gridDim.x + blockIdx.x;
+    const int steps = unit_candidates / kStep;
+    // The unit's list into shared memory by every thread, so that no copy waits on an index load.
+    __syncthreads();  // every slice warp is done with the previous unit's list
+    const int* list = indices + size_t(unit) * unit_candidates;
+    for (int i = threadIdx.x; i < unit_candidates / 4; i += blockDim.x)
+      cake::cuda::cp_async_16(cake::cuda::smem_address(&smem.list[4 * i]), list + 4 * i, true);
+    cake::cuda::cp_async_commit();
+    cake::cuda::cp_async_wait<0>();
+    __syncthreads();
+    if (warp == kSliceWarps) {
+      // The softmax warp.
+      float reference[2] = {-INFINITY, -INFINITY};
+      float sums[2] = {0.f, 0.f};
+#pragma unroll 1
+      for (int s = 0; s < steps; ++s) {
+        slice_wait_parity<kSlicePartialsReady>(s & 1);
+        slice_softmax_step(smem, s & 1, lane, score_scale, reference, sums);
+        slice_arrive_parity<kSliceWeightsReady>(s & 1);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float total = sums[h];
+        total += __shfl_xor_sync(0xffffffffu, total, 4);
+        total += __shfl_xor_sync(0xffffffffu, total, 8);
+        total += __shfl_xor_sync(0xffffffffu, total, 16);
+        if (g == 0) smem.inverse_sum[2 * t + h] = 1.f / total;
+      }
+      slice_arrive<kSliceUnitSums>();
+      continue;
+    }
+
+    // Lane l copies row l / 2 of each step (and lanes 0..15 row l's scales).
+    auto row_of = [&](int s) { return smem.list[s * kStep + lane / 2]; };
+    auto scale_row_of = [&](int s) { return smem.list[s * kStep + lane % kStep]; };
+    uint32_t qb[4][2];
+    load_slice_q(q, unit, warp, g, t, qb);
+    float o[4][4] = {};
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      if (d < steps) copy_slice_step(pool, warp, lane, row_of(d), scale_row_of(d), smem.stage[d]);
+      else cake::cuda::cp_async_commit();
+    }
+    SliceFragments held;  // the step whose PV is next
+
+    // Step s's PV, once the softmax warp has published its weights (and rescale factors).
+    auto pv_step = [&](int s, const SliceFragments& k) {
+      const int parity = s & 1;
+      slice_wait_parity<kSliceWeightsReady>(parity);
+      const uint2 pb = smem.p[parity][lane];
+      if (smem.moved[parity]) {
+        const float2 f = smem.factor[parity][lane];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          o[j][0] *= f.x;
+          o[j][1] *= f.y;
+          o[j][2] *= f.x;
+          o[j][3] *= f.y;
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) pv_k_step(o[ks], k.a[ks][0], k.a[ks][1], k.a[ks][2], k.a[ks][3], pb.x, pb.y);
+    };
+
+#pragma unroll 1
+    for (int s = 0; s <= steps; ++s) {
+      SliceFragments fresh;
+      if (s < steps) {
+        __syncwarp();  // every lane has decoded step s - 1 out of the buffer the copies below fill
+        if (s + kDepth < steps) {
+          copy_slice_step(pool, warp, lane, row_of(s + kDepth), scale_row_of(s + kDepth),
+                          smem.stage[(s + kDepth) % kBuffers]);
+        } else {
+          cake::cuda::cp_async_commit();
+        }
+        cake::cuda::cp_async_wait<kDepth>();
+        __syncwarp();
+        decode_slice<kPlacement>(smem.stage[s % kBuffers], warp, g, t, fresh);
+        float sp[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) mma_bf16_16x8x16(sp, fresh.a[ks], qb[ks][0], qb[ks][1]);
+        smem.partial[s & 1][warp][lane] = make_float4(sp[0], sp[1], sp[2], sp[3]);
+        slice_arrive_parity<kSlicePartialsReady>(s & 1);
+        if constexpr (!kStraddle) pv_step(s, fresh);
+      }
+      if constexpr (kStraddle) {
+        if (s > 0) pv_step(s - 1, held);
+        held = fresh;
+      }
+    }
+
+    // The unit's end: O^T's slice normalised and stored (NoPE dims times 2^9).
+    slice_wait<kSliceUnitSums>();
+    const float inverse[2] = {smem.inverse_sum[2 * t], smem.inverse_sum[2 * t + 1]};
+    const float unscale = warp < kNopeSlices ? hop::kBitDecodeUnscale : 1.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int head = 2 * t + v % 2, dim = slice_dim(warp, j, g + 8 * (v / 2));
+        out[(size_t(unit) * kHeads + head) * kDims + dim] =
+            __bfloat16_as_ushort(__float2bfloat16(o[j][v] * inverse[v % 2] * unscale));
+      }
+    }
+  }
+  const long long elapsed = clock64() - start;
+  if (lane == 0) cycles[size_t(blockIdx.x) * kSliceFormWarps + warp] = elapsed;
+}
+
 __global__ void empty_kernel() {}
 
 uint32_t next_random(uint64_t& state) {
@@ -612,7 +933,8 @@ int main() {
   CHECK_CUDA(cudaGetDevice(&device));
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int units_per_cta = 4;
-  const size_t units = size_t(sms) * units_per_cta;
+  constexpr int kMaxCtasPerSm = 4;  // the slice form runs up to four CTAs an SM, each its own units
+  const size_t units = size_t(sms) * units_per_cta * kMaxCtasPerSm;
   const float sm_scale = 1.f / std::sqrt(576.f);
   uint64_t state = 12345;
   std::vector<uint8_t> pool(size_t(kPoolRows) * kRowBytes);
@@ -639,7 +961,8 @@ int main() {
   CHECK_CUDA(cudaMalloc(&indices_d, indices.size() * sizeof(int)));
   CHECK_CUDA(cudaMalloc(&q_d, q.size() * 2));
   CHECK_CUDA(cudaMalloc(&out_d, q.size() * 2));
-  CHECK_CUDA(cudaMalloc(&cycles_d, size_t(sms) * kPairWarps * sizeof(long long)));
+  const size_t cycle_slots = size_t(sms) * std::max(kPairWarps, kMaxCtasPerSm * kSliceFormWarps);
+  CHECK_CUDA(cudaMalloc(&cycles_d, cycle_slots * sizeof(long long)));
   CHECK_CUDA(cudaMemcpy(pool_d, pool.data(), pool.size(), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(indices_d, indices.data(), indices.size() * sizeof(int), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(q_d, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
@@ -707,23 +1030,36 @@ int main() {
   // same pairs; the two forms add S^T's partial sums in different orders, so other bits).
   std::vector<uint16_t> form_out;
   bool all_pass = true;
-  auto time_kernel = [&](auto kernel, const char* form, const char* placement, int warps, int smem, bool same_form) {
+  // ctas_per_sm > 1 (the slice form): that many CTAs an SM, each its own units_per_cta units, all
+  // resident at once (checked by the occupancy query), so an SM's cycles a chunk are a CTA's divided
+  // by ctas_per_sm.
+  auto time_kernel = [&](auto kernel, const char* form, const char* placement, int warps, int smem, bool same_form,
+                         int ctas_per_sm = 1) {
     CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));  // NaN: every output must be written
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     cudaFuncAttributes attributes{};
     CHECK_CUDA(cudaFuncGetAttributes(&attributes, kernel));
+    int resident = 0;
+    CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, warps * 32, smem));
+    if (resident < ctas_per_sm) {
+      std::printf("| %s | %s | %d | %d | %d | %d | only %d CTAs an SM fit, %d asked: not timed (FAIL) |\n", form,
+                  placement, warps, attributes.numRegs, int(attributes.localSizeBytes), smem, resident, ctas_per_sm);
+      all_pass = false;
+      return;
+    }
+    const int ctas = sms * ctas_per_sm;
     std::vector<double> per_chunk_runs;
     for (int launch = 0; launch < 4; ++launch) {  // the first warms up
-      kernel<<<sms, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, units_per_cta, kUnitCandidates, sm_scale,
-                                        cycles_d, nullptr);
+      kernel<<<ctas, warps * 32, smem>>>(pool_d, indices_d, q_d, out_d, units_per_cta, kUnitCandidates, sm_scale,
+                                         cycles_d, nullptr);
       CHECK_CUDA(cudaGetLastError());
       CHECK_CUDA(cudaDeviceSynchronize());
       if (launch == 0) continue;
-      std::vector<long long> cycles(size_t(sms) * warps);
+      std::vector<long long> cycles(size_t(ctas) * warps);
       CHECK_CUDA(cudaMemcpy(cycles.data(), cycles_d, cycles.size() * sizeof(long long), cudaMemcpyDeviceToHost));
       std::vector<double> per_chunk;
-      const double chunks = double(units_per_cta) * kUnitCandidates / 64;
-      for (int cta = 0; cta < sms; ++cta) {
+      const double chunks = double(units_per_cta) * kUnitCandidates / 64 * ctas_per_sm;
+      for (int cta = 0; cta < ctas; ++cta) {
         long long worst = 0;
         for (int w = 0; w < warps; ++w) worst = std::max(worst, cycles[size_t(cta) * warps + w]);
         per_chunk.push_back(double(worst) / chunks);
@@ -731,8 +1067,8 @@ int main() {
       std::sort(per_chunk.begin(), per_chunk.end());
       per_chunk_runs.push_back(per_chunk[per_chunk.size() / 2]);
     }
-    std::printf("| %s | %s | %d | %d | %d | %d |", form, placement, warps, attributes.numRegs,
-                int(attributes.localSizeBytes), smem);
+    std::printf("| %s%s | %s | %d | %d | %d | %d |", form, ctas_per_sm > 1 ? (ctas_per_sm == 2 ? ", 2 CTAs an SM" : ctas_per_sm == 3 ? ", 3 CTAs an SM" : ", 4 CTAs an SM") : "",
+                placement, warps, attributes.numRegs, int(attributes.localSizeBytes), smem);
     for (double c : per_chunk_runs) std::printf(" %.0f", c);
     std::printf(" |\n");
     std::vector<uint16_t> out(q.size());
@@ -742,7 +1078,7 @@ int main() {
       std::printf("  the same bits as the form's first placement: %s\n", same_bits ? "yes" : "NO (FAIL)");
       all_pass = same_bits && all_pass;
     } else {
-      all_pass = check_outputs(out, kUnitCandidates, units_per_cta) && all_pass;
+      all_pass = check_outputs(out, kUnitCandidates, units_per_cta * ctas_per_sm) && all_pass;
     }
     form_out = out;
   };
@@ -752,6 +1088,24 @@ int main() {
               true);
   time_kernel(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", "multiply", kPairWarps,
               int(sizeof(PairShared)), false);
+  // The slice form: each row decoded once. Its outputs sum S^T's partials in another order than
+  // the other forms, so each of its rows is checked against float64 (no same-bits comparison).
+  // Depth 2 as first written (the list now in shared memory), then deeper copies.
+  using hop::BitPlacement;
+  auto time_slices = [&](auto kernel, const char* form, int depth, int ctas_per_sm, const char* placement = "multiply",
+                         bool same_form = false) {
+    char label[96];
+    std::snprintf(label, sizeof(label), "%s, %d steps ahead", form, depth);
+    const int smem = depth == 2 ? int(sizeof(SliceShared<2>)) : depth == 4 ? int(sizeof(SliceShared<4>)) : int(sizeof(SliceShared<6>));
+    time_kernel(kernel, label, placement, kSliceFormWarps, smem, same_form, ctas_per_sm);
+  };
+  time_slices(eight_head_slices<BitPlacement::kMultiply, 2, true, 2>, "a warp a dim slice", 2, 2);
+  time_slices(eight_head_slices<BitPlacement::kMultiply, 2, true, 6>, "a warp a dim slice", 6, 2);
+  time_slices(eight_head_slices<BitPlacement::kMultiply, 3, false, 2>, "a warp a dim slice, in order", 2, 3);
+  time_slices(eight_head_slices<BitPlacement::kMultiply, 3, false, 4>, "a warp a dim slice, in order", 4, 3);
+  time_slices(eight_head_slices<BitPlacement::kMultiply, 3, false, 6>, "a warp a dim slice, in order", 6, 3);
+  time_slices(eight_head_slices<BitPlacement::kShifts, 3, false, 6>, "a warp a dim slice, in order", 6, 3, "shifts", true);
+  time_slices(eight_head_slices<BitPlacement::kMultiply, 4, false, 4>, "a warp a dim slice, in order", 4, 4);
 
   // The latency rows: one unit a CTA of 128 candidates (one step a warp: a short decode split's
   // work, as 8 x 16 x 1024 gives its CTAs 64) or 512 (four steps), timed by CUDA events beside an
@@ -793,6 +1147,7 @@ int main() {
                 "|---|---|---|---|---|---|\n");
     auto latency_row = [&](auto kernel, const char* form, int warps, int smem, int unit_candidates, bool flushed,
                            bool with_phases) {
+      CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       CHECK_CUDA(cudaMemset(out_d, 0xff, q.size() * 2));
       CHECK_CUDA(cudaMemset(phases_d, 0, size_t(sms) * kPhases * sizeof(long long)));
       const double us = time_launches(flushed, [&]() {
@@ -833,6 +1188,8 @@ int main() {
                     unit_candidates, flushed, true);
         latency_row(eight_head_pairs<hop::BitPlacement::kMultiply>, "pair splits O^T", kPairWarps,
                     int(sizeof(PairShared)), unit_candidates, flushed, false);
+        latency_row(eight_head_slices<hop::BitPlacement::kMultiply, 1, true, 4>, "a warp a dim slice", kSliceFormWarps,
+                    int(sizeof(SliceShared<4>)), unit_candidates, flushed, false);
       }
     }
     CHECK_CUDA(cudaEventDestroy(before));
