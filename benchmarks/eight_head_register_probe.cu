@@ -204,6 +204,18 @@ __device__ __forceinline__ void for_rope_k_steps(uint32_t top_row, uint32_t bott
   }
 }
 
+// Each head's maximum over a step's 16 candidates (score[v]: head 2t + v % 2 of candidate rows g
+// (v < 2) and g + 8), over the lanes with the same t.
+__device__ __forceinline__ void step_maxima(const float (&score)[4], float (&step_max)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = fmaxf(score[h], score[2 + h]);
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+    step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+  }
+}
+
 // A warp's online softmax over a step's 16 candidates, from its S^T fragment (score[v]: head
 // 2t + v % 2 of candidate rows g (v < 2) and g + 8, already in log2 units): the step's maximum a
 // head, the reference moved (and O^T and the sums rescaled) only when a head's maximum passes it
@@ -213,13 +225,7 @@ template <int kMTiles>
 __device__ __forceinline__ void step_softmax(const float (&score)[4], float (&reference)[2], float (&sums)[2],
                                              float (&o)[kMTiles][4], uint32_t& pb0, uint32_t& pb1) {
   float step_max[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float m = fmaxf(score[h], score[2 + h]);
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-    step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-  }
+  step_maxima(score, step_max);
   const bool moves = step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f;
   if (__any_sync(0xffffffffu, moves)) {
 #pragma unroll
@@ -754,13 +760,7 @@ __device__ __forceinline__ void slice_softmax_step(Shared& smem, int parity, int
   }
   const float score[4] = {total.x * score_scale, total.y * score_scale, total.z * score_scale, total.w * score_scale};
   float step_max[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float m = fmaxf(score[h], score[2 + h]);
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-    step_max[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-  }
+  step_maxima(score, step_max);
   const bool moves = __any_sync(0xffffffffu, step_max[0] > reference[0] + 8.f || step_max[1] > reference[1] + 8.f);
   float factor[2] = {1.f, 1.f};
   if (moves) {
