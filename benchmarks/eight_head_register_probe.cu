@@ -260,6 +260,13 @@ __device__ __forceinline__ void pv_k_step(float (&o_tile)[4], uint32_t a0, uint3
   mma_bf16_16x8x16(o_tile, a, pb0, pb1);
 }
 
+// A head's sum over the lanes that hold it (the same t), in a fixed order.
+__device__ __forceinline__ float head_total(float value) {
+  value += __shfl_xor_sync(0xffffffffu, value, 4);
+  value += __shfl_xor_sync(0xffffffffu, value, 8);
+  return value + __shfl_xor_sync(0xffffffffu, value, 16);
+}
+
 // A unit's end for one owner of O^T: its reference and row sums (summed over the lanes of a head)
 // into the shared totals, by the lanes with g = 0 of the warp that `writes`.
 __device__ __forceinline__ void publish_unit_totals(const float (&reference)[2], const float (&sums)[2], int owner,
@@ -268,10 +275,7 @@ __device__ __forceinline__ void publish_unit_totals(const float (&reference)[2],
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float total = sums[h];
-    total += __shfl_xor_sync(0xffffffffu, total, 4);
-    total += __shfl_xor_sync(0xffffffffu, total, 8);
-    total += __shfl_xor_sync(0xffffffffu, total, 16);
+    const float total = head_total(sums[h]);
     if (g == 0 && writes) {
       unit_reference[owner][2 * t + h] = reference[h];
       unit_sum[owner][2 * t + h] = total;
@@ -825,10 +829,7 @@ __global__ void __launch_bounds__(kSliceFormThreads, kCtasPerSm)
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float total = sums[h];
-        total += __shfl_xor_sync(0xffffffffu, total, 4);
-        total += __shfl_xor_sync(0xffffffffu, total, 8);
-        total += __shfl_xor_sync(0xffffffffu, total, 16);
+        const float total = head_total(sums[h]);
         if (g == 0) smem.inverse_sum[2 * t + h] = 1.f / total;
       }
       slice_arrive<kSliceUnitSums>();
