@@ -607,15 +607,16 @@ __global__ void __launch_bounds__(kPairWarps * 32, 1)
 // The third form: a warp a 64-dim slice, each row decoded once. Warps 0..6 own the NoPE dims
 // 64 w .. 64 w + 63 (32 code bytes and 4 scale bytes of a row), warp 7 the RoPE dims, warp 8 the
 // softmax. All nine walk the same candidates, 16 a step: a slice warp copies its slice of the
-// step's rows (cp.async, two steps ahead), decodes it into QK^T's A fragments (a lane: rows g and
+// step's rows (cp.async, kDepth steps ahead), decodes it into QK^T's A fragments (a lane: rows g and
 // g + 8, the 16 dims of one scale group), computes its partial S^T over its 64 dims (4 k-steps),
 // stores it, and keeps the fragments in registers until the softmax warp has turned the eight
 // partials' sum into P^T; then PV over the same fragments moved to V^T's pairing by movmatrix,
 // into its O^T slice (4 m-tiles: 16 registers). So a row is decoded once and no K tile exists;
 // O^T is split by dims, so nothing is merged at a unit's end. The cost moved elsewhere: the
 // partials' exchange (one 16-byte store a lane a step, eight 16-byte loads for the softmax warp)
-// and two named barriers a step, which the slice warps straddle (step s + 1's decode and QK^T
-// before step s's PV), and several CTAs an SM to hide the barriers' latency.
+// and two named barriers a step, hidden by several CTAs an SM or straddled (kStraddle below).
+// Timed on an H100 (docs/benchmarks.md, "Code on the converters' path costs ..."): ~0.75x the
+// library's chunk time at 64 x 8 x 4096, ~200 SASS instructions a NoPE slice warp a step.
 constexpr int kSliceWarps = 8;                       // 7 NoPE slices + the RoPE slice
 constexpr int kNopeSlices = 7;
 constexpr int kSliceDims = 64;
