@@ -646,13 +646,14 @@ struct SliceShared {
 // arrive, the softmax warp waits), P^T of parity b is ready (kWeightsReady + b: the other way),
 // the unit's row sums are published (kUnitSums).
 enum SliceBarrier : int { kSlicePartialsReady = 1, kSliceWeightsReady = 3, kSliceUnitSums = 5 };
+// The library's named-barrier wrappers over the form's nine warps.
 template <int kId>
 __device__ __forceinline__ void slice_arrive() {
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kSliceFormThreads) : "memory");
+  cake::cuda::named_barrier_arrive<kId, kSliceFormThreads>();
 }
 template <int kId>
 __device__ __forceinline__ void slice_wait() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kSliceFormThreads) : "memory");
+  cake::cuda::named_barrier<kId, kSliceFormThreads>();
 }
 template <int kBase>
 __device__ __forceinline__ void slice_arrive_parity(int parity) {
