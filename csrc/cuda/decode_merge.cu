@@ -1,9 +1,6 @@
-// The decode's merge, one (token, head) row at a time. Its splits are candidates with base-2
-// logit mid_lse[s] and value mid_out[s]: weights 2^(mid_lse[s] - reference) against the largest
-// partial LSE (decode_merge_reference), summed in split order with the partials, then the
-// softmax end every kernel shares (finalize_softmax: the sink, the non-finite rules), exactly as
-// the CPU merge (csrc/cpu/decode_cpu.cpp) does. A NaN partial makes its weight, and so the row,
-// NaN; a row whose splits are all empty is an empty row.
+// The decode's merge kernel: one (token, head) row at a time, the row's arithmetic in
+// common/decode_merge_row.cuh (exactly the CPU merge's, csrc/cpu/decode_cpu.cpp). A NaN partial
+// makes its weight, and so the row, NaN; a row whose splits are all empty is an empty row.
 //
 // Two mappings of a row onto warps, the same arithmetic in the same order (so the same bits):
 // with few rows (a small decode) four warps share a row, 128 dims each, so the call spreads over
@@ -37,7 +34,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   // Launched while the split kernel may still run (programmatic dependent launch): nothing it
   // writes is read before this.
   wait_for_prerequisite_grids();
-  merge_decode_row<kWarpsPerRow, PartialLoads::kReadOnly>(params, row, warp % kWarpsPerRow, threadIdx.x % 32);
+  merge_decode_row<kWarpsPerRow>(params, row, warp % kWarpsPerRow, threadIdx.x % 32);
 }
 
 // What the launch needs to know of the current device, asked once per device (neither the image

@@ -172,7 +172,6 @@ void run_decode_cuda(DecodeArgs& args) {
       items_fit ? cuda::select_decode_split_kernel(props->major, props->sharedMemPerBlockOptin, args.num_heads,
                                                    plan.head_tiles, plan.num_splits, plan.chunks_per_block, knobs)
                 : PrefillKernel::kPortable;
-  bool merged_in_split_launch = false;
   if (split_kernel == PrefillKernel::kHopper) {
     cuda::launch_sparse_mla_attention_hopper(params, props->multiProcessorCount, stream);
   } else if (split_kernel == PrefillKernel::kHopperSmall && plan.num_splits == 1 && is_prefill_head_count(args.num_heads)) {
@@ -180,14 +179,11 @@ void run_decode_cuda(DecodeArgs& args) {
     launch_small_heads_call(params, args.num_heads, props->multiProcessorCount, stream);
   } else if (split_kernel == PrefillKernel::kHopperSmall) {
     cuda::launch_sparse_mla_decode_hopper_small(params, int(plan.head_tiles), props->multiProcessorCount, stream);
-#ifdef CAKE_DECODE_FUSED_MERGE
-    merged_in_split_launch = true;  // a development build: the split instance merges itself
-#endif
   } else {
     TORCH_CHECK_VALUE(cuda::launch_sparse_mla_decode_split(variant, params, stream), "head_tiles: no decode kernel "
                       "instance for ", plan.head_tiles);
   }
-  if (plan.num_splits > 1 && !merged_in_split_launch) cuda::launch_sparse_mla_decode_merge(params, stream);
+  if (plan.num_splits > 1) cuda::launch_sparse_mla_decode_merge(params, stream);
 }
 
 void nvfp4_pack_cache_cuda_op(const at::Tensor& latent_kv, const at::Tensor& cache) {

@@ -1,10 +1,12 @@
-// One (token, head) row of the decode's merge: its splits are candidates with base-2 logit
-// mid_lse[s] and value mid_out[s], weighted 2^(mid_lse[s] - reference) against the largest partial
-// LSE (decode_merge_reference), summed in split order, then the softmax end every kernel shares
-// (finalize_softmax: the sink, the non-finite rules), as the CPU merge (csrc/cpu/decode_cpu.cpp)
-// does. kWarpsPerRow warps share the row, warp `part` taking dims 512 / kWarpsPerRow * part ...
-// Used by the merge kernel (decode_merge.cu) and, in a development build, by a split kernel that
-// merges in its own launch (CAKE_DECODE_FUSED_MERGE, docs/hopper_small_kernel.md).
+// One (token, head) row of the decode's merge (decode_merge.cu): its splits are candidates with
+// base-2 logit mid_lse[s] and value mid_out[s], weighted 2^(mid_lse[s] - reference) against the
+// largest partial LSE (decode_merge_reference), summed in split order, then the softmax end every
+// kernel shares (finalize_softmax: the sink, the non-finite rules), as the CPU merge
+// (csrc/cpu/decode_cpu.cpp) does. kWarpsPerRow warps share the row, warp `part` taking dims
+// 512 / kWarpsPerRow * part .. The partials come by the read-only path: they were written by the
+// split kernel, an earlier launch (a merge in the split kernel's own launch would need loads
+// through L2 instead; timed and slower: docs/hopper_small_kernel.md, "The merge in the split
+// launch").
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,21 +20,7 @@
 
 namespace cake::cuda {
 
-// How the merge reads the partials: by the read-only path when they were written by an earlier
-// launch (the merge kernel), through L2 when they were written in the same launch before a
-// grid-wide barrier (the read-only path is only for data that does not change during the launch).
-enum class PartialLoads { kReadOnly, kCoherent };
-
-template <PartialLoads kLoads, typename T>
-__device__ __forceinline__ T load_partial(const T* address) {
-  if constexpr (kLoads == PartialLoads::kReadOnly) {
-    return __ldg(address);
-  } else {
-    return __ldcg(address);
-  }
-}
-
-template <int kWarpsPerRow, PartialLoads kLoads>
+template <int kWarpsPerRow>
 __device__ __forceinline__ void merge_decode_row(const DecodeParams& params, int row, int part, int lane) {
   constexpr int kVectorsPerLane = nvfp4::kHeadDim / (4 * 32 * kWarpsPerRow);  // float4s of a split
   // Splits whose loads a lane issues before it uses the first of them.
@@ -49,7 +37,7 @@ __device__ __forceinline__ void merge_decode_row(const DecodeParams& params, int
   const bool one_round = num_splits <= kSplitsInFlight;
   float max_lse = -INFINITY;
   if (!one_round) {
-    for (int s = lane; s < num_splits; s += 32) max_lse = fmaxf(max_lse, load_partial<kLoads>(params.mid_lse + int64_t(s) * num_rows + row));
+    for (int s = lane; s < num_splits; s += 32) max_lse = fmaxf(max_lse, __ldg(params.mid_lse + int64_t(s) * num_rows + row));
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
   }
@@ -68,10 +56,10 @@ __device__ __forceinline__ void merge_decode_row(const DecodeParams& params, int
     for (int j = 0; j < kSplitsInFlight; ++j) {
       if (s0 + j < num_splits) {
         const int64_t split_row = int64_t(s0 + j) * num_rows + row;
-        lse[j] = load_partial<kLoads>(params.mid_lse + split_row);
+        lse[j] = __ldg(params.mid_lse + split_row);
 #pragma unroll
         for (int v = 0; v < kVectorsPerLane; ++v) {
-          value[j][v] = load_partial<kLoads>(partials + (s0 + j) * split_stride + int64_t(row) * (nvfp4::kHeadDim / 4) + 32 * v);
+          value[j][v] = __ldg(partials + (s0 + j) * split_stride + int64_t(row) * (nvfp4::kHeadDim / 4) + 32 * v);
         }
       }
     }

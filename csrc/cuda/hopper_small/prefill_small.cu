@@ -21,25 +21,6 @@ void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream)
   const long long units =
       (long long)params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
   const unsigned num_ctas = unsigned(units < max_ctas ? units : max_ctas);
-#ifdef CAKE_DECODE_FUSED_MERGE
-  if constexpr (kEnd == hopper_small::UnitEnd::kPartial) {
-    // A development build: the split instance merges after a grid-wide barrier, which needs
-    // every CTA resident at once (one an SM, at most one per SM: a cooperative launch checks it).
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(num_ctas);
-    config.blockDim = dim3(hopper_small::kThreads);
-    config.dynamicSmemBytes = kSmemBytes;
-    config.stream = stream;
-    cudaLaunchAttribute attribute = {};
-    attribute.id = cudaLaunchAttributeCooperative;
-    attribute.val.cooperative = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params));
-    hopper_small::print_small_trace();
-    return;
-  }
-#endif
   kernel<<<num_ctas, hopper_small::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   hopper_small::print_small_trace();  // a CAKE_SMALL_TRACE build only

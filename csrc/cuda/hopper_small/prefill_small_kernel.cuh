@@ -14,11 +14,6 @@
 // over on k_full / k_empty mbarriers (and s_empty for the S buffers).
 #pragma once
 
-#ifdef CAKE_DECODE_FUSED_MERGE
-#include <cooperative_groups.h>
-
-#include "../common/decode_merge_row.cuh"
-#endif
 #include "../common/decode_params.h"
 #include "../common/ptx_primitives.cuh"
 #include "../hopper/sm90_primitives.cuh"
@@ -37,33 +32,6 @@ __device__ __forceinline__ void set_registers() {
     sm90::claim_registers<kRegisters>();
   }
 }
-
-#ifdef CAKE_DECODE_FUSED_MERGE
-// A development build (docs/hopper_small_kernel.md, "Development builds"): the split instance
-// merges its token's partials in its own launch instead of the merge kernel's. A role that ends
-// gives its registers back to the launch's count (`kRoleRegisters` -> kLaunchRegisters: the code
-// after the roles is common to all warps), every CTA meets at a grid-wide barrier (a cooperative
-// launch, prefill_small.cu), and the CTA's 12 warps then merge rows (token, head) four warps a row,
-// with the merge kernel's arithmetic (the same bits), reading the partials through L2.
-template <int kRoleRegisters>
-__device__ __forceinline__ void leave_role_registers() {
-  if constexpr (kRoleRegisters > kLaunchRegisters) {
-    sm90::release_registers<kLaunchRegisters>();
-  } else if constexpr (kRoleRegisters < kLaunchRegisters) {
-    sm90::claim_registers<kLaunchRegisters>();
-  }
-}
-__device__ __forceinline__ void merge_in_launch(const DecodeParams& params) {
-  constexpr int kWarpsPerRow = 4;
-  constexpr int kRowsPerCta = kThreads / 32 / kWarpsPerRow;
-  cooperative_groups::this_grid().sync();  // every split's partial written (its fences order them)
-  const int num_rows = params.num_tokens * params.num_heads;
-  const int warp = threadIdx.x / 32;
-  for (int row = blockIdx.x * kRowsPerCta + warp / kWarpsPerRow; row < num_rows; row += gridDim.x * kRowsPerCta) {
-    merge_decode_row<kWarpsPerRow, PartialLoads::kCoherent>(params, row, warp % kWarpsPerRow, threadIdx.x % 32);
-  }
-}
-#endif
 
 template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -94,9 +62,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     set_registers<G::kAttendRegisters>();
     AttendRole<kGroupHeads, kSplitItems, kEnd>(params, smem, thread).run();
     trace_life(warpgroup, kLifeExit);
-#ifdef CAKE_DECODE_FUSED_MERGE
-    if constexpr (kEnd == UnitEnd::kPartial) leave_role_registers<G::kAttendRegisters>();
-#endif
   } else {
     set_registers<G::kConvertRegisters>();
     if (warpgroup == 1) {
@@ -105,13 +70,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       ConvertRole<kGroupHeads, 1, kSplitItems>(params, smem, thread).run();
     }
     trace_life(warpgroup, kLifeExit);
-#ifdef CAKE_DECODE_FUSED_MERGE
-    if constexpr (kEnd == UnitEnd::kPartial) leave_role_registers<G::kConvertRegisters>();
-#endif
   }
-#ifdef CAKE_DECODE_FUSED_MERGE
-  if constexpr (kEnd == UnitEnd::kPartial) merge_in_launch(params);
-#endif
 #endif
 }
 
