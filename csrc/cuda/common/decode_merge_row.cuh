@@ -85,8 +85,7 @@ __device__ __forceinline__ void merge_decode_row(const DecodeParams& params, int
     }
   }
 
-  const float sink2 = params.sink != nullptr ? __ldg(params.sink + head) * kLog2e : 0.0f;
-  const SoftmaxFinal final_row = finalize_softmax(max_lse, weight_sum, params.sink != nullptr, sink2);
+  const SoftmaxFinal final_row = finalize_softmax(max_lse, weight_sum, params.sink != nullptr, row_sink2(params, head));
   __nv_bfloat16* out_row = output_row(params, token, head);
 #pragma unroll
   for (int v = 0; v < kVectorsPerLane; ++v) {
