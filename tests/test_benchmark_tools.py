@@ -1271,3 +1271,38 @@ def test_repeat_check_runs_several_cases_in_one_process(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == ["prefill_h16_tk512", "prefill_h32_tk512_offset2"]
     assert all(": 2 runs, 1 distinct results {" in line for line in lines)
+
+
+# nvdisasm -gi output in the form sass_roles.py reads: each instruction after the inlining chain
+# of its source line, innermost first (an instruction without its own lines keeps the last chain).
+NVDISASM_TWO_ROLES = """
+	.section	.text._Z6kernelILi16EEvv,"ax",@progbits
+	//## File "/x/kernel.cuh", line 10
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+	//## File "/x/lists.cuh", line 5 inlined at "/x/role_a.cuh", line 7
+	//## File "/x/role_a.cuh", line 7 inlined at "/x/kernel.cuh", line 20
+	//## File "/x/kernel.cuh", line 20
+        /*0010*/                   IMAD R2, R3, R4, RZ ;
+        /*0020*/                   IADD3 R2, R2, 0x1, RZ ;
+	//## File "/x/decode.cuh", line 9 inlined at "/x/kernel.cuh", line 22
+	//## File "/x/kernel.cuh", line 22
+        /*0030*/                   LOP3.LUT R5, R2, 0xf, RZ, 0xc0, !PT ;
+	.section	.text._Z6kernelILi32EEvv,"ax",@progbits
+	//## File "/x/kernel.cuh", line 10
+        /*0000*/                   EXIT ;
+"""
+
+
+def test_sass_roles_gives_each_instruction_to_its_call_and_file():
+    sass_roles = import_benchmark("sass_roles")
+    kernels = sass_roles.parse_nvdisasm(NVDISASM_TWO_ROLES)
+    assert sorted(kernels) == ["_Z6kernelILi16EEvv", "_Z6kernelILi32EEvv"]
+    instructions = kernels["_Z6kernelILi16EEvv"]
+    assert [address for address, _, _ in instructions] == [0x0, 0x10, 0x20, 0x30]
+    assert instructions[2][1].startswith("IADD3") and instructions[2][2] == instructions[1][2]
+    kernel_file, calls, inner = sass_roles.attribute(instructions)
+    assert kernel_file == "kernel.cuh"
+    assert calls == {("/x/kernel.cuh", 10): 1, ("/x/kernel.cuh", 20): 2, ("/x/kernel.cuh", 22): 1}
+    assert inner[("/x/kernel.cuh", 20)] == {"lists.cuh": 2}
+    assert inner[("/x/kernel.cuh", 22)] == {"decode.cuh": 1}
+    assert len(kernels["_Z6kernelILi32EEvv"]) == 1
