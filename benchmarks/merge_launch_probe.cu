@@ -29,9 +29,12 @@
 #include <cstdio>
 #include <vector>
 
+#include "../csrc/cuda/common/ptx_primitives.cuh"  // launch_dependent_grids, wait_for_prerequisite_grids
 #include "probe_check.h"
 
 namespace cg = cooperative_groups;
+using cake::cuda::launch_dependent_grids;
+using cake::cuda::wait_for_prerequisite_grids;
 
 namespace {
 
@@ -41,9 +44,6 @@ constexpr int kPartialBytes = 32 * 1024;          // a 16-head split's fp32 part
 constexpr int kPartialWords = kPartialBytes / 4;  // floats a CTA writes
 constexpr int kGroup = 8;                         // splits a row group merges (8 x 16 x 1024: 8 splits)
 constexpr int kRepeats = 60;
-
-__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void wait_prerequisites() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 __device__ __forceinline__ float partial_value(int cta, int i) { return float((cta * 131 + i) % 1024) * 0.25f; }
 
@@ -63,12 +63,12 @@ __device__ __forceinline__ void split_work(float* __restrict__ partials, long lo
 }
 
 // The merge of CTA `cta`'s share of its group: words [cta % kGroup] of kGroup slices, summed over
-// the group's CTAs in CTA order.
+// the group's CTAs in CTA order (by this CTA's threads, whatever their number).
 __device__ __forceinline__ void merge_share(const float* __restrict__ partials, float* __restrict__ merged, int cta) {
   const int group = cta / kGroup;
   const int slice_words = kPartialWords / kGroup;
   const int first = (cta % kGroup) * slice_words;
-  for (int i = threadIdx.x; i < slice_words; i += kThreads) {
+  for (int i = threadIdx.x; i < slice_words; i += blockDim.x) {
     float sum = 0.f;
 #pragma unroll
     for (int s = 0; s < kGroup; ++s) sum += __ldcg(partials + size_t(group * kGroup + s) * kPartialWords + first + i);
@@ -82,31 +82,22 @@ __global__ void __launch_bounds__(kThreads, 1) empty_kernel(int) {
 }
 __global__ void __launch_bounds__(kThreads, 1) empty_pdl_first(int) {
   extern __shared__ unsigned char smem[];
-  launch_dependents();
+  launch_dependent_grids();
   if (threadIdx.x == 0 && blockIdx.x > (1 << 30)) smem[0] = 1;
 }
 __global__ void __launch_bounds__(kThreads, 1) empty_pdl_second(int) {
   extern __shared__ unsigned char smem[];
-  wait_prerequisites();
+  wait_for_prerequisite_grids();
   if (threadIdx.x == 0 && blockIdx.x > (1 << 30)) smem[0] = 1;
 }
 
 __global__ void __launch_bounds__(kThreads, 1) split_kernel(float* partials, long long work_cycles) {
-  launch_dependents();  // no effect without the PDL attribute on the next launch
+  launch_dependent_grids();  // no effect without the PDL attribute on the next launch
   split_work(partials, work_cycles);
 }
 __global__ void __launch_bounds__(128) merge_kernel(const float* partials, float* merged) {
-  wait_prerequisites();  // returns at once without the PDL attribute
-  // One merge CTA per split CTA's share, as in the fused forms (128 threads: the library's merge).
-  const int group = blockIdx.x / kGroup;
-  const int slice_words = kPartialWords / kGroup;
-  const int first = (blockIdx.x % kGroup) * slice_words;
-  for (int i = threadIdx.x; i < slice_words; i += blockDim.x) {
-    float sum = 0.f;
-#pragma unroll
-    for (int s = 0; s < kGroup; ++s) sum += __ldcg(partials + size_t(group * kGroup + s) * kPartialWords + first + i);
-    merged[size_t(group) * kPartialWords + first + i] = sum;
-  }
+  wait_for_prerequisite_grids();  // returns at once without the PDL attribute
+  merge_share(partials, merged, blockIdx.x);  // one merge CTA per split CTA's share, 128 threads
 }
 
 // One cooperative launch: split, grid sync (its own fences order the partials), merge. `sync_ns`:

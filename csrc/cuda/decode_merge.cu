@@ -12,9 +12,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <cuda_bf16.h>
 
-#include "../common/decode_splits.h"
 #include "common/decode_merge_row.cuh"
-#include "common/prefill_epilogue.cuh"
 #include "common/ptx_primitives.cuh"
 #include "decode_merge_cuda.h"
 

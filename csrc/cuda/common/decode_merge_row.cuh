@@ -3,10 +3,8 @@
 // largest partial LSE (decode_merge_reference), summed in split order, then the softmax end every
 // kernel shares (finalize_softmax: the sink, the non-finite rules), as the CPU merge
 // (csrc/cpu/decode_cpu.cpp) does. kWarpsPerRow warps share the row, warp `part` taking dims
-// 512 / kWarpsPerRow * part .. The partials come by the read-only path: they were written by the
-// split kernel, an earlier launch (a merge in the split kernel's own launch would need loads
-// through L2 instead; timed and slower: docs/hopper_small_kernel.md, "The merge in the split
-// launch").
+// 512 / kWarpsPerRow * part .. The partials come by the read-only path, which is only right because
+// an earlier launch (the split kernel) wrote them.
 #pragma once
 
 #include <cuda_bf16.h>
