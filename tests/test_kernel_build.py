@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ())] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", (switch,))
     for switch in ("-DCAKE_HOPPER_NO_TILE_STORES", "-DCAKE_HOPPER_NO_CONVERSION", "-DCAKE_HOPPER_NO_MMA",
-                   "-DCAKE_HOPPER_HALF_CONVERSION_BOUND", "-DCAKE_HOPPER_LEADER_WAITS_SECOND=2",
+                   "-DCAKE_HOPPER_HALF_CONVERSION_BOUND",
                    "-DCAKE_HOPPER_WRITER_FENCE=2", "-DCAKE_HOPPER_QK_RECHECK")] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),

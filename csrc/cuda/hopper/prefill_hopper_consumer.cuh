@@ -153,19 +153,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     if constexpr (kRecheckLeader) recheck_scores(s_acc, first, pair.gblock);
     trace_event(0, 1, pair.gblock);
     release_half(first, kHighDims);
-#if defined(CAKE_HOPPER_LEADER_WAITS_SECOND) && !defined(CAKE_HOPPER_CONSUMERS_ALONE) && !defined(CAKE_HOPPER_NO_WAITS)
-    // Development variant: the leader's softmax waits until the pair's second block has a half
-    // written (1: the low half, 2: the high half), so that the dequant's conversion of that block,
-    // on the follower's path, does not share the SM with this softmax, which has slack (the
-    // follower needs its reference only after its own QK^T). Parity-safe: the leader releases the
-    // second block's halves only later in this pair.
-    static_assert(CAKE_HOPPER_LEADER_WAITS_SECOND == 1 || CAKE_HOPPER_LEADER_WAITS_SECOND == 2,
-                  "CAKE_HOPPER_LEADER_WAITS_SECOND: 1 (the low half) or 2 (the high half)");
-    if (pair.has_second) {
-      sm90::mbarrier_wait(smem_address(&smem_.half_full[second][CAKE_HOPPER_LEADER_WAITS_SECOND == 1 ? kLowDims : kHighDims]),
-                          pair.first_phase ^ first);
-    }
-#endif
     BlockWeights weights;
     float moved_by[2];
     // The reference is final once the block's max is known: the follower starts its softmax on it
