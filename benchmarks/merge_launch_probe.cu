@@ -31,6 +31,7 @@
 
 #include "../csrc/cuda/common/ptx_primitives.cuh"  // launch_dependent_grids, wait_for_prerequisite_grids
 #include "probe_check.h"
+#include "probe_pool.h"  // probe_median
 
 namespace cg = cooperative_groups;
 using cake::cuda::launch_dependent_grids;
@@ -141,11 +142,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   merge_share(partials, merged, blockIdx.x);
 }
 
-double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main() {
@@ -202,7 +198,7 @@ int main() {
   };
   // Times `body` (a call's launches on `stream`), after `prepare` (outside the events) and the flush.
   auto time_it = [&](auto&& prepare, auto&& body) {
-    std::vector<float> ms;
+    std::vector<double> ms;
     for (int r = 0; r < kRepeats + 3; ++r) {
       CHECK_CUDA(cudaMemsetAsync(flush, r & 0xff, flush_bytes, stream));
       prepare();
@@ -214,7 +210,7 @@ int main() {
       CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
       if (r >= 3) ms.push_back(t);
     }
-    return 1000.0 * median(ms);
+    return 1000.0 * probe_median(ms);
   };
   auto nothing = [] {};
   // Every merged value against the host's sum; returns the number of wrong ones.
@@ -236,14 +232,14 @@ int main() {
   auto sync_latency = [&](int ctas, int group) {
     std::vector<long long> t(size_t(ctas) * 2);
     CHECK_CUDA(cudaMemcpy(t.data(), sync_ns, t.size() * sizeof(long long), cudaMemcpyDeviceToHost));
-    std::vector<float> lat;
+    std::vector<double> lat;
     for (int c = 0; c < ctas; ++c) {
       const int g0 = c / group * group;
       long long last = 0;
       for (int k = g0; k < g0 + group; ++k) last = std::max(last, t[2 * k]);
-      lat.push_back(float(t[2 * c + 1] - last));
+      lat.push_back(double(t[2 * c + 1] - last));
     }
-    return median(lat);
+    return probe_median(lat);
   };
 
   std::printf("\n| CTAs | work cycles a split | way | us | merged values wrong | sync: leave - last arrival, ns (median over CTAs) |\n");

@@ -1,4 +1,4 @@
-// The host side the timing probes share (converter_stream_probe.cu, small_roles_probe.cu,
+// The host side the timing probes share (converter_stream_probe.cu, small_roles_probe.cu, contention_probe.cu, merge_launch_probe.cu,
 // wgmma_rate_probe.cu, register_shape_probe.cu): the SM count, a pool of random bytes on the device (small enough to stay in
 // L2) with random row indices into it, the launches whose per-CTA figures they read back, and the
 // median of those. Each probe is still one nvcc command (header only).

@@ -15,7 +15,6 @@ in a loop counts once.
 """
 import argparse
 import collections
-import glob
 import os
 import re
 import shutil
@@ -23,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import sm90a_cubin
+
+ROOT = sm90a_cubin.ROOT
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.(\S+?),")
 _FRAME = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
@@ -87,14 +88,8 @@ def _tool(name):
 
 
 def compile_cubin(source, flags, out):
-    import torch
-    torch_dir = os.path.dirname(torch.__file__)
-    includes = [os.path.join(torch_dir, "include"), os.path.join(torch_dir, "include", "torch", "csrc", "api", "include")]
-    includes += glob.glob(os.path.join(os.path.dirname(torch_dir), "nvidia", "cu*", "include"))
-    cmd = [_tool("nvcc"), "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr", "-lineinfo",
-           "-gencode=arch=compute_90a,code=sm_90a", "-DCAKE_WITH_CUDA", "-DCAKE_WITH_SM90A", *flags,
-           *[f"-I{d}" for d in includes], f"-I{os.path.join(ROOT, 'csrc')}", "-cubin", "-o", out, source]
-    subprocess.run(cmd, check=True)
+    nvcc = sm90a_cubin.find_nvcc() or sys.exit("no nvcc found (CUDA_HOME/bin, PATH)")
+    subprocess.run(sm90a_cubin.cubin_command(nvcc, source, out, ["-lineinfo", *flags]), check=True)
 
 
 def source_line(path, line):

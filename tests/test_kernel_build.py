@@ -11,11 +11,9 @@ once lost most of its tensor throughput this way), so no numerical test can catc
 
 Skipped where no nvcc is found, where torch is a CPU-only build, or where nvcc cannot build for
 sm_90a. Also: a development build's defines (CAKE_NVCC_EXTRA) reach the host compiler too."""
-import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -23,6 +21,10 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import sm90a_cubin  # noqa: E402  (the compile command benchmarks/sass_roles.py uses too)
+sys.path.pop(0)
+
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
 # compiling for the ablation runs, the small-heads kernel's trace build and its development builds
@@ -58,29 +60,13 @@ NO_SPILL_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopp
                     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",))]
 
 
-def _nvcc():
-    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    path = os.path.join(home, "bin", "nvcc")
-    return path if os.path.exists(path) else shutil.which("nvcc")
-
-
-def _include_flags():
-    torch_dir = os.path.dirname(torch.__file__)
-    dirs = [os.path.join(torch_dir, "include"), os.path.join(torch_dir, "include", "torch", "csrc", "api", "include")]
-    # A pip CUDA build of torch ships the CUDA library headers its own headers include here.
-    dirs += glob.glob(os.path.join(os.path.dirname(torch_dir), "nvidia", "cu*", "include"))
-    return [f"-I{d}" for d in dirs] + [f"-I{os.path.join(ROOT, 'csrc')}"]
-
-
 def _ptxas_report(source, flags, tmp_path):
-    nvcc = _nvcc()
+    nvcc = sm90a_cubin.find_nvcc()
     if nvcc is None:
         pytest.skip("no nvcc")
     if torch.version.cuda is None:
         pytest.skip("a CPU-only torch build has no CUDA headers to compile against")
-    cmd = [nvcc, "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
-           "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-DCAKE_WITH_CUDA", "-DCAKE_WITH_SM90A",
-           *flags, *_include_flags(), "-cubin", "-o", str(tmp_path / "kernel.cubin"), os.path.join(ROOT, source)]
+    cmd = sm90a_cubin.cubin_command(nvcc, os.path.join(ROOT, source), tmp_path / "kernel.cubin", ["-Xptxas", "-v", *flags])
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     report = result.stdout + result.stderr
     if result.returncode != 0 and ("sm_90a" in report and "not defined" in report or "Unsupported gpu" in report):
@@ -107,7 +93,7 @@ def test_development_defines_reach_both_compilers(tmp_path):
     """CAKE_NVCC_EXTRA's -D defines go to the host compiler as well as to nvcc (headers both compile,
     such as the kernels' shared-memory layouts, must agree); its other flags to nvcc only. setup.py
     is run with setuptools.setup replaced, so nothing is built."""
-    if _nvcc() is None:
+    if sm90a_cubin.find_nvcc() is None:
         pytest.skip("no nvcc: setup.py builds no CUDA extension")
     probe = tmp_path / "probe.py"
     probe.write_text(
@@ -118,7 +104,7 @@ def test_development_defines_reach_both_compilers(tmp_path):
         f"runpy.run_path({os.path.join(ROOT, 'setup.py')!r})\n"
         "print(json.dumps(captured['ext_modules'][0].extra_compile_args))\n")
     env = dict(os.environ, CAKE_NVCC_EXTRA="-DCAKE_PROBE_DEFINE=3 -Xptxas -v", CAKE_BUILD_CUDA="1",
-               CUDA_HOME=os.path.dirname(os.path.dirname(_nvcc())))
+               CUDA_HOME=os.path.dirname(os.path.dirname(sm90a_cubin.find_nvcc())))
     result = subprocess.run([sys.executable, str(probe)], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr

@@ -10,7 +10,6 @@
 // before it uses the first; when they are all the row's splits it takes their maximum itself,
 // with no pass over the LSEs before the values are loaded.
 #include <c10/cuda/CUDAException.h>
-#include <cuda_bf16.h>
 
 #include "common/decode_merge_row.cuh"
 #include "common/ptx_primitives.cuh"
