@@ -6,6 +6,7 @@
 
 #include "cache_view.h"
 #include "tensor_alignment.h"
+#include "tensor_overlap.h"
 
 namespace cake {
 namespace {
@@ -45,6 +46,18 @@ void check_candidate_list(CandidateList& list, const at::Tensor& q, int64_t num_
 }
 
 }  // namespace
+
+void check_apart_from_read(const at::Tensor& written, const char* written_name, const AttentionInputs& inputs,
+                           PointerChecks pointers) {
+  check_apart(written, written_name, inputs.q, "q", pointers);
+  check_apart(written, written_name, inputs.main.cache, "kv_cache", pointers);
+  check_apart(written, written_name, inputs.main.indices, "indices", pointers);
+  check_apart(written, written_name, inputs.main.lengths, "topk_length", pointers);
+  check_apart(written, written_name, inputs.extra.cache, "extra_kv_cache", pointers);
+  check_apart(written, written_name, inputs.extra.indices, "extra_indices", pointers);
+  check_apart(written, written_name, inputs.extra.lengths, "extra_topk_length", pointers);
+  check_apart(written, written_name, inputs.sink, "attn_sink", pointers);
+}
 
 void check_same_device(const at::Tensor& tensor, const at::Tensor& q, const char* name) {
   TORCH_CHECK_VALUE(tensor.device() == q.device(), name, ": expected a tensor on ", q.device(), " (the device of q), got ",
@@ -109,6 +122,10 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
   TORCH_CHECK_VALUE(!std::isfinite(inputs.sm_scale) || std::abs(inputs.sm_scale) <= kMaxFiniteSmScale,
                     "sm_scale: expected a magnitude of at most 1e30 (or NaN / +-inf, which make every row with a "
                     "candidate NaN), got ", inputs.sm_scale);
+  // Last: a call the fake implementations check (no data pointers) raises the same earlier errors.
+  check_apart(inputs.output, "output", inputs.out_lse, "out_lse", pointers);
+  check_apart_from_read(inputs.output, "output", inputs, pointers);
+  check_apart_from_read(inputs.out_lse, "out_lse", inputs, pointers);
 }
 
 }  // namespace cake

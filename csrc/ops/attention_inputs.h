@@ -85,6 +85,11 @@ inline void pack_attention_inputs(AttentionInputs& inputs, const at::Tensor& q, 
 void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& limits,
                                PointerChecks pointers = PointerChecks::kCheck);
 
+// Raises ValueError naming `written` (a tensor the op writes) when it shares memory with a tensor
+// the op reads: q, either list's cache, indices and lengths, the sink (tensor_overlap.h).
+void check_apart_from_read(const at::Tensor& written, const char* written_name, const AttentionInputs& inputs,
+                           PointerChecks pointers);
+
 // Raises ValueError naming `name` when `tensor` is not on q's device.
 void check_same_device(const at::Tensor& tensor, const at::Tensor& q, const char* name);
 

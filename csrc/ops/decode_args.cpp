@@ -1,11 +1,13 @@
 #include "decode_args.h"
 #include "tensor_alignment.h"
+#include "tensor_overlap.h"
 
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace cake {
 namespace {
@@ -68,6 +70,13 @@ void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& spl
     check_scratch_form(args.mid_lse, args, /*rows=*/false, "mid_lse");
     if (check_scratch_splits(args.mid_out, /*rows=*/true, "mid_out", splits, pointers)) {
       check_scratch_splits(args.mid_lse, /*rows=*/false, "mid_lse", splits, pointers);
+    }
+    // The splits write the scratch and the merge reads it while writing output and out_lse.
+    check_apart(args.mid_out, "mid_out", args.mid_lse, "mid_lse", pointers);
+    for (const auto& [scratch, name] : {std::pair{&args.mid_out, "mid_out"}, std::pair{&args.mid_lse, "mid_lse"}}) {
+      check_apart(*scratch, name, args.output, "output", pointers);
+      check_apart(*scratch, name, args.out_lse, "out_lse", pointers);
+      check_apart_from_read(*scratch, name, args, pointers);
     }
   } else if (splits.known()) {
     TORCH_CHECK_VALUE(splits.fewest == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",

@@ -1,0 +1,49 @@
+// The overlap check the argument validators share: an op must not write memory that it also reads
+// or writes through another argument. Its CTAs (or CPU tasks) write rows while others read the
+// caches, the lists and q, so the result would depend on their order; torch's own out= operations
+// refuse the same.
+#pragma once
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+
+#include "tensor_alignment.h"
+
+namespace cake {
+
+// The bytes [first, last] a tensor's elements span (positive strides: every tensor the validators
+// pass here has them).
+struct ByteSpan {
+  uintptr_t first;
+  uintptr_t last;
+};
+inline ByteSpan byte_span(const at::Tensor& tensor) {
+  int64_t extent = 0;
+  for (int64_t d = 0; d < tensor.dim(); ++d) extent += (tensor.size(d) - 1) * tensor.stride(d);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(tensor.data_ptr());
+  return {first, first + uintptr_t((extent + 1) * int64_t(tensor.element_size())) - 1};
+}
+
+// ValueError naming `written` (a tensor the op writes, contiguous) when it shares memory with
+// `other`. Where `other` is not dense (a cache view with padded pages), torch cannot tell whether
+// the two share an element, and a written tensor inside `other`'s span counts as sharing. Skipped
+// for tensors without data (the fake implementations' checks) and for empty or absent tensors.
+inline void check_apart(const at::Tensor& written, const char* written_name, const at::Tensor& other,
+                        const char* other_name, PointerChecks pointers) {
+  if (pointers == PointerChecks::kSkip || !written.defined() || !other.defined()) return;
+  if (written.numel() == 0 || other.numel() == 0) return;
+  if (!written.storage().is_alias_of(other.storage())) return;
+  at::MemOverlapStatus status = at::get_overlap_status(written, other);
+  if (status == at::MemOverlapStatus::TooHard) {
+    const ByteSpan a = byte_span(written), b = byte_span(other);
+    status = a.first <= b.last && b.first <= a.last ? at::MemOverlapStatus::Partial : at::MemOverlapStatus::No;
+  }
+  TORCH_CHECK_VALUE(status == at::MemOverlapStatus::No, written_name, ": shares memory with ", other_name,
+                    ", which the op reads or writes while it writes ", written_name,
+                    "; pass tensors that do not overlap");
+}
+
+}  // namespace cake

@@ -1,0 +1,199 @@
+"""A tensor an op writes may not share memory with another tensor of the call (docs/contract.md,
+section 10): the prefill's output and out_lse, the decode's scratch as well, and the cache writers'
+cache. Each case carves the two tensors from one buffer; the call raises ValueError naming both and
+leaves the buffer as it was. Tensors carved side by side from one buffer, apart, are accepted and
+give the results of separate tensors."""
+import pytest
+import torch
+
+import torch_ops
+
+T, H, TOPK, PAGES = 3, 32, 100, 4
+SLOTS = PAGES * 64
+
+
+def sizes():
+    """Each argument's shape and dtype, and its contents (a packed cache, valid indices, q)."""
+    latent = torch.randn(PAGES, 64, 512).to(torch.bfloat16)
+    return dict(
+        q=torch.randn(T, H, 512).to(torch.bfloat16),
+        kv_cache=torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent, kv_layout="HND").view(PAGES, 64, 384),
+        indices=torch.randint(0, SLOTS, (T, TOPK), dtype=torch.int32),
+        output=torch.full((T, H, 512), float("nan"), dtype=torch.bfloat16),
+        out_lse=torch.full((T, H), float("nan")),
+        topk_length=torch.tensor([TOPK, 50, 7], dtype=torch.int32),
+        attn_sink=torch.randn(H),
+        extra_kv_cache=torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent[:2], kv_layout="HND").view(2, 64, 384),
+        extra_indices=torch.randint(0, 128, (T, 8), dtype=torch.int32),
+        extra_topk_length=torch.tensor([8, 3, 0], dtype=torch.int32),
+    )
+
+
+def nbytes(tensor):
+    return tensor.numel() * tensor.element_size()
+
+
+def carve(buffer, offset, like):
+    """A view of `buffer` (uint8) from byte `offset` with `like`'s shape and dtype, holding its values."""
+    view = buffer[offset:offset + nbytes(like)].view(like.dtype).view(like.shape)
+    view.copy_(like)
+    return view
+
+
+def two_in_one(first, second):
+    """`first` and `second` both from byte 0 of one buffer: they share their first bytes (second's
+    values over first's there)."""
+    buffer = torch.zeros(max(nbytes(first), nbytes(second)) + 64, dtype=torch.uint8)
+    a = carve(buffer, 0, first)
+    b = carve(buffer, 0, second)
+    return buffer, a, b
+
+
+def prefill(args, op):
+    args = dict(args)
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse")]
+    if op == "raw":
+        return torch.ops.cake.sparse_mla_prefill(*positional, 0.1, **args)
+    return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(*positional, 0.1, **args)
+
+
+# (written, other): every pair the prefill checks.
+READ = ["q", "kv_cache", "indices", "topk_length", "attn_sink", "extra_kv_cache", "extra_indices",
+        "extra_topk_length"]
+PAIRS = [("output", "out_lse")] + [(w, r) for w in ("output", "out_lse") for r in READ]
+
+
+@pytest.mark.parametrize("op", ["raw", "api"])
+@pytest.mark.parametrize("written,other", PAIRS)
+def test_prefill_rejects_a_written_tensor_sharing_memory(written, other, op):
+    args = sizes()
+    buffer, a, b = two_in_one(args[other], args[written])
+    args[other], args[written] = a, b
+    before = buffer.clone()
+    with pytest.raises(ValueError, match=f"{written}: shares memory with {other}, which the op reads or writes"):
+        prefill(args, op)
+    assert torch.equal(buffer, before), "nothing may be written before validation passes"
+
+
+def test_prefill_rejects_output_that_is_q():
+    args = sizes()
+    args["output"] = args["q"]
+    with pytest.raises(ValueError, match="output: shares memory with q"):
+        prefill(args, "api")
+
+
+def test_tensors_apart_in_one_buffer_are_accepted_and_match():
+    """output, out_lse and q carved one after another from one buffer, apart: the same results as
+    separate tensors."""
+    args = sizes()
+    prefill(args, "api")
+    expected = (args["output"].clone(), args["out_lse"].clone())
+    together = dict(args)
+    buffer = torch.zeros(nbytes(args["q"]) + nbytes(args["output"]) + nbytes(args["out_lse"]) + 64, dtype=torch.uint8)
+    together["q"] = carve(buffer, 0, args["q"])
+    together["output"] = carve(buffer, nbytes(args["q"]), torch.full_like(args["output"], float("nan")))
+    together["out_lse"] = carve(buffer, nbytes(args["q"]) + nbytes(args["output"]),
+                                torch.full_like(args["out_lse"], float("nan")))
+    prefill(together, "api")
+    assert torch.equal(together["output"], expected[0])
+    assert torch.equal(together["out_lse"], expected[1])
+
+
+def test_a_padded_cache_view_counts_its_whole_span():
+    """A cache view with padded pages is not dense, so whether a tensor shares one of its bytes is
+    not told element by element: out_lse inside the view's span (in the padding between two
+    pages) is rejected, and out_lse past the span is accepted."""
+    args = sizes()
+    page_stride = 64 * 384 + 1024  # 1 KB of padding after each page
+    buffer = torch.zeros(PAGES * page_stride + 2048, dtype=torch.uint8)
+    cache = buffer[:PAGES * page_stride].view(PAGES, page_stride)[:, :64 * 384].view(PAGES, 64, 384)
+    cache.copy_(args["kv_cache"])
+    assert not cache.is_contiguous()
+    inside = carve(buffer, 64 * 384 + 16, args["out_lse"])  # in page 0's padding
+    with pytest.raises(ValueError, match="out_lse: shares memory with kv_cache"):
+        prefill(dict(args, kv_cache=cache, out_lse=inside), "api")
+    past = carve(buffer, PAGES * page_stride, args["out_lse"])
+    prefill(dict(args, kv_cache=cache, out_lse=past), "api")
+    assert torch.isfinite(past).all()
+
+
+def decode_args(num_splits=2):
+    args = sizes()
+    args["indices"] = torch.randint(0, SLOTS, (T, 256), dtype=torch.int32)
+    args["topk_length"] = torch.tensor([256, 100, 7], dtype=torch.int32)
+    args["mid_out"] = torch.empty(num_splits, T, H, 512)
+    args["mid_lse"] = torch.empty(num_splits, T, H)
+    return args
+
+
+def decode(args):
+    args = dict(args)
+    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse")]
+    return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(*positional, 0.1, num_splits=2, **args)
+
+
+@pytest.mark.parametrize("written,other", [("mid_out", "mid_lse"), ("mid_out", "output"), ("mid_lse", "out_lse"),
+                                           ("mid_out", "q"), ("mid_lse", "kv_cache"), ("mid_out", "indices")])
+def test_decode_rejects_scratch_sharing_memory(written, other):
+    args = decode_args()
+    buffer, a, b = two_in_one(args[other], args[written])
+    args[other], args[written] = a, b
+    before = buffer.clone()
+    with pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):
+        decode(args)
+    assert torch.equal(buffer, before)
+
+
+def test_decode_rejects_outputs_sharing_memory_and_takes_its_own_scratch():
+    args = decode_args()
+    buffer, a, b = two_in_one(args["out_lse"], args["output"])
+    with pytest.raises(ValueError, match="output: shares memory with out_lse"):
+        decode(dict(args, out_lse=a, output=b))
+    # The scratch the library allocates: two tensors apart.
+    mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(T, H, 256, device="cpu")
+    decode(dict(args, mid_out=mid_out, mid_lse=mid_lse))
+    assert torch.isfinite(args["out_lse"]).all()
+
+
+def test_writers_reject_latent_rows_inside_the_cache():
+    latent = torch.randn(PAGES, 64, 512).to(torch.bfloat16)
+    buffer = torch.zeros(PAGES * 64 * 1024 + 2048, dtype=torch.uint8)
+    cache = buffer[:PAGES * 64 * 384].view(PAGES, 64, 384)
+    inside = carve(buffer, 1024, latent)  # starts in page 0 of the cache
+    before = buffer.clone()
+    with pytest.raises(ValueError, match="cache: shares memory with latent_kv"):
+        torch.ops.cake.nvfp4_pack_cache(inside, cache)
+    rows = inside.view(-1, 512)[:5]
+    with pytest.raises(ValueError, match="cache: shares memory with latent_kv"):
+        torch.ops.cake.nvfp4_append_cache(rows, torch.arange(5, dtype=torch.int32), cache)
+    assert torch.equal(buffer, before)
+    torch.ops.cake.nvfp4_pack_cache(latent, cache)  # rows of their own: accepted
+    assert not torch.equal(buffer, before)
+
+
+def test_fakes_leave_overlap_to_the_op():
+    """Whether two tensors share memory needs their data pointers, which fake and meta tensors do not
+    have: the fakes accept what only the op rejects (as for alignment)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fake_mode = FakeTensorMode()
+    args = sizes()
+    buffer, a, b = two_in_one(args["out_lse"], args["output"])
+    args["out_lse"], args["output"] = a, b
+    fake_args = {k: fake_mode.from_tensor(v) for k, v in args.items()}
+    with fake_mode:
+        prefill(fake_args, "raw")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("written,other", [("output", "out_lse"), ("out_lse", "kv_cache"), ("output", "q")])
+def test_prefill_rejects_a_written_tensor_sharing_memory_cuda(written, other):
+    args = {k: v.cuda() for k, v in sizes().items()}
+    buffer = torch.zeros(nbytes(args[other]) + nbytes(args[written]) + 64, dtype=torch.uint8, device="cuda")
+    a = carve(buffer, 0, args[other])
+    b = carve(buffer, 16, args[written])
+    args[other], args[written] = a, b
+    before = buffer.clone()
+    with pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):
+        prefill(args, "api")
+    torch.cuda.synchronize()
+    assert torch.equal(buffer, before)
