@@ -12,8 +12,8 @@ T, H, TOPK, PAGES = 3, 32, 100, 4
 SLOTS = PAGES * 64
 
 
-def sizes():
-    """Each argument's shape and dtype, and its contents (a packed cache, valid indices, q)."""
+def call_args():
+    """A prefill's tensors, each of its own (a packed cache, valid indices, random q, NaN outputs)."""
     latent = torch.randn(PAGES, 64, 512).to(torch.bfloat16)
     return dict(
         q=torch.randn(T, H, 512).to(torch.bfloat16),
@@ -41,17 +41,22 @@ def carve(buffer, offset, like):
 
 
 def two_in_one(first, second):
-    """`first` and `second` both from byte 0 of one buffer: they share their first bytes (second's
-    values over first's there)."""
-    buffer = torch.zeros(max(nbytes(first), nbytes(second)) + 64, dtype=torch.uint8)
+    """`first` and `second` both from byte 0 of one buffer on first's device: they share their
+    first bytes (second's values over first's there)."""
+    buffer = torch.zeros(max(nbytes(first), nbytes(second)) + 64, dtype=torch.uint8, device=first.device)
     a = carve(buffer, 0, first)
     b = carve(buffer, 0, second)
     return buffer, a, b
 
 
-def prefill(args, op):
+def split_positional(args):
+    """The call's positional tensors (in order) and its keyword arguments."""
     args = dict(args)
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse")]
+    return [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse")], args
+
+
+def prefill(args, op):
+    positional, args = split_positional(args)
     if op == "raw":
         return torch.ops.cake.sparse_mla_prefill(*positional, 0.1, **args)
     return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(*positional, 0.1, **args)
@@ -66,7 +71,7 @@ PAIRS = [("output", "out_lse")] + [(w, r) for w in ("output", "out_lse") for r i
 @pytest.mark.parametrize("op", ["raw", "api"])
 @pytest.mark.parametrize("written,other", PAIRS)
 def test_prefill_rejects_a_written_tensor_sharing_memory(written, other, op):
-    args = sizes()
+    args = call_args()
     buffer, a, b = two_in_one(args[other], args[written])
     args[other], args[written] = a, b
     before = buffer.clone()
@@ -76,7 +81,7 @@ def test_prefill_rejects_a_written_tensor_sharing_memory(written, other, op):
 
 
 def test_prefill_rejects_output_that_is_q():
-    args = sizes()
+    args = call_args()
     args["output"] = args["q"]
     with pytest.raises(ValueError, match="output: shares memory with q"):
         prefill(args, "api")
@@ -85,7 +90,7 @@ def test_prefill_rejects_output_that_is_q():
 def test_tensors_apart_in_one_buffer_are_accepted_and_match():
     """output, out_lse and q carved one after another from one buffer, apart: the same results as
     separate tensors."""
-    args = sizes()
+    args = call_args()
     prefill(args, "api")
     expected = (args["output"].clone(), args["out_lse"].clone())
     together = dict(args)
@@ -103,7 +108,7 @@ def test_a_padded_cache_view_counts_its_whole_span():
     """A cache view with padded pages is not dense, so whether a tensor shares one of its bytes is
     not told element by element: out_lse inside the view's span (in the padding between two
     pages) is rejected, and out_lse past the span is accepted."""
-    args = sizes()
+    args = call_args()
     page_stride = 64 * 384 + 1024  # 1 KB of padding after each page
     buffer = torch.zeros(PAGES * page_stride + 2048, dtype=torch.uint8)
     cache = buffer[:PAGES * page_stride].view(PAGES, page_stride)[:, :64 * 384].view(PAGES, 64, 384)
@@ -118,7 +123,7 @@ def test_a_padded_cache_view_counts_its_whole_span():
 
 
 def decode_args(num_splits=2):
-    args = sizes()
+    args = call_args()
     args["indices"] = torch.randint(0, SLOTS, (T, 256), dtype=torch.int32)
     args["topk_length"] = torch.tensor([256, 100, 7], dtype=torch.int32)
     args["mid_out"] = torch.empty(num_splits, T, H, 512)
@@ -127,8 +132,7 @@ def decode_args(num_splits=2):
 
 
 def decode(args):
-    args = dict(args)
-    positional = [args.pop(k) for k in ("q", "kv_cache", "indices", "output", "out_lse")]
+    positional, args = split_positional(args)
     return torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(*positional, 0.1, num_splits=2, **args)
 
 
@@ -176,7 +180,7 @@ def test_fakes_leave_overlap_to_the_op():
     have: the fakes accept what only the op rejects (as for alignment)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     fake_mode = FakeTensorMode()
-    args = sizes()
+    args = call_args()
     buffer, a, b = two_in_one(args["out_lse"], args["output"])
     args["out_lse"], args["output"] = a, b
     fake_args = {k: fake_mode.from_tensor(v) for k, v in args.items()}
@@ -187,10 +191,8 @@ def test_fakes_leave_overlap_to_the_op():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("written,other", [("output", "out_lse"), ("out_lse", "kv_cache"), ("output", "q")])
 def test_prefill_rejects_a_written_tensor_sharing_memory_cuda(written, other):
-    args = {k: v.cuda() for k, v in sizes().items()}
-    buffer = torch.zeros(nbytes(args[other]) + nbytes(args[written]) + 64, dtype=torch.uint8, device="cuda")
-    a = carve(buffer, 0, args[other])
-    b = carve(buffer, 16, args[written])
+    args = {k: v.cuda() for k, v in call_args().items()}
+    buffer, a, b = two_in_one(args[other], args[written])
     args[other], args[written] = a, b
     before = buffer.clone()
     with pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):

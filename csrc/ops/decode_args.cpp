@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <utility>
 
 namespace cake {
 namespace {
@@ -73,11 +72,13 @@ void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& spl
     }
     // The splits write the scratch and the merge reads it while writing output and out_lse.
     check_apart(args.mid_out, "mid_out", args.mid_lse, "mid_lse", pointers);
-    for (const auto& [scratch, name] : {std::pair{&args.mid_out, "mid_out"}, std::pair{&args.mid_lse, "mid_lse"}}) {
-      check_apart(*scratch, name, args.output, "output", pointers);
-      check_apart(*scratch, name, args.out_lse, "out_lse", pointers);
-      check_apart_from_read(*scratch, name, args, pointers);
-    }
+    const auto apart_from_the_call = [&](const at::Tensor& scratch, const char* name) {
+      check_apart(scratch, name, args.output, "output", pointers);
+      check_apart(scratch, name, args.out_lse, "out_lse", pointers);
+      check_apart_from_read(scratch, name, args, pointers);
+    };
+    apart_from_the_call(args.mid_out, "mid_out");
+    apart_from_the_call(args.mid_lse, "mid_lse");
   } else if (splits.known()) {
     TORCH_CHECK_VALUE(splits.fewest == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",
                       splits.fewest, "); allocate them with cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",
