@@ -201,7 +201,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       trace_event_past_barrier(0, 4, pair.gblock);
       release_half(second, kHighDims);
       adopt_reference(1);  // the follower's block may have moved it once more
-      accumulate_other(p_tile(1, pair), second);
+      accumulate_other(p_tile(1, pair), second, true);
       wgmma_wait<0>();
       pin_registers(o_acc_);
       if (!keeps_tile_for_output(pair)) release_half(second, kLowDims);
@@ -614,8 +614,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 
   // O[64 x this consumer's 256 dims] += the other consumer's weights (its P tile) x V; one
   // commit group.
-  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity) {
+  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity, bool pv_spaced = false) {
     using namespace sm90;
+    (void)pv_spaced;
     const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
     wgmma_fence();
 #pragma unroll
@@ -627,6 +628,13 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
         (void)o_part;
 #else
         wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
+#endif
+#if defined(CAKE_HOPPER_PV_SPACING)  // development timing only: same results, this PV drained every N wgmmas
+        if (pv_spaced && (step * kPvSteps + kk + 1) % (CAKE_HOPPER_PV_SPACING) == 0 && step * kPvSteps + kk + 1 < 2 * kPvSteps) {
+          wgmma_commit();
+          wgmma_wait<0>();
+          wgmma_fence();
+        }
 #endif
       }
     }
