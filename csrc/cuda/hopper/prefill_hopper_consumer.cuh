@@ -182,7 +182,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // that it does not wait behind them. The stmatrix comes first: nothing may read a wgmma's A
     // registers between its issue and the wait for it.
     write_weights(weights, p_tile(0, pair));
-    accumulate_own(weights, first);
+    accumulate_own(weights, first, true);
     trace_event(0, 7, pair.gblock);
     sm90::fence_proxy_async();
     consumer_barrier_arrive<kWeightsReady + 0>();
@@ -592,8 +592,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   }
 
   // O[64 x this consumer's 256 dims] += the own block's weights (registers) x V; one commit group.
-  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity) {
+  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity, bool pv_spaced = false) {
     using namespace sm90;
+    (void)pv_spaced;
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < 2; ++step) {
@@ -606,6 +607,13 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
         (void)o_part;
 #else
         wgmma_m64n128k16_rs_bt(o_part, a, v_descriptor(parity, step, kk), true);
+#endif
+#if defined(CAKE_HOPPER_OWN_PV_SPACING)  // development timing only: same results, this PV drained every N wgmmas
+        if (pv_spaced && (step * kPvSteps + kk + 1) % (CAKE_HOPPER_OWN_PV_SPACING) == 0 && step * kPvSteps + kk + 1 < 2 * kPvSteps) {
+          wgmma_commit();
+          wgmma_wait<0>();
+          wgmma_fence();
+        }
 #endif
       }
     }
