@@ -29,19 +29,6 @@ namespace cake::cuda::hopper {
 // registers: k-step kk (candidates 16 kk ..) takes groups 2 kk and 2 kk + 1.
 using BlockWeights = uint32_t[8][2];
 
-// CAKE_HOPPER_QK_SPACING=N (development timing only): whose QK^T is drained every N k-steps,
-// CAKE_HOPPER_QK_SPACED_WHO 0 the leader's, 1 the follower's, 2 both (default).
-#if defined(CAKE_HOPPER_QK_SPACING)
-#ifndef CAKE_HOPPER_QK_SPACED_WHO
-#define CAKE_HOPPER_QK_SPACED_WHO 2
-#endif
-inline constexpr bool kQkSpacedLeader = CAKE_HOPPER_QK_SPACED_WHO != 1;
-inline constexpr bool kQkSpacedFollower = CAKE_HOPPER_QK_SPACED_WHO != 0;
-#else
-inline constexpr bool kQkSpacedLeader = false;
-inline constexpr bool kQkSpacedFollower = false;
-#endif
-
 // A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
 // ballot words, read in two 16-byte loads).
 struct CandidateFlags {
@@ -161,7 +148,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     float s_acc[32];
     trace_event(0, 0, pair.gblock);
     CandidateFlags flags;
-    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, kQkSpacedLeader);
+    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, kLeaderScoreGroupSteps);
     retire_scores(s_acc);
     if constexpr (kRecheckLeader) recheck_scores(s_acc, first, pair.gblock);
     trace_event(0, 1, pair.gblock);
@@ -242,7 +229,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // the hand-over and its loads run while this QK^T does (the leader passed the first block's
     // phase before it issued its own QK^T and arrives on kReferenceReady without waiting for this
     // consumer); the move to the reference once the QK^T has retired.
-    issue_scores(s_acc, flags, second, pair.first_phase ^ first, false, pair.gblock, kQkSpacedFollower);
+    issue_scores(s_acc, flags, second, pair.first_phase ^ first, false, pair.gblock);
     trace_event(1, 8, pair.gblock);
     wait_half(first, kHighDims, pair.first_phase);
     consumer_barrier<kReferenceReady>();
@@ -379,10 +366,11 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // signal_issued: the leader of a pair with a second block tells the follower, which issues its
   // own QK^T only then.
   // trace_row: the follower's pair row, for its trace point past its block's high half (-1: none).
+  // group_steps: issued in groups of that many k-steps, each drained before the next (0: one
+  // stream; kLeaderScoreGroupSteps says why the leader's is grouped).
   __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
-                                               bool signal_issued, int trace_row = -1, bool qk_spaced = false) {
+                                               bool signal_issued, int trace_row = -1, int group_steps = 0) {
     using namespace sm90;
-    (void)qk_spaced;
     const uint64_t q_desc = smem_descriptor(smem_address(smem_.q), 16, 1024);
     const uint64_t k_desc = smem_descriptor(smem_address(smem_.k[parity]), 16, 1024);
 #pragma unroll
@@ -404,13 +392,11 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n64k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
 #endif
-#if defined(CAKE_HOPPER_QK_SPACING)  // development timing only: same results, QK^T drained every N k-steps
-        if (qk_spaced && (step + 1) % (CAKE_HOPPER_QK_SPACING) == 0 && k + 1 < 2 * kQkStepsPerHalf) {
+        if (group_steps > 0 && (step + 1) % group_steps == 0 && k + 1 < 2 * kQkStepsPerHalf) {
           wgmma_commit();
           wgmma_wait<0>();
           wgmma_fence();
         }
-#endif
       }
     }
     wgmma_commit();

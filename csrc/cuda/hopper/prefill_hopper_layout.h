@@ -124,6 +124,19 @@ static_assert(offsetof(SharedStorage, k) % 1024 == 0 && offsetof(SharedStorage, 
 enum DimHalf : int { kLowDims = 0, kHighDims = 1 };
 constexpr int kQkStepsPerHalf = kQkSteps / 2;
 
+// The leader issues its QK^T in groups of kLeaderScoreGroupSteps k-steps and drains each group
+// (wgmma.wait_group 0) before issuing the next. An m64n64k16 with both operands in shared memory
+// reads all 128 bytes a cycle shared memory gives, so while a QK^T streams, the dequant's tile
+// stores (the pair's second block, converted meanwhile) wait behind it; the gaps between groups let
+// them through. The leader's softmax has slack (the follower's block is written later), the
+// follower's QK^T is on the pair's path and streams whole. 0: one stream, no groups.
+#ifndef CAKE_HOPPER_LEADER_QK_GROUP
+#define CAKE_HOPPER_LEADER_QK_GROUP 2
+#endif
+constexpr int kLeaderScoreGroupSteps = CAKE_HOPPER_LEADER_QK_GROUP;
+static_assert(kLeaderScoreGroupSteps >= 0 && (kLeaderScoreGroupSteps == 0 || kQkStepsPerHalf % kLeaderScoreGroupSteps == 0),
+              "the leader's QK^T groups divide a dim half's k-steps");
+
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
 // consumer c arrives, the other waits (one-sided). kOutputStaged + c: consumer c's threads only.
 enum ConsumerBarrier : int {
