@@ -367,7 +367,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // own QK^T only then.
   // trace_row: the follower's pair row, for its trace point past its block's high half (-1: none).
   // group_steps: issued in groups of that many k-steps, each drained before the next (0: one
-  // stream; kLeaderScoreGroupSteps says why the leader's is grouped).
+  // stream; kLeaderScoreGroupSteps says why the leader's may be grouped).
   __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
                                                bool signal_issued, int trace_row = -1, int group_steps = 0) {
     using namespace sm90;

@@ -124,14 +124,16 @@ static_assert(offsetof(SharedStorage, k) % 1024 == 0 && offsetof(SharedStorage, 
 enum DimHalf : int { kLowDims = 0, kHighDims = 1 };
 constexpr int kQkStepsPerHalf = kQkSteps / 2;
 
-// The leader issues its QK^T in groups of kLeaderScoreGroupSteps k-steps and drains each group
-// (wgmma.wait_group 0) before issuing the next. An m64n64k16 with both operands in shared memory
-// reads all 128 bytes a cycle shared memory gives, so while a QK^T streams, the dequant's tile
-// stores (the pair's second block, converted meanwhile) wait behind it; the gaps between groups let
-// them through. The leader's softmax has slack (the follower's block is written later), the
-// follower's QK^T is on the pair's path and streams whole. 0: one stream, no groups.
+// CAKE_HOPPER_LEADER_QK_GROUP=N: the leader issues its QK^T in groups of N k-steps and drains each
+// group (wgmma.wait_group 0) before issuing the next. An m64n64k16 with both operands in shared
+// memory reads all 128 bytes a cycle shared memory gives, so while a QK^T streams, the dequant's
+// tile stores (the pair's second block, converted meanwhile) wait behind it; the gaps between
+// groups let them through. The leader's softmax has slack (the follower's block is written
+// later); the follower's QK^T is on the pair's path and always streams whole. 0 (the default):
+// one stream; docs/hopper_kernel.md ("Work split and roles", step 2) says where the grouped form
+// stands.
 #ifndef CAKE_HOPPER_LEADER_QK_GROUP
-#define CAKE_HOPPER_LEADER_QK_GROUP 2
+#define CAKE_HOPPER_LEADER_QK_GROUP 0
 #endif
 constexpr int kLeaderScoreGroupSteps = CAKE_HOPPER_LEADER_QK_GROUP;
 static_assert(kLeaderScoreGroupSteps >= 0 && (kLeaderScoreGroupSteps == 0 || kQkStepsPerHalf % kLeaderScoreGroupSteps == 0),
