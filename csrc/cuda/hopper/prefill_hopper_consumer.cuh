@@ -148,7 +148,11 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     float s_acc[32];
     trace_event(0, 0, pair.gblock);
     CandidateFlags flags;
+#if defined(CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST)  // development: an item's first pair (both blocks ready) streams whole
+    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, pair.first ? 0 : kLeaderScoreGroupSteps);
+#else
     issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, kLeaderScoreGroupSteps);
+#endif
     retire_scores(s_acc);
     if constexpr (kRecheckLeader) recheck_scores(s_acc, first, pair.gblock);
     trace_event(0, 1, pair.gblock);
