@@ -170,6 +170,13 @@ class AttendRole {
       for (int t = 0; t < kPvMTiles; ++t) {
         const uint32_t v_offset = t * kKColumnBlockBytes + s * 16 * kTileRowBytes;
         wgmma_ss_ta<kGroupHeads>(o_acc_[t], v_desc + (v_offset >> 4), p_desc + ((s * 32) >> 4));
+#if defined(CAKE_SMALL_PV_GROUP)  // development timing only: same results, PV drained every N wgmmas
+        if ((s * kPvMTiles + t + 1) % (CAKE_SMALL_PV_GROUP) == 0 && s * kPvMTiles + t + 1 < kPvKSteps * kPvMTiles) {
+          wgmma_commit();
+          wgmma_wait<0>();
+          wgmma_fence();
+        }
+#endif
       }
     }
   }
