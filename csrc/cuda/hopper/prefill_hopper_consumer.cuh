@@ -29,6 +29,26 @@ namespace cake::cuda::hopper {
 // registers: k-step kk (candidates 16 kk ..) takes groups 2 kk and 2 kk + 1.
 using BlockWeights = uint32_t[8][2];
 
+// Development timing only (docs/hopper_kernel.md, "Development builds"; same results): each
+// consumer's PV of its own block and of the other's, drained in groups of N of its 8 wgmmas, so
+// that the dequant's tile stores get the shared-memory port between the groups (0: one stream).
+#ifndef CAKE_HOPPER_LEADER_OWN_PV_GROUP
+#define CAKE_HOPPER_LEADER_OWN_PV_GROUP 0
+#endif
+#ifndef CAKE_HOPPER_LEADER_OTHER_PV_GROUP
+#define CAKE_HOPPER_LEADER_OTHER_PV_GROUP 0
+#endif
+#ifndef CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP
+#define CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP 0
+#endif
+#ifndef CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP
+#define CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP 0
+#endif
+inline constexpr int kLeaderOwnPvGroup = CAKE_HOPPER_LEADER_OWN_PV_GROUP;
+inline constexpr int kLeaderOtherPvGroup = CAKE_HOPPER_LEADER_OTHER_PV_GROUP;
+inline constexpr int kFollowerOwnPvGroup = CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP;
+inline constexpr int kFollowerOtherPvGroup = CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP;
+
 // A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
 // ballot words, read in two 16-byte loads).
 struct CandidateFlags {
@@ -173,7 +193,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // that it does not wait behind them. The stmatrix comes first: nothing may read a wgmma's A
     // registers between its issue and the wait for it.
     write_weights(weights, p_tile(0, pair));
-    accumulate_own(weights, first, true);
+    accumulate_own(weights, first, kLeaderOwnPvGroup);
     trace_event(0, 7, pair.gblock);
     sm90::fence_proxy_async();
     consumer_barrier_arrive<kWeightsReady + 0>();
@@ -192,7 +212,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       trace_event_past_barrier(0, 4, pair.gblock);
       release_half(second, kHighDims);
       adopt_reference(1);  // the follower's block may have moved it once more
-      accumulate_other(p_tile(1, pair), second, true);
+      accumulate_other(p_tile(1, pair), second, kLeaderOtherPvGroup);
       wgmma_wait<0>();
       pin_registers(o_acc_);
       if (!keeps_tile_for_output(pair)) release_half(second, kLowDims);
@@ -263,7 +283,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // next pair's into its other P tile. It cannot come before the wait above, which keeps the
     // leader's arrivals on kReferenceReady and kWeightsReady + 0 one pair apart.
     consumer_barrier_arrive<kWeightsReady + 1>();
-    accumulate_other(p_tile(0, pair), first);  // against the leader's reference: O is rescaled by moved_by after it
+    accumulate_other(p_tile(0, pair), first, kFollowerOtherPvGroup);  // against the leader's reference: O is rescaled by moved_by after it
     trace_event(1, 3, pair.gblock);
     // Its low dims were read by QK^T only, but the block's candidate flags travel with them and
     // the softmax above read those.
@@ -275,7 +295,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     release_half(first, kHighDims);
     trace_event(1, 4, pair.gblock);
     rescale_o_if_moved(moved_by);
-    accumulate_own(weights, second);
+    accumulate_own(weights, second, kFollowerOwnPvGroup);
     wgmma_wait<0>();
     pin_registers(o_acc_);
     pin_registers(weights);
@@ -581,10 +601,19 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     return sm90::smem_descriptor(base, kKColumnBlockBytes, 1024);
   }
 
+  // After PV wgmma `index` (of 2 kPvSteps): with `group` > 0, each group of that many is committed
+  // and drained before the next is issued (development timing only: kLeaderOwnPvGroup).
+  __device__ __forceinline__ void drain_pv_group(int group, int index) {
+    if (group > 0 && (index + 1) % group == 0 && index + 1 < 2 * kPvSteps) {
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      sm90::wgmma_fence();
+    }
+  }
+
   // O[64 x this consumer's 256 dims] += the own block's weights (registers) x V; one commit group.
-  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity, bool pv_spaced = false) {
+  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity, int group = 0) {
     using namespace sm90;
-    (void)pv_spaced;
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < 2; ++step) {
@@ -598,13 +627,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_rs_bt(o_part, a, v_descriptor(parity, step, kk), true);
 #endif
-#if defined(CAKE_HOPPER_OWN_PV_SPACING)  // development timing only: same results, this PV drained every N wgmmas
-        if (pv_spaced && (step * kPvSteps + kk + 1) % (CAKE_HOPPER_OWN_PV_SPACING) == 0 && step * kPvSteps + kk + 1 < 2 * kPvSteps) {
-          wgmma_commit();
-          wgmma_wait<0>();
-          wgmma_fence();
-        }
-#endif
+        drain_pv_group(group, step * kPvSteps + kk);
       }
     }
     wgmma_commit();
@@ -612,9 +635,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 
   // O[64 x this consumer's 256 dims] += the other consumer's weights (its P tile) x V; one
   // commit group.
-  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity, bool pv_spaced = false) {
+  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity, int group = 0) {
     using namespace sm90;
-    (void)pv_spaced;
     const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
     wgmma_fence();
 #pragma unroll
@@ -627,13 +649,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
 #endif
-#if defined(CAKE_HOPPER_PV_SPACING)  // development timing only: same results, this PV drained every N wgmmas
-        if (pv_spaced && (step * kPvSteps + kk + 1) % (CAKE_HOPPER_PV_SPACING) == 0 && step * kPvSteps + kk + 1 < 2 * kPvSteps) {
-          wgmma_commit();
-          wgmma_wait<0>();
-          wgmma_fence();
-        }
-#endif
+        drain_pv_group(group, step * kPvSteps + kk);
       }
     }
     wgmma_commit();
