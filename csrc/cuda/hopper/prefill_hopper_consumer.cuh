@@ -48,6 +48,11 @@ inline constexpr int kLeaderOwnPvGroup = CAKE_HOPPER_LEADER_OWN_PV_GROUP;
 inline constexpr int kLeaderOtherPvGroup = CAKE_HOPPER_LEADER_OTHER_PV_GROUP;
 inline constexpr int kFollowerOwnPvGroup = CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP;
 inline constexpr int kFollowerOtherPvGroup = CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP;
+#if defined(CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST)
+inline constexpr bool kLeaderQkGroupAfterFirst = true;
+#else
+inline constexpr bool kLeaderQkGroupAfterFirst = false;
+#endif
 
 // A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
 // ballot words, read in two 16-byte loads).
@@ -168,11 +173,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     float s_acc[32];
     trace_event(0, 0, pair.gblock);
     CandidateFlags flags;
-#if defined(CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST)  // development: an item's first pair (both blocks ready) streams whole
-    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, pair.first ? 0 : kLeaderScoreGroupSteps);
-#else
-    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, kLeaderScoreGroupSteps);
-#endif
+    // (Development: CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST streams an item's first pair whole.)
+    const bool stream_whole = kLeaderQkGroupAfterFirst && pair.first;
+    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, stream_whole ? 0 : kLeaderScoreGroupSteps);
     retire_scores(s_acc);
     if constexpr (kRecheckLeader) recheck_scores(s_acc, first, pair.gblock);
     trace_event(0, 1, pair.gblock);
@@ -416,11 +419,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n64k16_ss(s_acc, q_desc + q_offset, k_desc + k_offset, k != 0);
 #endif
-        if (group_steps > 0 && (step + 1) % group_steps == 0 && k + 1 < 2 * kQkStepsPerHalf) {
-          wgmma_commit();
-          wgmma_wait<0>();
-          wgmma_fence();
-        }
+        wgmma_drain_every(group_steps, k, kQkSteps);
       }
     }
     wgmma_commit();
@@ -601,16 +600,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     return sm90::smem_descriptor(base, kKColumnBlockBytes, 1024);
   }
 
-  // After PV wgmma `index` (of 2 kPvSteps): with `group` > 0, each group of that many is committed
-  // and drained before the next is issued (development timing only: kLeaderOwnPvGroup).
-  __device__ __forceinline__ void drain_pv_group(int group, int index) {
-    if (group > 0 && (index + 1) % group == 0 && index + 1 < 2 * kPvSteps) {
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
-      sm90::wgmma_fence();
-    }
-  }
-
   // O[64 x this consumer's 256 dims] += the own block's weights (registers) x V; one commit group.
   __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity, int group = 0) {
     using namespace sm90;
@@ -627,7 +616,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_rs_bt(o_part, a, v_descriptor(parity, step, kk), true);
 #endif
-        drain_pv_group(group, step * kPvSteps + kk);
+        wgmma_drain_every(group, step * kPvSteps + kk, 2 * kPvSteps);
       }
     }
     wgmma_commit();
@@ -649,7 +638,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
 #endif
-        drain_pv_group(group, step * kPvSteps + kk);
+        wgmma_drain_every(group, step * kPvSteps + kk, 2 * kPvSteps);
       }
     }
     wgmma_commit();

@@ -39,6 +39,17 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
+// Called after wgmma `index` (from 0) of a chain of `count`: with `group` > 0, the chain's wgmmas
+// so far are committed and retired before the next is issued, after every `group` of them but the
+// last. A chain that streams both operands from shared memory takes the whole port; the gaps let
+// other warps' shared stores through. `group` 0 (constant) compiles to nothing.
+__device__ __forceinline__ void wgmma_drain_every(int group, int index, int count) {
+  if (group > 0 && (index + 1) % group == 0 && index + 1 < count) {
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence();
+  }
+}
 // Pins accumulator registers at this point of the program, so the compiler neither reads them
 // before a wgmma_wait nor moves them while an MMA that writes them is in flight.
 template <int kCount>

@@ -171,11 +171,7 @@ class AttendRole {
         const uint32_t v_offset = t * kKColumnBlockBytes + s * 16 * kTileRowBytes;
         wgmma_ss_ta<kGroupHeads>(o_acc_[t], v_desc + (v_offset >> 4), p_desc + ((s * 32) >> 4));
 #if defined(CAKE_SMALL_PV_GROUP)  // development timing only: same results, PV drained every N wgmmas
-        if ((s * kPvMTiles + t + 1) % (CAKE_SMALL_PV_GROUP) == 0 && s * kPvMTiles + t + 1 < kPvKSteps * kPvMTiles) {
-          wgmma_commit();
-          wgmma_wait<0>();
-          wgmma_fence();
-        }
+        wgmma_drain_every(CAKE_SMALL_PV_GROUP, s * kPvMTiles + t, kPvKSteps * kPvMTiles);
 #endif
       }
     }
