@@ -29,9 +29,31 @@ namespace cake::cuda::hopper {
 // registers: k-step kk (candidates 16 kk ..) takes groups 2 kk and 2 kk + 1.
 using BlockWeights = uint32_t[8][2];
 
-// Development timing only (docs/hopper_kernel.md, "Development builds"; same results): each
-// consumer's PV of its own block and of the other's, drained in groups of N of its 8 wgmmas, so
-// that the dequant's tile stores get the shared-memory port between the groups (0: one stream).
+// Chains drained in groups (sm90::wgmma_drain_every): N > 0 commits and retires a chain's wgmmas
+// after every N of them, so that the dequant's tile stores get the shared-memory port between the
+// groups (0: one stream, no drain).
+//
+// CAKE_HOPPER_LEADER_QK_GROUP=N: the leader's QK^T in groups of N k-steps. An m64n64k16 with both
+// operands in shared memory reads all 128 bytes a cycle shared memory gives, so while a QK^T
+// streams, the dequant's tile stores (the pair's second block, converted meanwhile) wait behind
+// it; the gaps between groups let them through. The leader's softmax has slack (the follower's
+// block is written later); the follower's QK^T is on the pair's path and always streams whole. 0
+// (the default): one stream; docs/hopper_kernel.md ("Work split and roles", step 2) says where
+// the grouped form stands.
+#ifndef CAKE_HOPPER_LEADER_QK_GROUP
+#define CAKE_HOPPER_LEADER_QK_GROUP 0
+#endif
+inline constexpr int kLeaderQkGroup = CAKE_HOPPER_LEADER_QK_GROUP;
+static_assert(kLeaderQkGroup >= 0 && (kLeaderQkGroup == 0 || kQkStepsPerHalf % kLeaderQkGroup == 0),
+              "the leader's QK^T groups divide a dim half's k-steps");
+// Development timing only (docs/hopper_kernel.md, "Development builds"; same results): an item's
+// first pair streams the leader's QK^T whole (CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST), and each
+// consumer's PV of its own block and of the other's drained every N of its kPvWgmmas.
+#if defined(CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST)
+inline constexpr bool kLeaderQkGroupAfterFirst = true;
+#else
+inline constexpr bool kLeaderQkGroupAfterFirst = false;
+#endif
 #ifndef CAKE_HOPPER_LEADER_OWN_PV_GROUP
 #define CAKE_HOPPER_LEADER_OWN_PV_GROUP 0
 #endif
@@ -48,11 +70,6 @@ inline constexpr int kLeaderOwnPvGroup = CAKE_HOPPER_LEADER_OWN_PV_GROUP;
 inline constexpr int kLeaderOtherPvGroup = CAKE_HOPPER_LEADER_OTHER_PV_GROUP;
 inline constexpr int kFollowerOwnPvGroup = CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP;
 inline constexpr int kFollowerOtherPvGroup = CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP;
-#if defined(CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST)
-inline constexpr bool kLeaderQkGroupAfterFirst = true;
-#else
-inline constexpr bool kLeaderQkGroupAfterFirst = false;
-#endif
 
 // A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
 // ballot words, read in two 16-byte loads).
@@ -175,7 +192,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     CandidateFlags flags;
     // (Development: CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST streams an item's first pair whole.)
     const bool stream_whole = kLeaderQkGroupAfterFirst && pair.first;
-    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, stream_whole ? 0 : kLeaderScoreGroupSteps);
+    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, stream_whole ? 0 : kLeaderQkGroup);
     retire_scores(s_acc);
     if constexpr (kRecheckLeader) recheck_scores(s_acc, first, pair.gblock);
     trace_event(0, 1, pair.gblock);
@@ -394,7 +411,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   // own QK^T only then.
   // trace_row: the follower's pair row, for its trace point past its block's high half (-1: none).
   // group_steps: issued in groups of that many k-steps, each drained before the next (0: one
-  // stream; kLeaderScoreGroupSteps says why the leader's may be grouped).
+  // stream; kLeaderQkGroup says why the leader's may be grouped).
   __device__ __forceinline__ void issue_scores(float (&s_acc)[32], CandidateFlags& flags, int parity, int phase,
                                                bool signal_issued, int trace_row = -1, int group_steps = 0) {
     using namespace sm90;
@@ -605,7 +622,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     using namespace sm90;
     wgmma_fence();
 #pragma unroll
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < kPvDimSteps; ++step) {
       float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * step);
 #pragma unroll
       for (int kk = 0; kk < kPvSteps; ++kk) {
@@ -616,7 +633,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_rs_bt(o_part, a, v_descriptor(parity, step, kk), true);
 #endif
-        wgmma_drain_every(group, step * kPvSteps + kk, 2 * kPvSteps);
+        wgmma_drain_every(group, step * kPvSteps + kk, kPvWgmmas);
       }
     }
     wgmma_commit();
@@ -629,7 +646,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
     wgmma_fence();
 #pragma unroll
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < kPvDimSteps; ++step) {
       float(&o_part)[64] = *reinterpret_cast<float(*)[64]>(o_acc_ + 64 * step);
 #pragma unroll
       for (int kk = 0; kk < kPvSteps; ++kk) {  // 16 candidates a step: +32 bytes of P rows
@@ -638,7 +655,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
 #endif
-        wgmma_drain_every(group, step * kPvSteps + kk, 2 * kPvSteps);
+        wgmma_drain_every(group, step * kPvSteps + kk, kPvWgmmas);
       }
     }
     wgmma_commit();

@@ -59,6 +59,10 @@ constexpr int kPTileBytes = kHeads * kBlockRows * 2;
 constexpr int kKTiles = 2;
 constexpr int kQkSteps = nvfp4::kHeadDim / 16;  // 32 k-steps of 16 dims
 constexpr int kPvSteps = kBlockRows / 16;       // 4 k-steps of 16 candidates
+// A consumer's PV of one block: its 256 dims (kColumnBlocksPerConsumer column blocks) as two
+// m64n128k16 products, each over kPvSteps k-steps.
+constexpr int kPvDimSteps = kColumnBlocksPerConsumer * kColumnBlockDims / 128;  // 2
+constexpr int kPvWgmmas = kPvDimSteps * kPvSteps;                                // 8
 
 // A K tile row is converted by four threads (parts). A row's NoPE codes are 14 units of 16 bytes
 // (32 dims each): part p converts units p, p + 4, p + 8 and the quarter p of units 12, 13 (8
@@ -123,21 +127,6 @@ static_assert(offsetof(SharedStorage, k) % 1024 == 0 && offsetof(SharedStorage, 
 // The two dim halves of a K tile: QK^T reads both (low first), PV's consumer c reads half c.
 enum DimHalf : int { kLowDims = 0, kHighDims = 1 };
 constexpr int kQkStepsPerHalf = kQkSteps / 2;
-
-// CAKE_HOPPER_LEADER_QK_GROUP=N: the leader issues its QK^T in groups of N k-steps and drains each
-// group (wgmma.wait_group 0) before issuing the next. An m64n64k16 with both operands in shared
-// memory reads all 128 bytes a cycle shared memory gives, so while a QK^T streams, the dequant's
-// tile stores (the pair's second block, converted meanwhile) wait behind it; the gaps between
-// groups let them through. The leader's softmax has slack (the follower's block is written
-// later); the follower's QK^T is on the pair's path and always streams whole. 0 (the default):
-// one stream; docs/hopper_kernel.md ("Work split and roles", step 2) says where the grouped form
-// stands.
-#ifndef CAKE_HOPPER_LEADER_QK_GROUP
-#define CAKE_HOPPER_LEADER_QK_GROUP 0
-#endif
-constexpr int kLeaderScoreGroupSteps = CAKE_HOPPER_LEADER_QK_GROUP;
-static_assert(kLeaderScoreGroupSteps >= 0 && (kLeaderScoreGroupSteps == 0 || kQkStepsPerHalf % kLeaderScoreGroupSteps == 0),
-              "the leader's QK^T groups divide a dim half's k-steps");
 
 // Named barriers among the 256 consumer threads (id 0 is __syncthreads). kWeightsReady + c:
 // consumer c arrives, the other waits (one-sided). kOutputStaged + c: consumer c's threads only.
