@@ -37,11 +37,11 @@ using BlockWeights = uint32_t[8][2];
 // operands in shared memory reads all 128 bytes a cycle shared memory gives, so while a QK^T
 // streams, the dequant's tile stores (the pair's second block, converted meanwhile) wait behind
 // it; the gaps between groups let them through. The leader's softmax has slack (the follower's
-// block is written later); the follower's QK^T is on the pair's path and always streams whole. 2
-// (the default): groups of two k-steps, measured faster than one stream (0) at every shape timed;
-// docs/hopper_kernel.md ("Work split and roles", step 2) has the numbers.
+// block is written later); the follower's QK^T is on the pair's path and always streams whole. 0
+// (the default): one stream; groups of two timed level with it overall (faster at some shapes,
+// slower at others, within the runs' spread: docs/hopper_kernel.md, "Work split and roles", step 2).
 #ifndef CAKE_HOPPER_LEADER_QK_GROUP
-#define CAKE_HOPPER_LEADER_QK_GROUP 2
+#define CAKE_HOPPER_LEADER_QK_GROUP 0
 #endif
 inline constexpr int kLeaderQkGroup = CAKE_HOPPER_LEADER_QK_GROUP;
 static_assert(kLeaderQkGroup >= 0 && (kLeaderQkGroup == 0 || kQkStepsPerHalf % kLeaderQkGroup == 0),
