@@ -29,48 +29,21 @@ namespace cake::cuda::hopper {
 // registers: k-step kk (candidates 16 kk ..) takes groups 2 kk and 2 kk + 1.
 using BlockWeights = uint32_t[8][2];
 
-// Chains drained in groups (sm90::wgmma_drain_every): N > 0 commits and retires a chain's wgmmas
-// after every N of them, so that the dequant's tile stores get the shared-memory port between the
-// groups (0: one stream, no drain).
-//
-// CAKE_HOPPER_LEADER_QK_GROUP=N: the leader's QK^T in groups of N k-steps. An m64n64k16 with both
-// operands in shared memory reads all 128 bytes a cycle shared memory gives, so while a QK^T
-// streams, the dequant's tile stores (the pair's second block, converted meanwhile) wait behind
-// it; the gaps between groups let them through. The leader's softmax has slack (the follower's
-// block is written later); the follower's QK^T is on the pair's path and always streams whole. 0
-// (the default): one stream; groups of two timed level with it overall (faster at some shapes,
-// slower at others, within the runs' spread: docs/hopper_kernel.md, "Work split and roles", step 2).
+// CAKE_HOPPER_LEADER_QK_GROUP=N: the leader's QK^T in groups of N k-steps, each committed and
+// retired (sm90::wgmma_drain_every) before the next is issued. An m64n64k16 with both operands in
+// shared memory reads all 128 bytes a cycle shared memory gives, so while a QK^T streams, the
+// dequant's tile stores (the pair's second block, converted meanwhile) wait behind it; the gaps
+// between groups would let them through, and the leader's softmax has slack (the follower's block
+// is written later; the follower's QK^T, on the pair's path, always streams whole). 0 (the
+// default): one stream, no drain; groups of two timed level with it overall (faster at some
+// shapes, slower at others, within the runs' spread: docs/hopper_kernel.md, "Work split and
+// roles", step 2).
 #ifndef CAKE_HOPPER_LEADER_QK_GROUP
 #define CAKE_HOPPER_LEADER_QK_GROUP 0
 #endif
 inline constexpr int kLeaderQkGroup = CAKE_HOPPER_LEADER_QK_GROUP;
 static_assert(kLeaderQkGroup >= 0 && (kLeaderQkGroup == 0 || kQkStepsPerHalf % kLeaderQkGroup == 0),
               "the leader's QK^T groups divide a dim half's k-steps");
-// Development timing only (docs/hopper_kernel.md, "Development builds"; same results): an item's
-// first pair streams the leader's QK^T whole (CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST), and each
-// consumer's PV of its own block and of the other's drained every N of its kPvWgmmas.
-#if defined(CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST)
-inline constexpr bool kLeaderQkGroupAfterFirst = true;
-#else
-inline constexpr bool kLeaderQkGroupAfterFirst = false;
-#endif
-#ifndef CAKE_HOPPER_LEADER_OWN_PV_GROUP
-#define CAKE_HOPPER_LEADER_OWN_PV_GROUP 0
-#endif
-#ifndef CAKE_HOPPER_LEADER_OTHER_PV_GROUP
-#define CAKE_HOPPER_LEADER_OTHER_PV_GROUP 0
-#endif
-#ifndef CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP
-#define CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP 0
-#endif
-#ifndef CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP
-#define CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP 0
-#endif
-inline constexpr int kLeaderOwnPvGroup = CAKE_HOPPER_LEADER_OWN_PV_GROUP;
-inline constexpr int kLeaderOtherPvGroup = CAKE_HOPPER_LEADER_OTHER_PV_GROUP;
-inline constexpr int kFollowerOwnPvGroup = CAKE_HOPPER_FOLLOWER_OWN_PV_GROUP;
-inline constexpr int kFollowerOtherPvGroup = CAKE_HOPPER_FOLLOWER_OTHER_PV_GROUP;
-
 // A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
 // ballot words, read in two 16-byte loads).
 struct CandidateFlags {
@@ -190,9 +163,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     float s_acc[32];
     trace_event(0, 0, pair.gblock);
     CandidateFlags flags;
-    // (Development: CAKE_HOPPER_LEADER_QK_GROUP_AFTER_FIRST streams an item's first pair whole.)
-    const bool stream_whole = kLeaderQkGroupAfterFirst && pair.first;
-    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, stream_whole ? 0 : kLeaderQkGroup);
+    issue_scores(s_acc, flags, first, pair.first_phase, pair.has_second, -1, kLeaderQkGroup);
     retire_scores(s_acc);
     if constexpr (kRecheckLeader) recheck_scores(s_acc, first, pair.gblock);
     trace_event(0, 1, pair.gblock);
@@ -213,7 +184,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // that it does not wait behind them. The stmatrix comes first: nothing may read a wgmma's A
     // registers between its issue and the wait for it.
     write_weights(weights, p_tile(0, pair));
-    accumulate_own(weights, first, kLeaderOwnPvGroup);
+    accumulate_own(weights, first);
     trace_event(0, 7, pair.gblock);
     sm90::fence_proxy_async();
     consumer_barrier_arrive<kWeightsReady + 0>();
@@ -232,7 +203,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       trace_event_past_barrier(0, 4, pair.gblock);
       release_half(second, kHighDims);
       adopt_reference(1);  // the follower's block may have moved it once more
-      accumulate_other(p_tile(1, pair), second, kLeaderOtherPvGroup);
+      accumulate_other(p_tile(1, pair), second);
       wgmma_wait<0>();
       pin_registers(o_acc_);
       if (!keeps_tile_for_output(pair)) release_half(second, kLowDims);
@@ -303,7 +274,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // next pair's into its other P tile. It cannot come before the wait above, which keeps the
     // leader's arrivals on kReferenceReady and kWeightsReady + 0 one pair apart.
     consumer_barrier_arrive<kWeightsReady + 1>();
-    accumulate_other(p_tile(0, pair), first, kFollowerOtherPvGroup);  // against the leader's reference: O is rescaled by moved_by after it
+    accumulate_other(p_tile(0, pair), first);  // against the leader's reference: O is rescaled by moved_by after it
     trace_event(1, 3, pair.gblock);
     // Its low dims were read by QK^T only, but the block's candidate flags travel with them and
     // the softmax above read those.
@@ -315,7 +286,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     release_half(first, kHighDims);
     trace_event(1, 4, pair.gblock);
     rescale_o_if_moved(moved_by);
-    accumulate_own(weights, second, kFollowerOwnPvGroup);
+    accumulate_own(weights, second);
     wgmma_wait<0>();
     pin_registers(o_acc_);
     pin_registers(weights);
@@ -618,7 +589,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   }
 
   // O[64 x this consumer's 256 dims] += the own block's weights (registers) x V; one commit group.
-  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity, int group = 0) {
+  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity) {
     using namespace sm90;
     wgmma_fence();
 #pragma unroll
@@ -633,7 +604,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_rs_bt(o_part, a, v_descriptor(parity, step, kk), true);
 #endif
-        wgmma_drain_every(group, step * kPvSteps + kk, kPvWgmmas);
       }
     }
     wgmma_commit();
@@ -641,7 +611,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 
   // O[64 x this consumer's 256 dims] += the other consumer's weights (its P tile) x V; one
   // commit group.
-  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity, int group = 0) {
+  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity) {
     using namespace sm90;
     const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
     wgmma_fence();
@@ -655,7 +625,6 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #else
         wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
 #endif
-        wgmma_drain_every(group, step * kPvSteps + kk, kPvWgmmas);
       }
     }
     wgmma_commit();

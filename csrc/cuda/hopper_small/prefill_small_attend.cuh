@@ -170,9 +170,6 @@ class AttendRole {
       for (int t = 0; t < kPvMTiles; ++t) {
         const uint32_t v_offset = t * kKColumnBlockBytes + s * 16 * kTileRowBytes;
         wgmma_ss_ta<kGroupHeads>(o_acc_[t], v_desc + (v_offset >> 4), p_desc + ((s * 32) >> 4));
-#if defined(CAKE_SMALL_PV_GROUP)  // development timing only: same results, PV drained every N wgmmas
-        wgmma_drain_every(CAKE_SMALL_PV_GROUP, s * kPvMTiles + t, kPvKSteps * kPvMTiles);
-#endif
       }
     }
   }
