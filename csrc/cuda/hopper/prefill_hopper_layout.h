@@ -62,7 +62,6 @@ constexpr int kPvSteps = kBlockRows / 16;       // 4 k-steps of 16 candidates
 // A consumer's PV of one block: its 256 dims (kColumnBlocksPerConsumer column blocks) as two
 // m64n128k16 products, each over kPvSteps k-steps.
 constexpr int kPvDimSteps = kColumnBlocksPerConsumer * kColumnBlockDims / 128;  // 2
-constexpr int kPvWgmmas = kPvDimSteps * kPvSteps;                                // 8
 
 // A K tile row is converted by four threads (parts). A row's NoPE codes are 14 units of 16 bytes
 // (32 dims each): part p converts units p, p + 4, p + 8 and the quarter p of units 12, 13 (8
