@@ -8,6 +8,11 @@ bench_decode.py write them. The bf16 matmul of each tree's runs is printed under
 a time means little without the ceiling measured beside it, and so are the rows whose rounds
 differ by more than 3% (a disturbed round) and trees with fewer rounds than the others. Decode
 rows with a forced plan are keyed by it too.
+
+Under the table, each tree's fastest round over the first tree's fastest, per shape: the runs of
+one build can fall in two modes a few percent apart (the 64-head prefill at T = 4096 on an H100,
+docs/benchmarks.md), and a median over three or four rounds then depends on how many rounds fell
+in each; when the medians' ratio and the fastest rounds' disagree, the difference is the modes'.
 """
 import json
 import pathlib
@@ -80,6 +85,13 @@ def table(directory, labels, kind):
         ratios = [f"{m / base:.3f}" if m is not None and base else "-" for m in medians[1:]]
         lines.append(f"| {'/'.join(str(v) for v in shape)} | " + " | ".join(cells + ratios) + " |")
     lines.append("")
+    if any(len(values) > 1 for times, _ in runs.values() for values in times.values()):
+        for label in labels[1:]:
+            pairs = [(shape, min(runs[label][0][shape]) / min(runs[labels[0]][0][shape]))
+                     for shape in shapes if runs[label][0].get(shape) and runs[labels[0]][0].get(shape)]
+            if pairs:
+                lines.append(f"- fastest rounds, {label} / {labels[0]}: " +
+                             ", ".join(f"{'/'.join(str(v) for v in shape)} {ratio:.3f}" for shape, ratio in pairs))
     for label in labels:
         matmuls = [m for m in runs[label][1] if m]
         if matmuls:

@@ -683,6 +683,9 @@ def test_ab_summary_medians_and_ratios(tmp_path):
     assert "spread 13.3% over rounds: new 4096/64/512: 80.0, 70.0 us" in result.stdout
     assert "4096/64/1024: 41.0, 40.0" not in result.stdout  # 2.5%: not listed
     assert "unequal rounds" in result.stdout
+    # The fastest rounds' ratios, beside the medians': 70 / 90 and 40 / 40 (the decode row, which
+    # base lacks, is left out).
+    assert "- fastest rounds, new / base: 4096/64/512 0.778, 4096/64/1024 1.000\n" in result.stdout
 
 
 def test_ab_summary_keeps_forced_decode_plans_apart(tmp_path):
