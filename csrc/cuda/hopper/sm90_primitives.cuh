@@ -41,8 +41,9 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 // Called after wgmma `index` (from 0) of a chain of `count`: with `group` > 0, the chain's wgmmas
 // so far are committed and retired before the next is issued, after every `group` of them but the
-// last. A chain that streams both operands from shared memory takes the whole port; the gaps let
-// other warps' shared stores through. `group` 0 (constant) compiles to nothing.
+// last. A chain that streams both operands from shared memory takes the whole port; the gaps are
+// for other warps' shared stores (whether that pays is measured per use: the leader's QK^T groups,
+// docs/hopper_kernel.md). `group` 0 (constant) compiles to nothing.
 __device__ __forceinline__ void wgmma_drain_every(int group, int index, int count) {
   if (group > 0 && (index + 1) % group == 0 && index + 1 < count) {
     wgmma_commit();
