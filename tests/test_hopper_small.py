@@ -383,7 +383,10 @@ def test_small_heads_output_views_of_each_alignment(heads):
 
 # (heads, tokens, topk, extra topk, split counts): padded units (8, 24), one and several units of 16
 # or 32 (16, 32, 48, 96) a token; 2048 candidates (32 chunks) fit one split, 4100 + 96 (67 chunks)
-# need three; every count leaves two chunks or more in the largest split.
+# need three; every count leaves two chunks or more in the largest split. The 16-head units run
+# both forms of the split instance: the short one where the largest split holds at most
+# HOPPER_SMALL_SHORT_SPLIT_CHUNKS chunks (four: H = 8 at 16 splits, 16 at 5 and 8, 24 at 9), the
+# long one at the other counts.
 SPLIT_CASES = [(8, 70, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]), (24, 9, 1024, 96, [2, 3, 9]),
                (32, 40, 1024, 0, [4, 8]), (48, 3, 4100, 96, [5, 33]), (96, 2, 300, 130, [2, 4])]
 
@@ -406,14 +409,18 @@ def test_decode_splits_on_the_small_kernel(case):
     if extra_topk:
         problem.kwargs["extra_topk_length"][0] = extra_topk
     props = torch.cuda.get_device_properties(0)
+    forms = set()
     for num_splits in split_counts:
         output, out_lse, plan, _, _ = check_decode(problem, num_splits, max_splits=max(split_counts))
+        forms.add(plan["chunks_per_block"] <= torch_ops._C.HOPPER_SMALL_SHORT_SPLIT_CHUNKS)
         assert plan["chunks_per_block"] >= torch_ops._C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
         assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, heads,
                                                     plan["head_tiles"], num_splits,
                                                     plan["chunks_per_block"]) == "hopper_small"
         again = problem.run_decode(num_splits, max(split_counts), plan["head_tiles"], num_splits)
         assert torch.equal(output.view(torch.int16), again[0].view(torch.int16)) and torch.equal(out_lse, again[1])
+    if heads in (8, 16, 24):  # 16-head units: both forms of the split instance ran
+        assert forms == {True, False}, forms
 
 
 # (heads, tokens, topk, extra topk): one-split decodes without scratch. H = 8, 24 and 40 run this

@@ -12,10 +12,10 @@ namespace cake::cuda {
 namespace {
 
 // min(units, max_ctas) persistent CTAs over the units of `params` (num_head_blocks: units per token).
-template <int kGroupHeads, bool kSplitItems, hopper_small::UnitEnd kEnd>
+template <int kGroupHeads, bool kSplitItems, hopper_small::UnitEnd kEnd, bool kShortSplits = false>
 void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream) {
   constexpr int kSmemBytes = hopper_small::smem_bytes<kGroupHeads, kSplitItems>();
-  const auto kernel = hopper_small::sparse_mla_prefill_small_kernel<kGroupHeads, kSplitItems, kEnd>;
+  const auto kernel = hopper_small::sparse_mla_prefill_small_kernel<kGroupHeads, kSplitItems, kEnd, kShortSplits>;
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const long long units =
@@ -54,7 +54,13 @@ void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int head_
     TORCH_INTERNAL_ASSERT(group_heads == 16, "a one-split decode of ", params.num_heads, " heads on the split form");
     launch_units<16, true, UnitEnd::kOutput>(unit_params, max_ctas, stream);
   } else if (group_heads == 16) {
-    launch_units<16, true, UnitEnd::kPartial>(unit_params, max_ctas, stream);
+    // The largest split's chunks (a split holds floor(C / n) or ceil(C / n): decode_splits.h).
+    const int split_chunks = params.split_chunks_quotient + (params.split_chunks_remainder > 0 ? 1 : 0);
+    if (split_chunks <= hopper_small::kShortSplitChunks) {
+      launch_units<16, true, UnitEnd::kPartial, true>(unit_params, max_ctas, stream);
+    } else {
+      launch_units<16, true, UnitEnd::kPartial>(unit_params, max_ctas, stream);
+    }
   } else {
     launch_units<32, true, UnitEnd::kPartial>(unit_params, max_ctas, stream);
   }

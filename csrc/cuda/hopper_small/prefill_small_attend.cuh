@@ -36,9 +36,10 @@ constexpr bool kNoPv = true;
 constexpr bool kNoPv = false;
 #endif
 
-template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd>
+template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd, bool kShortSplits>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
+  static constexpr bool kWritesTable = UnitForm<kGroupHeads, kShortSplits>::kAttendWritesTable;
 
  public:
   __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
@@ -49,7 +50,7 @@ class AttendRole {
     using namespace sm90;
     const int num_units = num_work_units<kSplitItems>(params_);
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
-    if constexpr (G::kAttendWritesTable) start_row_table(num_units);
+    if constexpr (kWritesTable) start_row_table(num_units);
     for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
       const Unit<kSplitItems> u = work_unit<kGroupHeads, kSplitItems, false>(params_, unit);
       reset();
@@ -70,7 +71,7 @@ class AttendRole {
         // The row index of the table's next chunk, loaded here so that its latency passes under
         // this chunk's PV (the entry is written at the chunk's end).
         int32_t table_index = -1;
-        if constexpr (G::kAttendWritesTable) table_index = load_table_index(num_units, gchunk + kTableSlots);
+        if constexpr (kWritesTable) table_index = load_table_index(num_units, gchunk + kTableSlots);
         if (moved) rescale_output(parity);  // rare: a branch, not predication
         wgmma_fence();
         if constexpr (!kNoPv) accumulate(parity);
@@ -83,7 +84,7 @@ class AttendRole {
         trace_event(0, 5, gchunk);
         // The converters have read this chunk's row entries (a chunk before converting it): its
         // slot takes the chunk four ahead.
-        if constexpr (G::kAttendWritesTable) write_table_chunk(num_units, gchunk + kTableSlots, table_index);
+        if constexpr (kWritesTable) write_table_chunk(num_units, gchunk + kTableSlots, table_index);
         trace_event(0, 6, gchunk);
       }
       if (unit == int(blockIdx.x)) trace_life(0, kLifeFirstEpilogue);
@@ -92,7 +93,7 @@ class AttendRole {
   }
 
  private:
-  // The row table at 16 heads a unit (G::kAttendWritesTable): threads 0..63 write a chunk's 64 row
+  // The row table at 16 heads a unit (kWritesTable): threads 0..63 write a chunk's 64 row
   // entries, one each (the index loaded here, while this warpgroup waits for the converters anyway);
   // thread 0 moves the shared cursor into its other copy. The first four chunks here; then chunk a + 4 at the end of
   // chunk a, the cursor copies ordered by the kPReady barrier every chunk passes.

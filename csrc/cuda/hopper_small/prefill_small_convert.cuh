@@ -24,10 +24,11 @@
 
 namespace cake::cuda::hopper_small {
 
-template <int kGroupHeads, int kHalf, bool kSplitItems>
+template <int kGroupHeads, int kHalf, bool kSplitItems, bool kShortSplits>
 class ConvertRole {
   using Cursor = ChunkCursor<kSplitItems>;
   using G = Geometry<kGroupHeads>;
+  using Form = UnitForm<kGroupHeads, kShortSplits>;
   static constexpr int kSlots = group_slots(kHalf);  // 16-value groups of a row this thread converts
   static constexpr int kFirst = first_group(kHalf);   // the half's first group
   static constexpr bool kHasRope = kHalf == 1;
@@ -36,8 +37,10 @@ class ConvertRole {
   // : 0` selects and run the RoPE k-steps first. Timed on the H200 at d5ba4d5 (docs/benchmarks.md,
   // "Main, two waiting branches ..."), the first form was 3-5% faster at 32 heads and 2-4% slower
   // at 16. The predicated loads alone at 16 heads (RoPE k-steps first) were 1.8-3.1% slower at
-  // T = 4096 (H200, docs/hopper_small_kernel.md): the two go together.
+  // T = 4096 (H200, docs/hopper_small_kernel.md): the two go together, except in the short form
+  // of 16-head split units (UnitForm), whose loads are predicated with the RoPE k-steps first.
   static constexpr bool kRopeLast = kGroupHeads == 32;
+  static constexpr bool kPredicatedLoads = Form::kPredicatedLoads;
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
   static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
@@ -49,7 +52,7 @@ class ConvertRole {
       : params_(params), smem_(smem), thread_(thread), quad_(thread % 4),
         row0_((thread / 32) * 16 + (thread % 32) / 4), st_lane_offset_(fragment_x4_lane_offset(thread)),
         num_units_(num_work_units<kSplitItems>(params)) {
-    if constexpr (kRopeLast) {  // a masked row's registers keep what they hold: start from zeros
+    if constexpr (kPredicatedLoads) {  // a masked row's registers keep what they hold: start from zeros
       rows_[0] = RowBytes{};
       rows_[1] = RowBytes{};
     }
@@ -189,7 +192,8 @@ class ConvertRole {
 #endif
   static_assert(kGroupsInFlight >= 1 && kGroupsInFlight <= 7, "wgmma.wait_group takes 0..7");
 
-  // Where the attend warpgroup does not write the row table (32 heads a unit, !G::kAttendWritesTable)
+  // Where the attend warpgroup does not write the row table (32 heads a unit, and the short form of
+  // 16-head split units: !Form::kAttendWritesTable)
   // converter 0's threads 0..63 do, one row each, two chunks ahead: chunk c + 2 during chunk c,
   // once PV has retired chunk c - 2, whose K tile chunk c takes. Slot (c + 2) % kTableSlots then
   // last held chunk c - 2, whose entries every converter thread read at the top of chunk c - 3,
@@ -197,7 +201,7 @@ class ConvertRole {
   // the rewrite after every read. The indices are loaded a chunk before their entries are made:
   // made from indices loaded the same chunk, before the K tile wait, the entries cost 12-16% at 16
   // heads (H200).
-  static constexpr bool kTableWriter = !G::kAttendWritesTable && kHalf == 0;
+  static constexpr bool kTableWriter = !Form::kAttendWritesTable && kHalf == 0;
   // This thread's row of the cursor's chunk: its raw index (threads 0..63; -1 past the list's
   // length or the CTA's chunks); its entry into the table.
   __device__ __forceinline__ int32_t table_index(const Cursor& cursor) const {
@@ -220,21 +224,21 @@ class ConvertRole {
     }
   }
 
-  // A masked row reads nothing. With kRopeLast its loads leave its registers as they were (stale
+  // A masked row reads nothing. With kPredicatedLoads its loads leave its registers as they were (stale
   // bytes of an earlier row, or the zeros they start with) and convert() masks them: a zero scale
   // and no sign for its codes (+0 whatever the bits), an AND for its RoPE words; otherwise its
   // registers are zeroed.
   // Group slot i of a row: 8 code bytes, not kept in L1 (four threads read 32 contiguous bytes).
   __device__ __forceinline__ void load_group(RowBytes& row, const RowSource& source, int slot) {
     const int group = slot_group(kHalf, quad_, slot);
-    if constexpr (kRopeLast) {
+    if constexpr (kPredicatedLoads) {
       sm90::ld_global_nc_8_no_l1_if(row.groups[slot], source.data_row + 8 * group, source.valid);
     } else {
       row.groups[slot] = source.valid ? ld_global_nc_8_no_l1(source.data_row + 8 * group) : make_uint2(0, 0);
     }
   }
   __device__ __forceinline__ void load_scales(RowBytes& row, const RowSource& source) {
-    if constexpr (kRopeLast) {
+    if constexpr (kPredicatedLoads) {
       sm90::ld_global_nc_16_if(row.scales, source.scale_row + kFirst, source.valid);
     } else {
       row.scales = source.valid ? sm90::ld_global_nc_16(source.scale_row + kFirst) : make_uint4(0, 0, 0, 0);
@@ -244,7 +248,7 @@ class ConvertRole {
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const int chunk = 2 * quad_ + v;
-      if constexpr (kRopeLast) {
+      if constexpr (kPredicatedLoads) {
         sm90::ld_global_nc_16_if(row.rope[v], source.data_row + nvfp4::kNopeBytes + 16 * chunk, source.valid);
       } else {
         row.rope[v] = source.valid ? sm90::ld_global_nc_16(source.data_row + nvfp4::kNopeBytes + 16 * chunk)
@@ -376,8 +380,8 @@ class ConvertRole {
   // the chunk's QK^T (its first wgmma starts the accumulators).
   __device__ __forceinline__ void rope_steps(float (&s_acc)[G::kSAccumulators], uint32_t k_tile, uint64_t q_desc,
                                              bool first) {
-    const uint32_t keep0 = !kRopeLast || valid_[0] ? ~0u : 0u;
-    const uint32_t keep1 = !kRopeLast || valid_[1] ? ~0u : 0u;
+    const uint32_t keep0 = !kPredicatedLoads || valid_[0] ? ~0u : 0u;
+    const uint32_t keep1 = !kPredicatedLoads || valid_[1] ? ~0u : 0u;
 #pragma unroll
     for (int v = 0; v < 2; ++v) {
       const uint4 r0 = rows_[0].rope[v];
@@ -409,15 +413,15 @@ class ConvertRole {
       const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {
-        scales[r][slot] = !kRopeLast || valid_[r] ? hopper::e4m3_to_decode_scale(slot_scale(words, slot))
-                                                  : 0u;
+        scales[r][slot] = !kPredicatedLoads || valid_[r] ? hopper::e4m3_to_decode_scale(slot_scale(words, slot))
+                                                         : 0u;
       }
       load_scales(rows_[r], next_rows[r]);
     }
-    // With kRopeLast a masked row converts to +0 (zero scale, no sign), as zeroed registers
-    // do, and its RoPE words are ANDed away: no stale bit reaches the tile.
-    const uint32_t sign_mask[2] = {!kRopeLast || valid_[0] ? 0x80008000u : 0u,
-                                   !kRopeLast || valid_[1] ? 0x80008000u : 0u};
+    // With kPredicatedLoads a masked row converts to +0 (zero scale, no sign), as zeroed
+    // registers do, and its RoPE words are ANDed away: no stale bit reaches the tile.
+    const uint32_t sign_mask[2] = {!kPredicatedLoads || valid_[0] ? 0x80008000u : 0u,
+                                   !kPredicatedLoads || valid_[1] ? 0x80008000u : 0u};
     if constexpr (kHasRope && !kRopeLast) rope_steps(s_acc, k_tile, q_desc, true);
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {

@@ -1,7 +1,8 @@
 // Small-heads Hopper (sm_90a) sparse-MLA prefill over the NVFP4 cache: a persistent,
 // warp-specialised kernel for 16 or 32 heads a unit (docs/hopper_small_kernel.md), and its split
 // form for the decode (kSplitItems: a unit is also one split of the token's chunks; kEnd: it ends
-// in a partial for the merge, or, with one split, in the output).
+// in a partial for the merge, or, with one split, in the output; kShortSplits: the form for splits
+// of a few chunks, UnitForm in prefill_small_layout.h).
 //
 // CTA c walks the units (token, kGroupHeads heads[, split]) c, c + gridDim.x, ..., chunk by chunk
 // (64 candidates, one list chunk), with three warpgroups:
@@ -33,10 +34,11 @@ __device__ __forceinline__ void set_registers() {
   }
 }
 
-template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd>
+template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd, bool kShortSplits>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_mla_prefill_small_kernel(const __grid_constant__ DecodeParams params) {
   static_assert(kSplitItems || kEnd == UnitEnd::kOutput, "only a split unit ends in a partial");
+  static_assert(!kShortSplits || kSplitItems, "the short form is a decode split's");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   using G = Geometry<kGroupHeads>;
@@ -60,14 +62,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // setmaxnreg: the side that claims registers waits until the other side has released them.
   if (warpgroup == 0) {
     set_registers<G::kAttendRegisters>();
-    AttendRole<kGroupHeads, kSplitItems, kEnd>(params, smem, thread).run();
+    AttendRole<kGroupHeads, kSplitItems, kEnd, kShortSplits>(params, smem, thread).run();
     trace_life(warpgroup, kLifeExit);
   } else {
     set_registers<G::kConvertRegisters>();
     if (warpgroup == 1) {
-      ConvertRole<kGroupHeads, 0, kSplitItems>(params, smem, thread).run();
+      ConvertRole<kGroupHeads, 0, kSplitItems, kShortSplits>(params, smem, thread).run();
     } else {
-      ConvertRole<kGroupHeads, 1, kSplitItems>(params, smem, thread).run();
+      ConvertRole<kGroupHeads, 1, kSplitItems, kShortSplits>(params, smem, thread).run();
     }
     trace_life(warpgroup, kLifeExit);
   }

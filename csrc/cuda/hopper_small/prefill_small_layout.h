@@ -108,6 +108,32 @@ struct Geometry {
                 "the roles' registers fit what the CTA was launched with");
 };
 
+// Short decode splits. A split of a few chunks runs each role's code about once, so what it costs is
+// its start (the lengths, the indices, the rows: trips to memory one after another) and its code,
+// not the chunk loop's steady rate. The 16-head split instance has a second form for them
+// (kShortSplits): converter 0 writes the row table, two chunks ahead, instead of the attend
+// warpgroup (whose table start walks four chunks), and the converters' row loads are predicated
+// into the registers themselves (the 32-head units' loads) instead of `valid ? load : 0` selects.
+// The two together cost the long loops (64 x 8 x 4096's 32-chunk splits 4%, the prefill's 16-head
+// units 4.6-7.4%, H200) and take 0.94 of the time at two chunks a split (1 x 64 x 2048, 8 x 16 x 1024)
+// and 0.96-0.97 at four (8 x 64 x 1024, 4 x 128 x 1024; H100, docs/hopper_small_kernel.md, "The
+// short form of the split units"). A decode whose largest split holds at most kShortSplitChunks
+// chunks takes it.
+#ifdef CAKE_SMALL_SHORT_SPLIT_CHUNKS
+constexpr int kShortSplitChunks = CAKE_SMALL_SHORT_SPLIT_CHUNKS;  // a development build: another bound
+#else
+constexpr int kShortSplitChunks = 4;
+#endif
+template <int kGroupHeads, bool kShortSplits>
+struct UnitForm {
+  static_assert(!kShortSplits || kGroupHeads == 16, "the short form is a 16-head unit's");
+  // Whether the attend warpgroup writes the row table (else converter 0's first 64 threads do).
+  static constexpr bool kAttendWritesTable = Geometry<kGroupHeads>::kAttendWritesTable && !kShortSplits;
+  // Whether the converters' row loads are predicated (a masked row keeps stale bytes, masked where
+  // they are used) rather than selected (a masked row's registers zeroed).
+  static constexpr bool kPredicatedLoads = kGroupHeads == 32 || kShortSplits;
+};
+
 // The row table: the cache addresses of each row of the CTA's chunks, by chunk c over the CTA's
 // walk (slot c % kTableSlots), written ahead by one row a thread of 64 threads (the attend
 // warpgroup's or converter 0's, Geometry::kAttendWritesTable) and read by both converters a chunk
