@@ -6,7 +6,8 @@
 // the unit's heads, fp32) to the attend warpgroup. The code bytes of the next chunk are loaded
 // while this one is converted, group by group, into the registers just converted, from the
 // addresses in the row table (written ahead by the attend warpgroup at 16 heads a unit, by
-// converter 0 at 32). Each converter also loads its half of each unit's Q.
+// converter 0 at 32 and in the short split form, UnitForm). Each converter also loads its half of
+// each unit's Q.
 #pragma once
 
 #include <cuda_bf16.h>

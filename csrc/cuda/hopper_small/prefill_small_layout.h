@@ -74,8 +74,9 @@ struct Geometry {
   // (3-6% faster than the converters' own addresses there; a converter writing it instead was 1-2%
   // slower); at 32, where the attend's softmax is twice as long and its writes on the attend's
   // path cost 0-3%, converter 0's first 64 threads, two chunks ahead (4-5% faster at T = 4096 than
-  // the converters' own addresses). H200, docs/hopper_small_kernel.md. CAKE_SMALL_TABLE_BY_CONVERTER
-  // has converter 0 write it at 16 heads too (a development build, to trace who paces the chunk).
+  // the converters' own addresses). H200, docs/hopper_small_kernel.md. The short split form of
+  // 16-head units has converter 0 write it too (UnitForm, below); CAKE_SMALL_TABLE_BY_CONVERTER
+  // does so at 16 heads everywhere (a development build, to trace who paces the chunk).
 #ifdef CAKE_SMALL_TABLE_BY_CONVERTER
   static constexpr bool kAttendWritesTable = false;
 #else
