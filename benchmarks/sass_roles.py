@@ -4,7 +4,7 @@ and within each call by the source file the instruction comes from (list and cur
 the NVFP4 decode, the primitives ...). No GPU needed: nvcc compiles the translation unit for
 sm_90a with line information, nvdisasm prints each instruction's inlining chain.
 
-    python3 benchmarks/sass_roles.py csrc/cuda/hopper_small/prefill_small.cu --kernel Li16ELb1ELNS1_7UnitEndE1E
+    python3 benchmarks/sass_roles.py csrc/cuda/hopper_small/prefill_small.cu --kernel Li16ELb1ELNS1_7UnitEndE1ELb0E
     python3 benchmarks/sass_roles.py csrc/cuda/hopper/prefill_hopper.cu --kernel Lb1E --flags -DCAKE_HOPPER_TRACE
 
 --kernel picks the kernel whose mangled name contains the text (the first such kernel; the names

@@ -289,8 +289,8 @@ PYBIND11_MODULE(_C, module) {
   // Shared memory per block each Hopper kernel needs (the small-heads one at its largest unit).
   module.attr("HOPPER_PREFILL_SMEM_BYTES") = cake::cuda::HopperPrefillLayout::kSmemBytes;
   module.attr("HOPPER_SMALL_PREFILL_SMEM_BYTES") = cake::cuda::HopperSmallPrefillLayout::kMaxSmemBytes;
-  // The small-heads kernel's 16-head split units of a decode whose largest split holds at most this
-  // many chunks run its short form (cuda/hopper_small/prefill_small_layout.h, UnitForm).
+  // The small-heads kernel's 16-head split units of a decode of several splits whose largest split
+  // holds at most this many chunks run its short form (cuda/hopper_small/prefill_small_layout.h, UnitForm).
   module.attr("HOPPER_SMALL_SHORT_SPLIT_CHUNKS") = cake::cuda::hopper_small::kShortSplitChunks;
 
   // The byte format's and the planner's constants (torch_ops reads them from here).

@@ -304,8 +304,9 @@ def test_small_heads_masked_rows_after_nan_rows(heads):
     in each converter's NoPE half and in the RoPE dims, then a token with one valid candidate
     whose 63 masked slots point at those rows (past its length: never read). In units of 32 heads
     a masked row's registers keep the previous unit's NaN bytes, which the converters must mask
-    where they use them (in units of 16 they are zeroed): the first tokens come out NaN, the second
-    finite and as the reference."""
+    where they use them (in the prefill's units of 16 they are zeroed; the decode's short split form
+    predicates them too: test_decode_short_splits_mask_rows_after_nan_rows): the first tokens come
+    out NaN, the second finite and as the reference."""
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     num_tokens = 2 * num_sms
     problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=64, main=CacheSpec(16, 64), device="cuda",
@@ -327,6 +328,53 @@ def test_small_heads_masked_rows_after_nan_rows(heads):
     assert_matches_reference_with_nan(output, out_lse, *problem.reference())
     assert torch.isnan(out_lse[:num_sms]).all() and torch.isfinite(out_lse[num_sms:]).all()
     assert torch.isfinite(output[num_sms:].float()).all()
+
+
+def _short_split_nan_problem(device, num_tokens):
+    """16 heads, 256 candidates (two splits of two chunks): tokens below num_tokens // 2 take 128
+    rows with a NaN in each converter's NoPE half and in the RoPE dims, twice over (both splits);
+    the others one ordinary row (length 1), their masked slots pointing at the NaN rows."""
+    problem = make_problem(num_tokens=num_tokens, num_heads=16, topk=256, main=CacheSpec(16, 64), device=device,
+                           seed=97, sink=1.0, invalid_fraction=0.0)
+    bad = torch.randn(128, 512, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
+    bad[:, 10] = float("nan")   # converter 0's half
+    bad[:, 300] = float("nan")  # converter 1's NoPE dims
+    bad[:, 460] = float("nan")  # RoPE
+    nan_slots = torch.arange(128)
+    torch_ops.nvfp4_quantize_append_sparse_mla_cache(bad.to(device), nan_slots.to(device), problem.kv_cache)
+    indices = nan_slots.repeat(num_tokens, 2)
+    second = num_tokens // 2
+    indices[second:, 0] = 128 + torch.arange(num_tokens - second) % 800  # one ordinary row
+    problem.indices = indices.to(torch.int32).to(device)
+    lengths = torch.full((num_tokens,), 256, dtype=torch.int32)
+    lengths[second:] = 1
+    problem.kwargs["topk_length"] = lengths.to(device)
+    return problem
+
+
+@needs_small_heads
+def test_decode_short_splits_mask_rows_after_nan_rows():
+    """The short form of the 16-head split units loads rows by predicated loads with converter 1's
+    RoPE k-steps first (a combination the prefill's units do not have). Every persistent CTA walks
+    two split units of the same split index: one of a token whose rows hold NaNs, then one of a
+    token with one valid candidate whose masked slots point at those rows (never read), so a masked
+    row's registers keep the NaN bytes, which the converters must mask where they use them. The
+    first tokens come out NaN, the second finite, and both (outputs and every split's partial)
+    as the reference."""
+    from test_decode import check_decode
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # Two units a token, one CTA an SM: with an even SM count CTA c walks units c and c + num_sms, of
+    # tokens c // 2 (NaN rows) and c // 2 + num_sms / 2 (masked slots), in the same split.
+    num_tokens = num_sms
+    problem = _short_split_nan_problem("cuda", num_tokens)
+    props = torch.cuda.get_device_properties(0)
+    output, out_lse, plan, _, _ = check_decode(problem, num_splits=2, head_tiles=1)
+    assert plan["chunks_per_block"] == 2 <= torch_ops._C.HOPPER_SMALL_SHORT_SPLIT_CHUNKS
+    assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, 16, 1, 2,
+                                                2) == "hopper_small"
+    second = num_tokens // 2
+    assert torch.isnan(out_lse[:second]).all() and torch.isfinite(out_lse[second:]).all()
+    assert torch.isfinite(output[second:].float()).all()
 
 
 @needs_small_heads
@@ -385,8 +433,8 @@ def test_small_heads_output_views_of_each_alignment(heads):
 # or 32 (16, 32, 48, 96) a token; 2048 candidates (32 chunks) fit one split, 4100 + 96 (67 chunks)
 # need three; every count leaves two chunks or more in the largest split. The 16-head units run
 # both forms of the split instance: the short one where the largest split holds at most
-# HOPPER_SMALL_SHORT_SPLIT_CHUNKS chunks (four: H = 8 at 16 splits, 16 at 5 and 8, 24 at 9), the
-# long one at the other counts.
+# HOPPER_SMALL_SHORT_SPLIT_CHUNKS chunks (four: H = 8 at 16 splits, 16 at 5 and 8, 24 at 9, 48 at
+# 33), the long one at the other counts.
 SPLIT_CASES = [(8, 70, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]), (24, 9, 1024, 96, [2, 3, 9]),
                (32, 40, 1024, 0, [4, 8]), (48, 3, 4100, 96, [5, 33]), (96, 2, 300, 130, [2, 4])]
 
@@ -419,7 +467,7 @@ def test_decode_splits_on_the_small_kernel(case):
                                                     plan["chunks_per_block"]) == "hopper_small"
         again = problem.run_decode(num_splits, max(split_counts), plan["head_tiles"], num_splits)
         assert torch.equal(output.view(torch.int16), again[0].view(torch.int16)) and torch.equal(out_lse, again[1])
-    if heads in (8, 16, 24):  # 16-head units: both forms of the split instance ran
+    if heads in (8, 16, 24, 48):  # 16-head units: both forms of the split instance ran
         assert forms == {True, False}, forms
 
 

@@ -78,7 +78,8 @@ class ConvertRole {
       // A development build (not timed yet): both first chunks' indices loaded before either entry
       // is published (an entry's mbarrier arrival is a compiler barrier to the next load), so that
       // this converter's own rows, loaded after the table's first entries, wait for one trip to
-      // memory for the indices instead of two.
+      // memory for the indices instead of two (where chunk 1 is in chunk 0's unit: a move to the
+      // next unit loads its lengths first).
       const Cursor first_cursor = table_cursor;
       const int32_t first_index = table_index(first_cursor);
       advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);

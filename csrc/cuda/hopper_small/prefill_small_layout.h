@@ -113,13 +113,15 @@ struct Geometry {
 // its start (the lengths, the indices, the rows: trips to memory one after another) and its code,
 // not the chunk loop's steady rate. The 16-head split instance has a second form for them
 // (kShortSplits): converter 0 writes the row table, two chunks ahead, instead of the attend
-// warpgroup (whose table start walks four chunks), and the converters' row loads are predicated
-// into the registers themselves (the 32-head units' loads) instead of `valid ? load : 0` selects.
-// The two together cost the long loops (64 x 8 x 4096's 32-chunk splits 4%, the prefill's 16-head
-// units 4.6-7.4%, H200) and take 0.94 of the time at two chunks a split (1 x 64 x 2048, 8 x 16 x 1024)
-// and 0.96-0.97 at four (8 x 64 x 1024, 4 x 128 x 1024; H100, docs/hopper_small_kernel.md, "The
-// short form of the split units"). A decode whose largest split holds at most kShortSplitChunks
-// chunks takes it.
+// warpgroup (whose table start loads four chunks' indices one after another), and the converters'
+// row loads are predicated into the registers themselves (the 32-head units' loads) instead of
+// `valid ? load : 0` selects. The two together cost the long loops (64 x 8 x 4096's 32-chunk
+// splits 4%, the prefill's 16-head units 4.6-7.4%, H200) and take 0.94-0.96 of the time at two
+// chunks a split (1 x 64 x 2048, 8 x 16 x 1024) and 0.96-0.97 at four (8 x 64 x 1024, 4 x 128 x
+// 1024; H100, docs/hopper_small_kernel.md, "The short form of the split units"); which part of a
+// short split they shorten was not traced. A decode of several splits whose largest split holds at
+// most kShortSplitChunks chunks takes it (one split keeps the long form: its instance ends in the
+// output).
 #ifdef CAKE_SMALL_SHORT_SPLIT_CHUNKS
 constexpr int kShortSplitChunks = CAKE_SMALL_SHORT_SPLIT_CHUNKS;  // a development build: another bound
 #else
@@ -137,7 +139,7 @@ struct UnitForm {
 
 // The row table: the cache addresses of each row of the CTA's chunks, by chunk c over the CTA's
 // walk (slot c % kTableSlots), written ahead by one row a thread of 64 threads (the attend
-// warpgroup's or converter 0's, Geometry::kAttendWritesTable) and read by both converters a chunk
+// warpgroup's or converter 0's, UnitForm::kAttendWritesTable) and read by both converters a chunk
 // before they convert c. A row's data row address with bit 0 set when the row is valid (data rows
 // are 16-byte aligned), and its scale row's; a masked row has the list's base in both. 16-byte
 // aligned, so that an entry is one LDS.128: behind the mbarriers the table is otherwise only 8-byte
@@ -195,7 +197,9 @@ struct alignas(1024) SharedStorage {
   uint64_t k_empty[kKTiles];  // PV of the tile's chunk retired
   uint64_t s_empty[G::kSBuffers];  // the attend warpgroup has read the S halves in the buffer
   uint64_t table_full[kTableSlots];  // by chunk % 4: the chunk's row entries are written
-  RowTable<G::kAttendWritesTable, kSplitItems> table;  // the rows' addresses, ahead
+  // The rows' addresses, ahead. Sized by Geometry, not UnitForm: the short split form leaves the
+  // attend's cursor copies unused, so that both 16-head split instances have one storage size.
+  RowTable<G::kAttendWritesTable, kSplitItems> table;
 };
 
 template <int kGroupHeads, bool kSplitItems>
