@@ -31,7 +31,7 @@ sys.path.pop(0)
 # small-heads kernel's trace build and its development builds
 # (the row table written by a converter at 16 heads, two QK^T groups in flight a converter, the
 # ablation without PV, code added on the converters' path, the table writer's first two indices
-# loaded together; docs/hopper_small_kernel.md,
+# loaded together, and loaded before the lengths; docs/hopper_small_kernel.md,
 # "To run on an H200"), the fused 64-head development kernel (docs/hopper_kernel.md, "Development
 # builds"), and the probes that time wgmma (operand path, converter stream, small-heads roles,
 # wgmma rate: a serialised wgmma there would time the wrong thing).
@@ -48,6 +48,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CODE_PAD=512",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_START_TOGETHER",)),
+    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SPECULATIVE_FIRST_INDICES",)),
     ("csrc/cuda/hopper_fused/fused.cu", ("-DCAKE_HOPPER_FUSED",)),
     ("benchmarks/operand_path_probe.cu", ()),
     ("benchmarks/converter_stream_probe.cu", ()),
