@@ -297,6 +297,19 @@ def test_small_heads_nan_in_cache(heads):
     assert torch.isnan(output[2]).all()
 
 
+def _write_nan_rows(problem, count, seed):
+    """Cache slots 0..count-1 rewritten as rows with a NaN in each converter's NoPE half and in the
+    RoPE dims; returns the slots (on the CPU)."""
+    bad = torch.randn(count, 512, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    bad[:, 10] = float("nan")   # converter 0's half
+    bad[:, 300] = float("nan")  # converter 1's NoPE dims
+    bad[:, 460] = float("nan")  # RoPE
+    nan_slots = torch.arange(count)
+    device = problem.kv_cache.device
+    torch_ops.nvfp4_quantize_append_sparse_mla_cache(bad.to(device), nan_slots.to(device), problem.kv_cache)
+    return nan_slots
+
+
 @needs_small_heads
 @pytest.mark.parametrize("heads", [16, 32])
 def test_small_heads_masked_rows_after_nan_rows(heads):
@@ -311,12 +324,7 @@ def test_small_heads_masked_rows_after_nan_rows(heads):
     num_tokens = 2 * num_sms
     problem = make_problem(num_tokens=num_tokens, num_heads=heads, topk=64, main=CacheSpec(16, 64), device="cuda",
                            seed=90 + heads, sink=1.0, invalid_fraction=0.0)
-    bad = torch.randn(64, 512, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    bad[:, 10] = float("nan")   # converter 0's half
-    bad[:, 300] = float("nan")  # converter 1's NoPE dims
-    bad[:, 460] = float("nan")  # RoPE
-    nan_slots = torch.arange(64)
-    torch_ops.nvfp4_quantize_append_sparse_mla_cache(bad.cuda(), nan_slots.cuda(), problem.kv_cache)
+    nan_slots = _write_nan_rows(problem, 64, seed=5)
     indices = nan_slots.repeat(num_tokens, 1)
     indices[num_sms:, 0] = 64 + torch.arange(num_tokens - num_sms) % 900  # one ordinary row
     problem.indices = indices.to(torch.int32).cuda()
@@ -336,12 +344,7 @@ def _short_split_nan_problem(device, num_tokens):
     the others one ordinary row (length 1), their masked slots pointing at the NaN rows."""
     problem = make_problem(num_tokens=num_tokens, num_heads=16, topk=256, main=CacheSpec(16, 64), device=device,
                            seed=97, sink=1.0, invalid_fraction=0.0)
-    bad = torch.randn(128, 512, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
-    bad[:, 10] = float("nan")   # converter 0's half
-    bad[:, 300] = float("nan")  # converter 1's NoPE dims
-    bad[:, 460] = float("nan")  # RoPE
-    nan_slots = torch.arange(128)
-    torch_ops.nvfp4_quantize_append_sparse_mla_cache(bad.to(device), nan_slots.to(device), problem.kv_cache)
+    nan_slots = _write_nan_rows(problem, 128, seed=6)
     indices = nan_slots.repeat(num_tokens, 2)
     second = num_tokens // 2
     indices[second:, 0] = 128 + torch.arange(num_tokens - second) % 800  # one ordinary row

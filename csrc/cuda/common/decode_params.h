@@ -27,6 +27,10 @@ inline void set_decode_splits(DecodeParams& params, int num_splits) {
   params.split_chunks_quotient = chunks / num_splits;
   params.split_chunks_remainder = chunks % num_splits;
 }
+// The chunks of the largest split: floor(C / n) or ceil(C / n) each (csrc/common/decode_splits.h).
+inline int largest_split_chunks(const DecodeParams& params) {
+  return params.split_chunks_quotient + (params.split_chunks_remainder > 0 ? 1 : 0);
+}
 
 // A call over the whole lists (one split, no scratch: the kernel writes output and out_lse).
 inline DecodeParams whole_list_params(const PrefillParams& params) {

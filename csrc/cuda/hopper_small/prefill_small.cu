@@ -54,9 +54,7 @@ void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int head_
     TORCH_INTERNAL_ASSERT(group_heads == 16, "a one-split decode of ", params.num_heads, " heads on the split form");
     launch_units<16, true, UnitEnd::kOutput>(unit_params, max_ctas, stream);
   } else if (group_heads == 16) {
-    // The largest split's chunks (a split holds floor(C / n) or ceil(C / n): decode_splits.h).
-    const int split_chunks = params.split_chunks_quotient + (params.split_chunks_remainder > 0 ? 1 : 0);
-    if (split_chunks <= hopper_small::kShortSplitChunks) {
+    if (largest_split_chunks(params) <= hopper_small::kShortSplitChunks) {
       launch_units<16, true, UnitEnd::kPartial, true>(unit_params, max_ctas, stream);
     } else {
       launch_units<16, true, UnitEnd::kPartial>(unit_params, max_ctas, stream);

@@ -82,23 +82,22 @@ class ConvertRole {
     int32_t table_index_ahead = -1;
     if constexpr (kTableWriter) {
       table_cursor = current;
-#if defined(CAKE_SMALL_SPECULATIVE_FIRST_INDICES)
-      const Cursor first_cursor = table_cursor;
-      const int32_t first_index = sought_index(first_cursor, nominal, nominal_index);
-      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
-      const int32_t second_index = sought_index(table_cursor, nominal, nominal_index);
-      write_table_rows(0, table_row_entry(params_, num_units_, first_cursor, first_index));
-      write_table_rows(1, table_row_entry(params_, num_units_, table_cursor, second_index));
-#elif defined(CAKE_SMALL_TABLE_START_TOGETHER)
-      // A development build (not timed yet): both first chunks' indices loaded before either entry
+#if defined(CAKE_SMALL_SPECULATIVE_FIRST_INDICES) || defined(CAKE_SMALL_TABLE_START_TOGETHER)
+      // Development builds (not timed yet): both first chunks' indices loaded before either entry
       // is published (an entry's mbarrier arrival is a compiler barrier to the next load), so that
       // this converter's own rows, loaded after the table's first entries, wait for one trip to
       // memory for the indices instead of two (where chunk 1 is in chunk 0's unit: a move to the
-      // next unit loads its lengths first).
+      // next unit loads its lengths first); with the speculative define, taken from the loads
+      // above where they match.
+#ifdef CAKE_SMALL_SPECULATIVE_FIRST_INDICES
+      const auto first_index_of = [&](const Cursor& c) { return sought_index(c, nominal, nominal_index); };
+#else
+      const auto first_index_of = [&](const Cursor& c) { return table_index(c); };
+#endif
       const Cursor first_cursor = table_cursor;
-      const int32_t first_index = table_index(first_cursor);
+      const int32_t first_index = first_index_of(first_cursor);
       advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
-      const int32_t second_index = table_index(table_cursor);
+      const int32_t second_index = first_index_of(table_cursor);
       write_table_rows(0, table_row_entry(params_, num_units_, first_cursor, first_index));
       write_table_rows(1, table_row_entry(params_, num_units_, table_cursor, second_index));
 #else
@@ -245,7 +244,8 @@ class ConvertRole {
   // where it has fewer), and this thread's row's index of each (-1 past a list's width).
   __device__ __forceinline__ void nominal_first_indices(Cursor (&nominal)[2], int32_t (&index)[2]) const {
     const int unit = int(blockIdx.x);
-    const Unit<kSplitItems> full = work_unit<kGroupHeads, kSplitItems, false, true>(params_, unit < num_units_ ? unit : 0);
+    const Unit<kSplitItems> full =
+        work_unit<kGroupHeads, kSplitItems, false, true>(params_, unit < num_units_ ? unit : 0);
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       nominal[k].u = full;
