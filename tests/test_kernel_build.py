@@ -47,8 +47,6 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CODE_PAD=512",)),
-    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_START_TOGETHER",)),
-    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SPECULATIVE_FIRST_INDICES",)),
     ("csrc/cuda/hopper_fused/fused.cu", ("-DCAKE_HOPPER_FUSED",)),
     ("benchmarks/operand_path_probe.cu", ()),
     ("benchmarks/converter_stream_probe.cu", ()),

@@ -101,15 +101,12 @@ struct UnitChunks {
   int first1;            // the extra list's first chunk
   int num_chunks;        // main + extra
 };
-// kFullLists: as if the token's lists were full (its lengths the widths, nothing loaded): the chunks'
-// list positions a unit would have, for a load issued before the lengths arrive (the small-heads
-// kernel's CAKE_SMALL_SPECULATIVE_FIRST_INDICES).
-template <bool kSplit, bool kFullLists = false>
+template <bool kSplit>
 __device__ __forceinline__ UnitChunks unit_chunks(const DecodeParams& params, int token, int split) {
   constexpr int kRows = nvfp4::kChunkSize;
   UnitChunks c;
-  c.length0 = kFullLists ? params.lists[0].width : list_length(params.lists[0], token);
-  c.length1 = kFullLists ? params.lists[1].width : list_length(params.lists[1], token);
+  c.length0 = list_length(params.lists[0], token);
+  c.length1 = list_length(params.lists[1], token);
   const int valid0 = (c.length0 + kRows - 1) / kRows;
   const int valid1 = (c.length1 + kRows - 1) / kRows;
   if constexpr (!kSplit) {
@@ -132,14 +129,14 @@ __device__ __forceinline__ UnitChunks unit_chunks(const DecodeParams& params, in
   return c;
 }
 
-// Work unit `index` of a launch (work_rows) with its chunks (unit_chunks; kFullLists as there).
-template <int kBlockHeads, bool kSplit, bool kShift = true, bool kFullLists = false>
+// Work unit `index` of a launch (work_rows) with its chunks (unit_chunks).
+template <int kBlockHeads, bool kSplit, bool kShift = true>
 __device__ __forceinline__ WorkUnit<kSplit> work_unit(const DecodeParams& params, int index) {
   WorkUnit<kSplit> u;
   const WorkRows rows = work_rows<kBlockHeads, kSplit, kShift>(params, index);
   u.token = rows.token;
   u.head0 = rows.head0;
-  const UnitChunks c = unit_chunks<kSplit, kFullLists>(params, u.token, rows.split);
+  const UnitChunks c = unit_chunks<kSplit>(params, u.token, rows.split);
   u.length0 = c.length0;
   u.length1 = c.length1;
   u.chunks0 = c.chunks0;

@@ -24,11 +24,7 @@ __device__ __forceinline__ void merge_decode_row(const DecodeParams& params, int
   // Splits whose loads a lane issues before it uses the first of them. A row of more splits than
   // this takes a pass over the LSEs first, then one round of loads per kSplitsInFlight splits, each
   // a trip to memory after the last (the loop is not unrolled).
-#ifdef CAKE_MERGE_WIDE_SPLITS_IN_FLIGHT  // a development build: 16 puts a 16-split row in one round
-  constexpr int kSplitsInFlight = kVectorsPerLane == 1 ? CAKE_MERGE_WIDE_SPLITS_IN_FLIGHT : 2;
-#else
   constexpr int kSplitsInFlight = kVectorsPerLane == 1 ? 8 : 2;  // 8 float4s and 8 or 2 LSEs
-#endif
   // token * H + head, and the stride between splits: below 2^30 (the op checks T * H).
   const int num_rows = params.num_tokens * params.num_heads;
   const int token = row / params.num_heads;

@@ -65,14 +65,6 @@ class ConvertRole {
   // chunk j + 1's, and hands over its S half once the attend warpgroup has read the previous one.
   __device__ void run() {
     using namespace sm90;
-#ifdef CAKE_SMALL_SPECULATIVE_FIRST_INDICES
-    // A development build (not timed yet): the table writer loads the indices of unit blockIdx.x's
-    // first two chunks as if its token's lists were full, beside the lengths the seek loads, and
-    // takes them where the sought chunks turn out to be those (masked by the real lengths).
-    Cursor nominal[2];
-    int32_t nominal_index[2] = {-1, -1};
-    if constexpr (kTableWriter) nominal_first_indices(nominal, nominal_index);
-#endif
     Cursor current;
     seek_unit<kGroupHeads>(params_, num_units_, current, blockIdx.x);
     if (current.unit >= num_units_) return;
@@ -82,29 +74,9 @@ class ConvertRole {
     int32_t table_index_ahead = -1;
     if constexpr (kTableWriter) {
       table_cursor = current;
-#if defined(CAKE_SMALL_SPECULATIVE_FIRST_INDICES) || defined(CAKE_SMALL_TABLE_START_TOGETHER)
-      // Development builds (not timed yet): both first chunks' indices loaded before either entry
-      // is published (an entry's mbarrier arrival is a compiler barrier to the next load), so that
-      // this converter's own rows, loaded after the table's first entries, wait for one trip to
-      // memory for the indices instead of two (where chunk 1 is in chunk 0's unit: a move to the
-      // next unit loads its lengths first); with the speculative define, taken from the loads
-      // above where they match.
-#ifdef CAKE_SMALL_SPECULATIVE_FIRST_INDICES
-      const auto first_index_of = [&](const Cursor& c) { return sought_index(c, nominal, nominal_index); };
-#else
-      const auto first_index_of = [&](const Cursor& c) { return table_index(c); };
-#endif
-      const Cursor first_cursor = table_cursor;
-      const int32_t first_index = first_index_of(first_cursor);
-      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
-      const int32_t second_index = first_index_of(table_cursor);
-      write_table_rows(0, table_row_entry(params_, num_units_, first_cursor, first_index));
-      write_table_rows(1, table_row_entry(params_, num_units_, table_cursor, second_index));
-#else
       write_table_rows(0, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
       advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
       write_table_rows(1, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
-#endif
       advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
       table_index_ahead = table_index(table_cursor);
     }
@@ -239,38 +211,6 @@ class ConvertRole {
   __device__ __forceinline__ void write_table_rows(int c, const RowEntry& entry) {
     if (thread_ < kChunkRows) publish_row_entry(smem_, c, thread_, entry);
   }
-#ifdef CAKE_SMALL_SPECULATIVE_FIRST_INDICES
-  // Cursors at unit blockIdx.x's chunks 0 and 1 as if its token's lists were full (past the end
-  // where it has fewer), and this thread's row's index of each (-1 past a list's width).
-  __device__ __forceinline__ void nominal_first_indices(Cursor (&nominal)[2], int32_t (&index)[2]) const {
-    const int unit = int(blockIdx.x);
-    const Unit<kSplitItems> full =
-        work_unit<kGroupHeads, kSplitItems, false, true>(params_, unit < num_units_ ? unit : 0);
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      nominal[k].u = full;
-      nominal[k].unit = unit < num_units_ && k < full.num_chunks ? unit : num_units_;
-      nominal[k].chunk = k;
-      index[k] = table_index(nominal[k]);
-    }
-  }
-  // The index of this thread's row of the cursor's chunk: a nominal chunk's where it has the same
-  // unit, list and position (the token's real length then masks it), else loaded now.
-  __device__ __forceinline__ int32_t sought_index(const Cursor& cursor, const Cursor (&nominal)[2],
-                                                  const int32_t (&index)[2]) const {
-    if (thread_ >= kChunkRows || cursor.unit >= num_units_) return -1;
-    const bool in_main = in_main_list(cursor.u, cursor.chunk);
-    const int position = list_position(cursor.u, cursor.chunk, thread_);
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      if (nominal[k].unit == cursor.unit && in_main_list(nominal[k].u, k) == in_main &&
-          list_position(nominal[k].u, k, thread_) == position) {
-        return position < (in_main ? cursor.u.length0 : cursor.u.length1) ? index[k] : -1;
-      }
-    }
-    return table_index(cursor);
-  }
-#endif
 
   // This thread's two rows (row0, row0 + 8) of the CTA's chunk c, from the row table (waited for;
   // usually long done).
