@@ -21,6 +21,9 @@ void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream)
   const long long units =
       (long long)params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
   const unsigned num_ctas = unsigned(units < max_ctas ? units : max_ctas);
+  // A walk of one unit a CTA (UnitForm::kWalk): fewer CTAs would leave units unrun.
+  constexpr bool kOneUnitACta = hopper_small::UnitForm<kGroupHeads, kShortSplits>::kWalk == hopper_small::UnitWalk::kOne;
+  TORCH_INTERNAL_ASSERT(!kOneUnitACta || units <= max_ctas, "a walk of one unit a CTA with fewer CTAs than units");
   kernel<<<num_ctas, hopper_small::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   hopper_small::print_small_trace();  // a CAKE_SMALL_TRACE build only
@@ -54,7 +57,10 @@ void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int head_
     TORCH_INTERNAL_ASSERT(group_heads == 16, "a one-split decode of ", params.num_heads, " heads on the split form");
     launch_units<16, true, UnitEnd::kOutput>(unit_params, max_ctas, stream);
   } else if (group_heads == 16) {
-    if (largest_split_chunks(params) <= hopper_small::kShortSplitChunks) {
+    // With kShortFormOneUnit the short form runs one CTA a unit: only where the units fit the grid.
+    const long long units = (long long)params.num_tokens * unit_params.num_head_blocks * params.num_splits;
+    if (largest_split_chunks(params) <= hopper_small::kShortSplitChunks &&
+        (!hopper_small::kShortFormOneUnit || units <= max_ctas)) {
       launch_units<16, true, UnitEnd::kPartial, true>(unit_params, max_ctas, stream);
     } else {
       launch_units<16, true, UnitEnd::kPartial>(unit_params, max_ctas, stream);

@@ -40,6 +40,7 @@ template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd, bool kShortSplits>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
   static constexpr bool kWritesTable = UnitForm<kGroupHeads, kShortSplits>::kAttendWritesTable;
+  static constexpr UnitWalk kWalk = UnitForm<kGroupHeads, kShortSplits>::kWalk;
 
  public:
   __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
@@ -51,7 +52,7 @@ class AttendRole {
     const int num_units = num_work_units<kSplitItems>(params_);
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
     if constexpr (kWritesTable) start_row_table(num_units);
-    for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
+    for (int unit = blockIdx.x; unit < num_units; unit = next_cta_unit<kWalk>(unit, num_units)) {
       const Unit<kSplitItems> u = work_unit<kGroupHeads, kSplitItems, false>(params_, unit);
       reset();
       for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
@@ -253,12 +254,24 @@ class AttendRole {
   // A split's partial, O^T normalised over the split, from registers to its fp32 row of the scratch,
   // 8 bytes a store (mid_out is 16-byte aligned); none for the padding heads (their lanes still take
   // part in the RoPE swaps).
+  // With CAKE_SMALL_SHORT_FORM_ONE_UNIT (a development build) from one base address: the unit's
+  // heads' rows are consecutive in the scratch (fewer instructions in every split instance; in the
+  // short one's single pass through its unit loop ptxas otherwise rebuilt each store's address).
   __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u) {
+#ifdef CAKE_SMALL_SHORT_FORM_ONE_UNIT
+    float* const unit_rows = split_output_row(params_, u.split, u.token, u.head0);
+    for_each_output_pair([&](int head, int dim, float2 pair) {
+      if (real_head(params_, u.head0 + head)) {
+        *reinterpret_cast<float2*>(unit_rows + head * nvfp4::kHeadDim + dim) = pair;
+      }
+    });
+#else
     for_each_output_pair([&](int head, int dim, float2 pair) {
       if (real_head(params_, u.head0 + head)) {
         *reinterpret_cast<float2*>(split_output_row(params_, u.split, u.token, u.head0 + head) + dim) = pair;
       }
     });
+#endif
   }
 };
 

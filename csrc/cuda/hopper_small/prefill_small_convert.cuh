@@ -42,6 +42,7 @@ class ConvertRole {
   // of 16-head split units (UnitForm), whose loads are predicated with the RoPE k-steps first.
   static constexpr bool kRopeLast = kGroupHeads == 32;
   static constexpr bool kPredicatedLoads = Form::kPredicatedLoads;
+  static constexpr UnitWalk kWalk = Form::kWalk;
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
   static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
@@ -66,7 +67,7 @@ class ConvertRole {
   __device__ void run() {
     using namespace sm90;
     Cursor current;
-    seek_unit<kGroupHeads>(params_, num_units_, current, blockIdx.x);
+    seek_unit<kGroupHeads, kWalk>(params_, num_units_, current, blockIdx.x);
     if (current.unit >= num_units_) return;
     // The row table's writer: the first two chunks' entries here, then chunk j + 2's in the loop,
     // from an index loaded a chunk earlier (table_cursor is at chunk j + 2 at the top of chunk j).
@@ -75,9 +76,9 @@ class ConvertRole {
     if constexpr (kTableWriter) {
       table_cursor = current;
       write_table_rows(0, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
-      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
+      advance_or_stay<kGroupHeads, kWalk>(params_, num_units_, table_cursor);
       write_table_rows(1, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
-      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
+      advance_or_stay<kGroupHeads, kWalk>(params_, num_units_, table_cursor);
       table_index_ahead = table_index(table_cursor);
     }
     {
@@ -86,7 +87,7 @@ class ConvertRole {
       load_rows(first);
     }
     Cursor next = current;
-    advance<kGroupHeads>(params_, num_units_, next);
+    advance<kGroupHeads, kWalk>(params_, num_units_, next);
     for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
       const int parity = gchunk & 1;
       trace_event(1 + kHalf, 0, gchunk);
@@ -95,14 +96,14 @@ class ConvertRole {
       RowSource next_rows[2];
       table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
       Cursor after = next;
-      if (has_next) advance<kGroupHeads>(params_, num_units_, after);
+      if (has_next) advance<kGroupHeads, kWalk>(params_, num_units_, after);
       // The row table's writer: chunk gchunk + 2's entries made from the indices loaded during the
       // previous chunk, and chunk gchunk + 3's indices loaded (used a chunk later), before the wait
       // for a free K tile; the entries stored after it (the slot's previous chunk is read by then).
       RowEntry table_entry;
       if constexpr (kTableWriter) {
         table_entry = table_row_entry(params_, num_units_, table_cursor, table_index_ahead);
-        advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
+        advance_or_stay<kGroupHeads, kWalk>(params_, num_units_, table_cursor);
         table_index_ahead = table_index(table_cursor);
       }
       trace_event(1 + kHalf, 1, gchunk);
@@ -302,7 +303,7 @@ class ConvertRole {
     fence_proxy_async();  // Q is read by wgmma
     named_barrier<kQBarrierFirst + kHalf, kWarpgroupThreads>();
     if (kHalf == 0 && thread_ == 0) {
-      const int later = cursor.unit + gridDim.x;
+      const int later = next_cta_unit<kWalk>(cursor.unit, num_units_);
       if (later < num_units_) {
         const WorkRows rows = work_rows<kGroupHeads, kSplitItems, false>(params_, later);
         // A padded unit's rows past the call's last head (the decode's) lie in the next token's, or
