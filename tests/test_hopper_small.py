@@ -446,16 +446,16 @@ def test_small_heads_output_views_of_each_alignment(heads):
 # HOPPER_SMALL_SHORT_SPLIT_CHUNKS chunks (four; with HOPPER_SMALL_SHORT_FORM_ONE_UNIT only where the
 # launch has a CTA for every unit, at most one an SM: the second H = 8 at 16 splits, 16 at 5 and 8,
 # 24 at 9, the second 48 at 9: 64, 25, 40, 72 and 54 units), the long one at the other counts. The
-# first H = 8 (140 and 490 units) and the first 48 (297 at 33 splits of three chunks: the long form
-# with HOPPER_SMALL_SHORT_FORM_ONE_UNIT, else the short one) have more units than SMs: their CTAs
-# walk several, padded ones at H = 8.
-SPLIT_CASES = [(8, 70, 2048, 0, [2, 7]), (8, 4, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]),
+# first H = 8 (140, 490 and 1120 units, padded) and the first 48 (297 at 33 splits of three chunks)
+# have more units than SMs, so their CTAs walk several: at 16 and 33 splits in the short form, or
+# with HOPPER_SMALL_SHORT_FORM_ONE_UNIT in the long one.
+SPLIT_CASES = [(8, 70, 2048, 0, [2, 7, 16]), (8, 4, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]),
                (24, 4, 1024, 96, [2, 3, 9]), (32, 40, 1024, 0, [4, 8]), (48, 3, 4100, 96, [5, 33]),
                (48, 2, 1024, 96, [2, 9]), (96, 2, 300, 130, [2, 4])]
 # The forms each case's 16-head units run (True: the short one), by short_split_form, on a GPU of at
 # least SPLIT_FORMS_MIN_SMS SMs (the most units a case's short form has, where they must fit).
-SPLIT_CASE_FORMS = {0: {False}, 1: {True, False}, 2: {True, False}, 3: {True, False},
-                    5: {False} if torch_ops._C.HOPPER_SMALL_SHORT_FORM_ONE_UNIT else {True, False},
+_MANY_UNITS_FORMS = {False} if torch_ops._C.HOPPER_SMALL_SHORT_FORM_ONE_UNIT else {True, False}
+SPLIT_CASE_FORMS = {0: _MANY_UNITS_FORMS, 1: {True, False}, 2: {True, False}, 3: {True, False}, 5: _MANY_UNITS_FORMS,
                     6: {True, False}}
 SPLIT_FORMS_MIN_SMS = 72
 

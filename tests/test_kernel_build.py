@@ -58,9 +58,10 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
 # Builds that must not spill (ptxas, CUDA 13.0): the two kernels as shipped, whose register budgets
 # (setmaxnreg) were measured without spills, the 64-head kernel with the leader's QK^T in groups
 # (timed against the default: docs/hopper_kernel.md, "Work split and roles", step 2), the short
-# split form's walk of one unit a CTA (a candidate default), and their trace builds, whose timelines are only faithful without them (a spilling trace build of the 64-head
-# kernel overstated its dequant by ~15%: docs/benchmarks.md, "Half the dequant's conversion (a
-# bound, timing only), ...").
+# split form's walk of one unit a CTA (a candidate default), and their trace builds, whose
+# timelines are only faithful without them (a spilling trace build of the 64-head kernel
+# overstated its dequant by ~15%: docs/benchmarks.md, "Half the dequant's conversion (a bound,
+# timing only), ...").
 NO_SPILL_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ()),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_LEADER_QK_GROUP=2",)),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),

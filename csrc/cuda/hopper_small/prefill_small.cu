@@ -22,7 +22,8 @@ void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream)
       (long long)params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
   const unsigned num_ctas = unsigned(units < max_ctas ? units : max_ctas);
   // A walk of one unit a CTA (UnitForm::kWalk): fewer CTAs would leave units unrun.
-  constexpr bool kOneUnitACta = hopper_small::UnitForm<kGroupHeads, kShortSplits>::kWalk == hopper_small::UnitWalk::kOne;
+  using Form = hopper_small::UnitForm<kGroupHeads, kShortSplits>;
+  constexpr bool kOneUnitACta = Form::kWalk == hopper_small::UnitWalk::kOne;
   TORCH_INTERNAL_ASSERT(!kOneUnitACta || units <= max_ctas, "a walk of one unit a CTA with fewer CTAs than units");
   kernel<<<num_ctas, hopper_small::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -41,6 +41,8 @@ class AttendRole {
   using G = Geometry<kGroupHeads>;
   static constexpr bool kWritesTable = UnitForm<kGroupHeads, kShortSplits>::kAttendWritesTable;
   static constexpr UnitWalk kWalk = UnitForm<kGroupHeads, kShortSplits>::kWalk;
+  // The table writer below walks a persistent grid's units (its seeks take the default walk).
+  static_assert(!kWritesTable || kWalk == UnitWalk::kStrided, "the attend's row table walks strided units");
 
  public:
   __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
