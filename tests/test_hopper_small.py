@@ -338,20 +338,20 @@ def test_small_heads_masked_rows_after_nan_rows(heads):
     assert torch.isfinite(output[num_sms:].float()).all()
 
 
-def _short_split_nan_problem(device, num_tokens):
+def _short_split_nan_problem(num_tokens):
     """16 heads, 256 candidates (two splits of two chunks): tokens below num_tokens // 2 take 128
     rows with a NaN in each converter's NoPE half and in the RoPE dims, twice over (both splits);
     the others one ordinary row (length 1), their masked slots pointing at the NaN rows."""
-    problem = make_problem(num_tokens=num_tokens, num_heads=16, topk=256, main=CacheSpec(16, 64), device=device,
+    problem = make_problem(num_tokens=num_tokens, num_heads=16, topk=256, main=CacheSpec(16, 64), device="cuda",
                            seed=97, sink=1.0, invalid_fraction=0.0)
     nan_slots = _write_nan_rows(problem, 128, seed=6)
     indices = nan_slots.repeat(num_tokens, 2)
     second = num_tokens // 2
     indices[second:, 0] = 128 + torch.arange(num_tokens - second) % 800  # one ordinary row
-    problem.indices = indices.to(torch.int32).to(device)
+    problem.indices = indices.to(torch.int32).cuda()
     lengths = torch.full((num_tokens,), 256, dtype=torch.int32)
     lengths[second:] = 1
-    problem.kwargs["topk_length"] = lengths.to(device)
+    problem.kwargs["topk_length"] = lengths.cuda()
     return problem
 
 
@@ -374,7 +374,7 @@ def test_decode_split_units_mask_rows_after_nan_rows(walk):
     # and c + num_sms, of tokens c // 2 (NaN rows) and c // 2 + num_sms / 2 (masked slots);
     # num_sms // 2 tokens: CTA c takes unit c alone, of token c // 2.
     num_tokens = num_sms if walk == "two_units_a_cta" else num_sms // 2
-    problem = _short_split_nan_problem("cuda", num_tokens)
+    problem = _short_split_nan_problem(num_tokens)
     props = torch.cuda.get_device_properties(0)
     output, out_lse, plan, _, _ = check_decode(problem, num_splits=2, head_tiles=1)
     assert plan["chunks_per_block"] == 2 <= torch_ops._C.HOPPER_SMALL_SHORT_SPLIT_CHUNKS

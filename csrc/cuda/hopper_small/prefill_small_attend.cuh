@@ -262,18 +262,13 @@ class AttendRole {
   __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u) {
 #ifdef CAKE_SMALL_SHORT_FORM_ONE_UNIT
     float* const unit_rows = split_output_row(params_, u.split, u.token, u.head0);
-    for_each_output_pair([&](int head, int dim, float2 pair) {
-      if (real_head(params_, u.head0 + head)) {
-        *reinterpret_cast<float2*>(unit_rows + head * nvfp4::kHeadDim + dim) = pair;
-      }
-    });
+    const auto head_row = [&](int head) { return unit_rows + head * nvfp4::kHeadDim; };
 #else
-    for_each_output_pair([&](int head, int dim, float2 pair) {
-      if (real_head(params_, u.head0 + head)) {
-        *reinterpret_cast<float2*>(split_output_row(params_, u.split, u.token, u.head0 + head) + dim) = pair;
-      }
-    });
+    const auto head_row = [&](int head) { return split_output_row(params_, u.split, u.token, u.head0 + head); };
 #endif
+    for_each_output_pair([&](int head, int dim, float2 pair) {
+      if (real_head(params_, u.head0 + head)) *reinterpret_cast<float2*>(head_row(head) + dim) = pair;
+    });
   }
 };
 
