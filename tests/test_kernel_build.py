@@ -25,13 +25,18 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import sm90a_cubin  # noqa: E402  (the compile command benchmarks/sass_roles.py uses too)
 sys.path.pop(0)
 
+# The short split form's development builds together (each a candidate default): the walk of one
+# unit a CTA, the conversion as a rolled loop, the row table's first entries by a rolled loop.
+SHORT_FORM_CANDIDATES = ("-DCAKE_SMALL_SHORT_FORM_ONE_UNIT", "-DCAKE_SMALL_ROLLED_CONVERT",
+                         "-DCAKE_SMALL_ROLLED_TABLE_PROLOGUE")
+
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
 # compiling for the ablation runs, and with the leader's QK^T in groups (drained between them), the
 # small-heads kernel's trace build and its development builds
 # (the row table written by a converter at 16 heads, two QK^T groups in flight a converter, the
-# ablation without PV, code added on the converters' path, the short split form's walk of one unit
-# a CTA; docs/hopper_small_kernel.md,
+# ablation without PV, code added on the converters' path, the short split form's candidates
+# below; docs/hopper_small_kernel.md,
 # "To run on an H200"), the fused 64-head development kernel (docs/hopper_kernel.md, "Development
 # builds"), and the probes that time wgmma (operand path, converter stream, small-heads roles,
 # wgmma rate: a serialised wgmma there would time the wrong thing).
@@ -47,7 +52,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CODE_PAD=512",)),
-    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SHORT_FORM_ONE_UNIT",)),
+    ("csrc/cuda/hopper_small/prefill_small.cu", SHORT_FORM_CANDIDATES),
     ("csrc/cuda/hopper_fused/fused.cu", ("-DCAKE_HOPPER_FUSED",)),
     ("benchmarks/operand_path_probe.cu", ()),
     ("benchmarks/converter_stream_probe.cu", ()),
@@ -58,7 +63,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
 # Builds that must not spill (ptxas, CUDA 13.0): the two kernels as shipped, whose register budgets
 # (setmaxnreg) were measured without spills, the 64-head kernel with the leader's QK^T in groups
 # (timed against the default: docs/hopper_kernel.md, "Work split and roles", step 2), the short
-# split form's walk of one unit a CTA (a candidate default), and their trace builds, whose
+# split form's candidate defaults, and their trace builds, whose
 # timelines are only faithful without them (a spilling trace build of the 64-head kernel
 # overstated its dequant by ~15%: docs/benchmarks.md, "Half the dequant's conversion (a bound,
 # timing only), ...").
@@ -66,7 +71,7 @@ NO_SPILL_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopp
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_LEADER_QK_GROUP=2",)),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),
                     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
-                    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_SHORT_FORM_ONE_UNIT",))]
+                    ("csrc/cuda/hopper_small/prefill_small.cu", SHORT_FORM_CANDIDATES)]
 
 
 def _ptxas_report(source, flags, tmp_path):
