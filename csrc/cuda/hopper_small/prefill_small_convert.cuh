@@ -481,9 +481,10 @@ class ConvertRole {
   // predicated loads, converter 1's RoPE k-steps first). A register array cannot be indexed by a
   // loop counter, so the chunk's bytes are first copied out of rows_ (they landed during the
   // previous chunk), all of the next chunk's loads go into rows_ at once, and the copies shift down
-  // one slot an iteration, slot 0 always the one converted. The two k-step pairs of a slot keep
-  // their own fragment registers, so the pair left in flight by an iteration's last wait is never
-  // the one the next iteration overwrites.
+  // one slot an iteration, slot 0 always the one converted. The group an iteration leaves in flight
+  // (its second k-step pair) holds registers that the next iteration's first pair must not reuse:
+  // ptxas gives the two pairs their own (in CUDA 13.0's SASS) or else serialises the wgmmas, which
+  // tests/test_kernel_build.py refuses.
   __device__ void convert_rolled(int parity, float (&s_acc)[G::kSAccumulators], const RowSource (&next_rows)[2],
                                  int gchunk) {
     using namespace sm90;
