@@ -26,9 +26,10 @@ import sm90a_cubin  # noqa: E402  (the compile command benchmarks/sass_roles.py 
 sys.path.pop(0)
 
 # The short split form's development builds together (each a candidate default): the walk of one
-# unit a CTA, the conversion as a rolled loop, the row table's first entries by a rolled loop.
+# unit a CTA, the conversion as a rolled loop, the row table's first entries by a rolled loop, the
+# CTA's unit sought once for all roles.
 SHORT_FORM_CANDIDATES = ("-DCAKE_SMALL_SHORT_FORM_ONE_UNIT", "-DCAKE_SMALL_ROLLED_CONVERT",
-                         "-DCAKE_SMALL_ROLLED_TABLE_PROLOGUE")
+                         "-DCAKE_SMALL_ROLLED_TABLE_PROLOGUE", "-DCAKE_SMALL_SHARED_UNIT")
 
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep

@@ -55,7 +55,7 @@ class AttendRole {
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
     if constexpr (kWritesTable) start_row_table(num_units);
     for (int unit = blockIdx.x; unit < num_units; unit = next_cta_unit<kWalk>(unit, num_units)) {
-      const Unit<kSplitItems> u = work_unit<kGroupHeads, kSplitItems, false>(params_, unit);
+      const Unit<kSplitItems> u = cta_unit(unit);
       reset();
       for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
         const int parity = gchunk & 1;
@@ -96,6 +96,15 @@ class AttendRole {
   }
 
  private:
+  // Unit `unit`: with UnitForm::kSharedUnit the one that thread 0 sought before the set-up barrier
+  // (the walk's only unit, blockIdx.x; its u is set whether or not it has chunks).
+  __device__ __forceinline__ Unit<kSplitItems> cta_unit(int unit) const {
+    if constexpr (UnitForm<kGroupHeads, kShortSplits>::kSharedUnit) {
+      return smem_.table.cursor[0].u;
+    } else {
+      return work_unit<kGroupHeads, kSplitItems, false>(params_, unit);
+    }
+  }
   // The row table at 16 heads a unit (kWritesTable): threads 0..63 write a chunk's 64 row
   // entries, one each (the index loaded here, while this warpgroup waits for the converters anyway);
   // thread 0 moves the shared cursor into its other copy. The first four chunks here; then chunk a + 4 at the end of

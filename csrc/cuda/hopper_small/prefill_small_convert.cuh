@@ -75,7 +75,11 @@ class ConvertRole {
   __device__ void run() {
     using namespace sm90;
     Cursor current;
-    seek_unit<kGroupHeads, kWalk>(params_, num_units_, current, blockIdx.x);
+    if constexpr (Form::kSharedUnit) {
+      current = smem_.table.cursor[0];  // sought by thread 0 before the set-up barrier
+    } else {
+      seek_unit<kGroupHeads, kWalk>(params_, num_units_, current, blockIdx.x);
+    }
     if (current.unit >= num_units_) return;
     // The row table's writer: the first two chunks' entries here, then chunk j + 2's in the loop,
     // from an index loaded a chunk earlier (table_cursor is at chunk j + 2 at the top of chunk j).

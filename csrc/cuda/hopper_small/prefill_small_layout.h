@@ -151,6 +151,17 @@ struct UnitForm {
   // (the host takes it only where units <= the CTAs it may launch), so its walk is unit
   // blockIdx.x alone.
   static constexpr UnitWalk kWalk = kShortSplits && kShortFormOneUnit ? UnitWalk::kOne : UnitWalk::kStrided;
+  // A development build (not run on a GPU yet), on top of the one-unit walk:
+  // CAKE_SMALL_SHARED_UNIT has thread 0 seek the CTA's unit into the attend's unused cursor copy
+  // (table.cursor[0]) before the set-up barrier, and every role start from it, instead of each
+  // role's own inlined work_unit (~155 SASS instructions a copy, fetched by three roles at once).
+#ifdef CAKE_SMALL_SHARED_UNIT
+  static_assert(kShortFormOneUnit, "CAKE_SMALL_SHARED_UNIT builds on CAKE_SMALL_SHORT_FORM_ONE_UNIT");
+  static constexpr bool kSharedUnit = kWalk == UnitWalk::kOne;
+#else
+  static constexpr bool kSharedUnit = false;
+#endif
+  static_assert(!kSharedUnit || Geometry<kGroupHeads>::kAttendWritesTable, "the cursor copies hold the shared unit");
 };
 
 // The row table: the cache addresses of each row of the CTA's chunks, by chunk c over the CTA's
