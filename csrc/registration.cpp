@@ -292,8 +292,6 @@ PYBIND11_MODULE(_C, module) {
   // The small-heads kernel's 16-head split units of a decode of several splits whose largest split
   // holds at most this many chunks run its short form (cuda/hopper_small/prefill_small_layout.h, UnitForm).
   module.attr("HOPPER_SMALL_SHORT_SPLIT_CHUNKS") = cake::cuda::hopper_small::kShortSplitChunks;
-  // Whether that form also needs the units to fit the grid (one CTA a unit; a development build).
-  module.attr("HOPPER_SMALL_SHORT_FORM_ONE_UNIT") = cake::cuda::hopper_small::kShortFormOneUnit;
 
   // The byte format's and the planner's constants (torch_ops reads them from here).
   module.attr("HEAD_DIM") = cake::nvfp4::kHeadDim;

@@ -318,7 +318,7 @@ def test_small_heads_masked_rows_after_nan_rows(heads):
     whose 63 masked slots point at those rows (past its length: never read). In units of 32 heads
     a masked row's registers keep the previous unit's NaN bytes, which the converters must mask
     where they use them (in the prefill's units of 16 they are zeroed; the decode's short split form
-    predicates them too: test_decode_split_units_mask_rows_after_nan_rows): the first tokens come
+    predicates them too: test_decode_short_splits_mask_rows_after_nan_rows): the first tokens come
     out NaN, the second finite and as the reference."""
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     num_tokens = 2 * num_sms
@@ -338,48 +338,41 @@ def test_small_heads_masked_rows_after_nan_rows(heads):
     assert torch.isfinite(output[num_sms:].float()).all()
 
 
-def _short_split_nan_problem(num_tokens):
+def _short_split_nan_problem(device, num_tokens):
     """16 heads, 256 candidates (two splits of two chunks): tokens below num_tokens // 2 take 128
     rows with a NaN in each converter's NoPE half and in the RoPE dims, twice over (both splits);
     the others one ordinary row (length 1), their masked slots pointing at the NaN rows."""
-    problem = make_problem(num_tokens=num_tokens, num_heads=16, topk=256, main=CacheSpec(16, 64), device="cuda",
+    problem = make_problem(num_tokens=num_tokens, num_heads=16, topk=256, main=CacheSpec(16, 64), device=device,
                            seed=97, sink=1.0, invalid_fraction=0.0)
     nan_slots = _write_nan_rows(problem, 128, seed=6)
     indices = nan_slots.repeat(num_tokens, 2)
     second = num_tokens // 2
     indices[second:, 0] = 128 + torch.arange(num_tokens - second) % 800  # one ordinary row
-    problem.indices = indices.to(torch.int32).cuda()
+    problem.indices = indices.to(torch.int32).to(device)
     lengths = torch.full((num_tokens,), 256, dtype=torch.int32)
     lengths[second:] = 1
-    problem.kwargs["topk_length"] = lengths.cuda()
+    problem.kwargs["topk_length"] = lengths.to(device)
     return problem
 
 
 @needs_small_heads
-@pytest.mark.parametrize("walk", ["two_units_a_cta", "one_unit_a_cta"])
-def test_decode_split_units_mask_rows_after_nan_rows(walk):
-    """Tokens whose rows hold NaNs beside tokens with one valid candidate whose masked slots point
-    at those rows (never read), at two chunks a split, on the short form (predicated loads: a
-    masked row's registers keep what they held). With twice as many units as SMs every persistent
-    CTA walks two units of the same split index, a NaN token's then a masked one's, so the masked
-    rows' registers hold the NaN bytes; with HOPPER_SMALL_SHORT_FORM_ONE_UNIT that walk runs the
-    long form instead (its masked rows' registers zeroed), and the walk of as many units as SMs
-    (one a CTA) the short form, where stale NaN bytes could only come from an earlier valid row of
-    the unit itself (whose partial is NaN then anyway): that walk checks the NaN rows and the
-    masked and empty units (each masked token's second split is empty). The NaN tokens come out
-    NaN, the others finite, and both (outputs and every split's partial) as the reference."""
+def test_decode_short_splits_mask_rows_after_nan_rows():
+    """The short form of the 16-head split units loads rows by predicated loads with converter 1's
+    RoPE k-steps first (a combination the prefill's units do not have). Every persistent CTA walks
+    two split units of the same split index: one of a token whose rows hold NaNs, then one of a
+    token with one valid candidate whose masked slots point at those rows (never read), so a masked
+    row's registers keep the NaN bytes, which the converters must mask where they use them. The
+    first tokens come out NaN, the second finite, and both (outputs and every split's partial)
+    as the reference."""
     from test_decode import check_decode
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # Two units a token (its two splits). num_sms tokens: with an even SM count CTA c walks units c
-    # and c + num_sms, of tokens c // 2 (NaN rows) and c // 2 + num_sms / 2 (masked slots);
-    # num_sms // 2 tokens: CTA c takes unit c alone, of token c // 2.
-    num_tokens = num_sms if walk == "two_units_a_cta" else num_sms // 2
-    problem = _short_split_nan_problem(num_tokens)
+    # Two units a token, one CTA an SM: with an even SM count CTA c walks units c and c + num_sms, of
+    # tokens c // 2 (NaN rows) and c // 2 + num_sms / 2 (masked slots), in the same split.
+    num_tokens = num_sms
+    problem = _short_split_nan_problem("cuda", num_tokens)
     props = torch.cuda.get_device_properties(0)
     output, out_lse, plan, _, _ = check_decode(problem, num_splits=2, head_tiles=1)
     assert plan["chunks_per_block"] == 2 <= torch_ops._C.HOPPER_SMALL_SHORT_SPLIT_CHUNKS
-    assert short_split_form(num_tokens, 16, plan, num_sms) == (walk == "one_unit_a_cta" or
-                                                               not torch_ops._C.HOPPER_SMALL_SHORT_FORM_ONE_UNIT)
     assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, 16, 1, 2,
                                                 2) == "hopper_small"
     second = num_tokens // 2
@@ -443,31 +436,10 @@ def test_small_heads_output_views_of_each_alignment(heads):
 # or 32 (16, 32, 48, 96) a token; 2048 candidates (32 chunks) fit one split, 4100 + 96 (67 chunks)
 # need three; every count leaves two chunks or more in the largest split. The 16-head units run
 # both forms of the split instance: the short one where the largest split holds at most
-# HOPPER_SMALL_SHORT_SPLIT_CHUNKS chunks (four; with HOPPER_SMALL_SHORT_FORM_ONE_UNIT only where the
-# launch has a CTA for every unit, at most one an SM: the second H = 8 at 16 splits, 16 at 5 and 8,
-# 24 at 9, the second 48 at 9: 64, 25, 40, 72 and 54 units), the long one at the other counts. The
-# first H = 8 (140, 490 and 1120 units, padded) and the first 48 (297 at 33 splits of three chunks)
-# have more units than SMs, so their CTAs walk several: at 16 and 33 splits in the short form, or
-# with HOPPER_SMALL_SHORT_FORM_ONE_UNIT in the long one.
-SPLIT_CASES = [(8, 70, 2048, 0, [2, 7, 16]), (8, 4, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]),
-               (24, 4, 1024, 96, [2, 3, 9]), (32, 40, 1024, 0, [4, 8]), (48, 3, 4100, 96, [5, 33]),
-               (48, 2, 1024, 96, [2, 9]), (96, 2, 300, 130, [2, 4])]
-# The forms each case's 16-head units run (True: the short one), by short_split_form, on a GPU of at
-# least SPLIT_FORMS_MIN_SMS SMs (the most units a case's short form has, where they must fit).
-_MANY_UNITS_FORMS = {False} if torch_ops._C.HOPPER_SMALL_SHORT_FORM_ONE_UNIT else {True, False}
-SPLIT_CASE_FORMS = {0: _MANY_UNITS_FORMS, 1: {True, False}, 2: {True, False}, 3: {True, False}, 5: _MANY_UNITS_FORMS,
-                    6: {True, False}}
-SPLIT_FORMS_MIN_SMS = 72
-
-
-def short_split_form(num_tokens, heads, plan, num_sms):
-    """For a decode of 16-head units (H not a multiple of 32, or head tile 1), whether its split
-    instance's short form runs: several splits, the largest of at most
-    HOPPER_SMALL_SHORT_SPLIT_CHUNKS chunks, and (HOPPER_SMALL_SHORT_FORM_ONE_UNIT, whose form walks
-    one unit a CTA) no more units (tokens x ceil(H / 16) x splits) than the launch's CTAs (one an SM)."""
-    units = num_tokens * -(-heads // 16) * plan["num_splits"]
-    return (plan["num_splits"] > 1 and plan["chunks_per_block"] <= torch_ops._C.HOPPER_SMALL_SHORT_SPLIT_CHUNKS
-            and (units <= num_sms or not torch_ops._C.HOPPER_SMALL_SHORT_FORM_ONE_UNIT))
+# HOPPER_SMALL_SHORT_SPLIT_CHUNKS chunks (four: H = 8 at 16 splits, 16 at 5 and 8, 24 at 9, 48 at
+# 33), the long one at the other counts.
+SPLIT_CASES = [(8, 70, 2048, 0, [2, 7, 16]), (16, 5, 700, 300, [2, 5, 8]), (24, 9, 1024, 96, [2, 3, 9]),
+               (32, 40, 1024, 0, [4, 8]), (48, 3, 4100, 96, [5, 33]), (96, 2, 300, 130, [2, 4])]
 
 
 @needs_small_heads
@@ -491,15 +463,15 @@ def test_decode_splits_on_the_small_kernel(case):
     forms = set()
     for num_splits in split_counts:
         output, out_lse, plan, _, _ = check_decode(problem, num_splits, max_splits=max(split_counts))
-        forms.add(short_split_form(num_tokens, heads, plan, props.multi_processor_count))
+        forms.add(plan["chunks_per_block"] <= torch_ops._C.HOPPER_SMALL_SHORT_SPLIT_CHUNKS)
         assert plan["chunks_per_block"] >= torch_ops._C.HOPPER_DECODE_MIN_CHUNKS_PER_SPLIT
         assert torch_ops._C.decode_split_kernel_for(props.major, props.shared_memory_per_block_optin, heads,
                                                     plan["head_tiles"], num_splits,
                                                     plan["chunks_per_block"]) == "hopper_small"
         again = problem.run_decode(num_splits, max(split_counts), plan["head_tiles"], num_splits)
         assert torch.equal(output.view(torch.int16), again[0].view(torch.int16)) and torch.equal(out_lse, again[1])
-    if case in SPLIT_CASE_FORMS and props.multi_processor_count >= SPLIT_FORMS_MIN_SMS:  # 16-head units
-        assert forms == SPLIT_CASE_FORMS[case], forms
+    if heads in (8, 16, 24, 48):  # 16-head units: both forms of the split instance ran
+        assert forms == {True, False}, forms
 
 
 # (heads, tokens, topk, extra topk): one-split decodes without scratch. H = 8, 24 and 40 run this

@@ -25,19 +25,13 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import sm90a_cubin  # noqa: E402  (the compile command benchmarks/sass_roles.py uses too)
 sys.path.pop(0)
 
-# The short split form's development builds together (each a candidate default): the walk of one
-# unit a CTA, the conversion as a rolled loop, the row table's first entries by a rolled loop, the
-# CTA's unit sought once for all roles.
-SHORT_FORM_CANDIDATES = ("-DCAKE_SMALL_SHORT_FORM_ONE_UNIT", "-DCAKE_SMALL_ROLLED_CONVERT",
-                         "-DCAKE_SMALL_ROLLED_TABLE_PROLOGUE", "-DCAKE_SMALL_SHARED_UNIT")
-
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
 # compiling for the ablation runs, and with the leader's QK^T in groups (drained between them), the
 # small-heads kernel's trace build and its development builds
 # (the row table written by a converter at 16 heads, two QK^T groups in flight a converter, the
-# ablation without PV, code added on the converters' path, the short split form's candidates
-# below; docs/hopper_small_kernel.md,
+# ablation without PV, code added on the converters' path, the table writer's first two indices
+# loaded together, and loaded before the lengths; docs/hopper_small_kernel.md,
 # "To run on an H200"), the fused 64-head development kernel (docs/hopper_kernel.md, "Development
 # builds"), and the probes that time wgmma (operand path, converter stream, small-heads roles,
 # wgmma rate: a serialised wgmma there would time the wrong thing).
@@ -53,7 +47,6 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_NO_PV",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CODE_PAD=512",)),
-    ("csrc/cuda/hopper_small/prefill_small.cu", SHORT_FORM_CANDIDATES),
     ("csrc/cuda/hopper_fused/fused.cu", ("-DCAKE_HOPPER_FUSED",)),
     ("benchmarks/operand_path_probe.cu", ()),
     ("benchmarks/converter_stream_probe.cu", ()),
@@ -63,16 +56,14 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
 
 # Builds that must not spill (ptxas, CUDA 13.0): the two kernels as shipped, whose register budgets
 # (setmaxnreg) were measured without spills, the 64-head kernel with the leader's QK^T in groups
-# (timed against the default: docs/hopper_kernel.md, "Work split and roles", step 2), the short
-# split form's candidate defaults, and their trace builds, whose
-# timelines are only faithful without them (a spilling trace build of the 64-head kernel
-# overstated its dequant by ~15%: docs/benchmarks.md, "Half the dequant's conversion (a bound,
-# timing only), ...").
+# (timed against the default: docs/hopper_kernel.md, "Work split and roles", step 2), and their trace
+# builds, whose timelines are only faithful without them (a spilling trace build of the 64-head
+# kernel overstated its dequant by ~15%: docs/benchmarks.md, "Half the dequant's conversion (a
+# bound, timing only), ...").
 NO_SPILL_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ()),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_LEADER_QK_GROUP=2",)),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),
-                    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
-                    ("csrc/cuda/hopper_small/prefill_small.cu", SHORT_FORM_CANDIDATES)]
+                    ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",))]
 
 
 def _ptxas_report(source, flags, tmp_path):

@@ -11,11 +11,6 @@
 namespace cake::cuda {
 namespace {
 
-// A launch's work units: tokens x units a token (num_head_blocks) x splits (1 over whole lists).
-long long launch_unit_count(const DecodeParams& params, bool split_items) {
-  return (long long)params.num_tokens * params.num_head_blocks * (split_items ? params.num_splits : 1);
-}
-
 // min(units, max_ctas) persistent CTAs over the units of `params` (num_head_blocks: units per token).
 template <int kGroupHeads, bool kSplitItems, hopper_small::UnitEnd kEnd, bool kShortSplits = false>
 void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream) {
@@ -23,12 +18,9 @@ void launch_units(const DecodeParams& params, int max_ctas, cudaStream_t stream)
   const auto kernel = hopper_small::sparse_mla_prefill_small_kernel<kGroupHeads, kSplitItems, kEnd, kShortSplits>;
   // Above 48 KB a kernel must opt in; the call is cheap and safe during graph capture.
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const long long units = launch_unit_count(params, kSplitItems);
+  const long long units =
+      (long long)params.num_tokens * params.num_head_blocks * (kSplitItems ? params.num_splits : 1);
   const unsigned num_ctas = unsigned(units < max_ctas ? units : max_ctas);
-  // A walk of one unit a CTA (UnitForm::kWalk): fewer CTAs would leave units unrun.
-  using Form = hopper_small::UnitForm<kGroupHeads, kShortSplits>;
-  constexpr bool kOneUnitACta = Form::kWalk == hopper_small::UnitWalk::kOne;
-  TORCH_INTERNAL_ASSERT(!kOneUnitACta || units <= max_ctas, "a walk of one unit a CTA with fewer CTAs than units");
   kernel<<<num_ctas, hopper_small::kThreads, kSmemBytes, stream>>>(params);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   hopper_small::print_small_trace();  // a CAKE_SMALL_TRACE build only
@@ -62,9 +54,7 @@ void launch_sparse_mla_decode_hopper_small(const DecodeParams& params, int head_
     TORCH_INTERNAL_ASSERT(group_heads == 16, "a one-split decode of ", params.num_heads, " heads on the split form");
     launch_units<16, true, UnitEnd::kOutput>(unit_params, max_ctas, stream);
   } else if (group_heads == 16) {
-    // With kShortFormOneUnit the short form runs one CTA a unit: only where the units fit the grid.
-    if (largest_split_chunks(params) <= hopper_small::kShortSplitChunks &&
-        (!hopper_small::kShortFormOneUnit || launch_unit_count(unit_params, true) <= max_ctas)) {
+    if (largest_split_chunks(params) <= hopper_small::kShortSplitChunks) {
       launch_units<16, true, UnitEnd::kPartial, true>(unit_params, max_ctas, stream);
     } else {
       launch_units<16, true, UnitEnd::kPartial>(unit_params, max_ctas, stream);

@@ -40,9 +40,6 @@ template <int kGroupHeads, bool kSplitItems, UnitEnd kEnd, bool kShortSplits>
 class AttendRole {
   using G = Geometry<kGroupHeads>;
   static constexpr bool kWritesTable = UnitForm<kGroupHeads, kShortSplits>::kAttendWritesTable;
-  static constexpr UnitWalk kWalk = UnitForm<kGroupHeads, kShortSplits>::kWalk;
-  // The table writer below walks a persistent grid's units (its seeks take the default walk).
-  static_assert(!kWritesTable || kWalk == UnitWalk::kStrided, "the attend's row table walks strided units");
 
  public:
   __device__ AttendRole(const DecodeParams& params, SharedStorage<kGroupHeads, kSplitItems>& smem, int thread)
@@ -54,8 +51,8 @@ class AttendRole {
     const int num_units = num_work_units<kSplitItems>(params_);
     int gchunk = 0;  // chunks so far over this CTA's units: the phase of the chunk barriers
     if constexpr (kWritesTable) start_row_table(num_units);
-    for (int unit = blockIdx.x; unit < num_units; unit = next_cta_unit<kWalk>(unit, num_units)) {
-      const Unit<kSplitItems> u = cta_unit(unit);
+    for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
+      const Unit<kSplitItems> u = work_unit<kGroupHeads, kSplitItems, false>(params_, unit);
       reset();
       for (int chunk = 0; chunk < u.num_chunks; ++chunk, ++gchunk) {
         const int parity = gchunk & 1;
@@ -96,15 +93,6 @@ class AttendRole {
   }
 
  private:
-  // Unit `unit`: with UnitForm::kSharedUnit the one that thread 0 sought before the set-up barrier
-  // (the walk's only unit, blockIdx.x; its u is set whether or not it has chunks).
-  __device__ __forceinline__ Unit<kSplitItems> cta_unit(int unit) const {
-    if constexpr (UnitForm<kGroupHeads, kShortSplits>::kSharedUnit) {
-      return smem_.table.cursor[0].u;
-    } else {
-      return work_unit<kGroupHeads, kSplitItems, false>(params_, unit);
-    }
-  }
   // The row table at 16 heads a unit (kWritesTable): threads 0..63 write a chunk's 64 row
   // entries, one each (the index loaded here, while this warpgroup waits for the converters anyway);
   // thread 0 moves the shared cursor into its other copy. The first four chunks here; then chunk a + 4 at the end of
@@ -265,18 +253,11 @@ class AttendRole {
   // A split's partial, O^T normalised over the split, from registers to its fp32 row of the scratch,
   // 8 bytes a store (mid_out is 16-byte aligned); none for the padding heads (their lanes still take
   // part in the RoPE swaps).
-  // With CAKE_SMALL_SHORT_FORM_ONE_UNIT (a development build) from one base address: the unit's
-  // heads' rows are consecutive in the scratch (fewer instructions in every split instance; in the
-  // short one's single pass through its unit loop ptxas otherwise rebuilt each store's address).
   __device__ __forceinline__ void store_partial(const Unit<kSplitItems>& u) {
-#ifdef CAKE_SMALL_SHORT_FORM_ONE_UNIT
-    float* const unit_rows = split_output_row(params_, u.split, u.token, u.head0);
-    const auto head_row = [&](int head) { return unit_rows + head * nvfp4::kHeadDim; };
-#else
-    const auto head_row = [&](int head) { return split_output_row(params_, u.split, u.token, u.head0 + head); };
-#endif
     for_each_output_pair([&](int head, int dim, float2 pair) {
-      if (real_head(params_, u.head0 + head)) *reinterpret_cast<float2*>(head_row(head) + dim) = pair;
+      if (real_head(params_, u.head0 + head)) {
+        *reinterpret_cast<float2*>(split_output_row(params_, u.split, u.token, u.head0 + head) + dim) = pair;
+      }
     });
   }
 };

@@ -42,15 +42,6 @@ class ConvertRole {
   // of 16-head split units (UnitForm), whose loads are predicated with the RoPE k-steps first.
   static constexpr bool kRopeLast = kGroupHeads == 32;
   static constexpr bool kPredicatedLoads = Form::kPredicatedLoads;
-  static constexpr UnitWalk kWalk = Form::kWalk;
-  // A development build (not run on a GPU yet): CAKE_SMALL_ROLLED_CONVERT converts the short
-  // form's chunks by a rolled loop over the group slots (convert_rolled), for less code to fetch
-  // where a CTA converts at most kShortSplitChunks chunks.
-#ifdef CAKE_SMALL_ROLLED_CONVERT
-  static constexpr bool kRolledConvert = kShortSplits;
-#else
-  static constexpr bool kRolledConvert = false;
-#endif
   // Q: the unit's kGroupHeads rows x this half's 32 words (8 dims each), one 16-byte load a word.
   static constexpr int kQWordsPerHead = 32;
   static constexpr int kQLoads = kGroupHeads * kQWordsPerHead / kWarpgroupThreads;  // 4, 8, 12
@@ -75,11 +66,7 @@ class ConvertRole {
   __device__ void run() {
     using namespace sm90;
     Cursor current;
-    if constexpr (Form::kSharedUnit) {
-      current = smem_.table.cursor[0];  // sought by thread 0 before the set-up barrier
-    } else {
-      seek_unit<kGroupHeads, kWalk>(params_, num_units_, current, blockIdx.x);
-    }
+    seek_unit<kGroupHeads>(params_, num_units_, current, blockIdx.x);
     if (current.unit >= num_units_) return;
     // The row table's writer: the first two chunks' entries here, then chunk j + 2's in the loop,
     // from an index loaded a chunk earlier (table_cursor is at chunk j + 2 at the top of chunk j).
@@ -87,20 +74,10 @@ class ConvertRole {
     int32_t table_index_ahead = -1;
     if constexpr (kTableWriter) {
       table_cursor = current;
-#ifdef CAKE_SMALL_ROLLED_TABLE_PROLOGUE
-      // A development build (not run on a GPU yet): the two chunks' entries by one rolled loop,
-      // code run once a CTA that a short split pays for in instruction fetches.
-#pragma unroll 1
-      for (int chunk = 0; chunk < 2; ++chunk) {
-        write_table_rows(chunk, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
-        advance_or_stay<kGroupHeads, kWalk>(params_, num_units_, table_cursor);
-      }
-#else
       write_table_rows(0, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
-      advance_or_stay<kGroupHeads, kWalk>(params_, num_units_, table_cursor);
+      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
       write_table_rows(1, table_row_entry(params_, num_units_, table_cursor, table_index(table_cursor)));
-      advance_or_stay<kGroupHeads, kWalk>(params_, num_units_, table_cursor);
-#endif
+      advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
       table_index_ahead = table_index(table_cursor);
     }
     {
@@ -109,7 +86,7 @@ class ConvertRole {
       load_rows(first);
     }
     Cursor next = current;
-    advance<kGroupHeads, kWalk>(params_, num_units_, next);
+    advance<kGroupHeads>(params_, num_units_, next);
     for (int gchunk = 0;; ++gchunk) {  // chunks over all of this CTA's units: the barriers' phase
       const int parity = gchunk & 1;
       trace_event(1 + kHalf, 0, gchunk);
@@ -118,14 +95,14 @@ class ConvertRole {
       RowSource next_rows[2];
       table_rows(gchunk + 1, next_rows);  // past the CTA's chunks: masked entries
       Cursor after = next;
-      if (has_next) advance<kGroupHeads, kWalk>(params_, num_units_, after);
+      if (has_next) advance<kGroupHeads>(params_, num_units_, after);
       // The row table's writer: chunk gchunk + 2's entries made from the indices loaded during the
       // previous chunk, and chunk gchunk + 3's indices loaded (used a chunk later), before the wait
       // for a free K tile; the entries stored after it (the slot's previous chunk is read by then).
       RowEntry table_entry;
       if constexpr (kTableWriter) {
         table_entry = table_row_entry(params_, num_units_, table_cursor, table_index_ahead);
-        advance_or_stay<kGroupHeads, kWalk>(params_, num_units_, table_cursor);
+        advance_or_stay<kGroupHeads>(params_, num_units_, table_cursor);
         table_index_ahead = table_index(table_cursor);
       }
       trace_event(1 + kHalf, 1, gchunk);
@@ -134,11 +111,7 @@ class ConvertRole {
       if constexpr (kTableWriter) write_table_rows(gchunk + 2, table_entry);
       trace_event(1 + kHalf, 2, gchunk);
       float s_acc[G::kSAccumulators];
-      if constexpr (kRolledConvert) {
-        convert_rolled(parity, s_acc, next_rows, gchunk);
-      } else {
-        convert(parity, s_acc, next_rows, gchunk);
-      }
+      convert(parity, s_acc, next_rows, gchunk);
       trace_event(1 + kHalf, 3, gchunk);
       if (kHalf == 0 && quad_ == 0) {
         smem_.valid[parity][row0_] = valid_[0];
@@ -329,7 +302,7 @@ class ConvertRole {
     fence_proxy_async();  // Q is read by wgmma
     named_barrier<kQBarrierFirst + kHalf, kWarpgroupThreads>();
     if (kHalf == 0 && thread_ == 0) {
-      const int later = next_cta_unit<kWalk>(cursor.unit, num_units_);
+      const int later = cursor.unit + gridDim.x;
       if (later < num_units_) {
         const WorkRows rows = work_rows<kGroupHeads, kSplitItems, false>(params_, later);
         // A padded unit's rows past the call's last head (the decode's) lie in the next token's, or
@@ -478,73 +451,6 @@ class ConvertRole {
 #pragma unroll
       for (int r = 0; r < 2; ++r) load_rope(rows_[r], next_rows[r]);
     }
-    pin_registers(s_acc);
-  }
-
-  // convert() as a loop over the group slots that is not unrolled (kRolledConvert: the short form,
-  // predicated loads, converter 1's RoPE k-steps first). A register array cannot be indexed by a
-  // loop counter, so the chunk's bytes are first copied out of rows_ (they landed during the
-  // previous chunk), all of the next chunk's loads go into rows_ at once, and the copies shift down
-  // one slot an iteration, slot 0 always the one converted. The group an iteration leaves in flight
-  // (its second k-step pair) holds registers that the next iteration's first pair must not reuse:
-  // ptxas gives the two pairs their own (in CUDA 13.0's SASS) or else serialises the wgmmas, which
-  // tests/test_kernel_build.py refuses.
-  __device__ void convert_rolled(int parity, float (&s_acc)[G::kSAccumulators], const RowSource (&next_rows)[2],
-                                 int gchunk) {
-    using namespace sm90;
-    static_assert(kPredicatedLoads && !kRopeLast, "the short form's loads and k-step order");
-    const uint32_t k_tile = smem_address(smem_.k[parity]);
-    const uint64_t q_desc = smem_descriptor(smem_address(smem_.q[kHalf]), 16, 1024);
-    const uint32_t sign_mask[2] = {valid_[0] ? 0x80008000u : 0u, valid_[1] ? 0x80008000u : 0u};
-    if constexpr (kHasRope) rope_steps(s_acc, k_tile, q_desc, true);
-    uint2 groups[2][kSlots];
-    uint32_t scale_words[2][kSlots];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const uint32_t words[4] = {rows_[r].scales.x, rows_[r].scales.y, rows_[r].scales.z, rows_[r].scales.w};
-#pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) {
-        groups[r][slot] = rows_[r].groups[slot];
-        scale_words[r][slot] = words[slot];
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      load_scales(rows_[r], next_rows[r]);
-#pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) load_group(rows_[r], next_rows[r], slot);
-      if constexpr (kHasRope) load_rope(rows_[r], next_rows[r]);
-    }
-#pragma unroll 1
-    for (int slot = 0; slot < kSlots; ++slot) {
-      uint32_t scales[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        scales[r] = valid_[r] ? hopper::e4m3_to_decode_scale(uint8_t(scale_words[r][0] >> (8 * quad_))) : 0u;
-      }
-      // Slot `slot`'s k-steps 4 slot + 2 b + t lie one column block on per slot in the K tile and
-      // in Q: store_and_multiply's k-step 2 b + t from bases moved by `slot` blocks.
-      const uint32_t slot_tile = k_tile + slot * kKColumnBlockBytes;
-      const uint64_t slot_desc = q_desc + uint64_t((slot * G::kQColumnBlockBytes) >> 4);
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        uint32_t pairs0[4], pairs1[4];
-        hopper::e2m1x8_to_bf16_pairs(b == 0 ? groups[0][0].x : groups[0][0].y, scales[0], pairs0, sign_mask[0]);
-        hopper::e2m1x8_to_bf16_pairs(b == 0 ? groups[1][0].x : groups[1][0].y, scales[1], pairs1, sign_mask[1]);
-        store_and_multiply(s_acc, slot_tile, slot_desc, 2 * b, pairs0, pairs1, !kHasRope && slot == 0 && b == 0);
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-#pragma unroll
-        for (int i = 0; i + 1 < kSlots; ++i) {
-          groups[r][i] = groups[r][i + 1];
-          scale_words[r][i] = scale_words[r][i + 1];
-        }
-      }
-      if (slot == kSlots / 2 - 1) trace_event(1 + kHalf, 6, gchunk);
-    }
-    trace_event(1 + kHalf, 7, gchunk);
-    wgmma_wait<0>();
     pin_registers(s_acc);
   }
 

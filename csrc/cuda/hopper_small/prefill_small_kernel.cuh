@@ -56,11 +56,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     for (int buffer = 0; buffer < G::kSBuffers; ++buffer) mbarrier_init(smem_address(&smem.s_empty[buffer]), kWarpgroupThreads);
     for (int slot = 0; slot < kTableSlots; ++slot) mbarrier_init(smem_address(&smem.table_full[slot]), kChunkRows);
-    if constexpr (UnitForm<kGroupHeads, kShortSplits>::kSharedUnit) {
-      // The one-unit walk's unit, chunks or not (seek_unit sets u for blockIdx.x either way).
-      seek_unit<kGroupHeads, UnitWalk::kOne>(params, num_work_units<kSplitItems>(params), smem.table.cursor[0],
-                                             blockIdx.x);
-    }
   }
   __syncthreads();
   trace_life(warpgroup, kLifeSetUp);

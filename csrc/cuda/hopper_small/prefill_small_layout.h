@@ -127,18 +127,6 @@ constexpr int kShortSplitChunks = CAKE_SMALL_SHORT_SPLIT_CHUNKS;  // a developme
 #else
 constexpr int kShortSplitChunks = 4;
 #endif
-// A development build (not run on a GPU yet): CAKE_SMALL_SHORT_FORM_ONE_UNIT takes the short form
-// only where the units also fit the grid (at most one an SM, the launch's CTA limit) and walks one
-// unit a CTA there (UnitWalk::kOne), so that no seek past the first is compiled: 4,704 -> 3,376
-// SASS instructions in that instance with the epilogue's stores from one base address (below).
-#ifdef CAKE_SMALL_SHORT_FORM_ONE_UNIT
-constexpr bool kShortFormOneUnit = true;
-#else
-constexpr bool kShortFormOneUnit = false;
-#endif
-// A CTA's units: blockIdx.x, then gridDim.x apart (a persistent grid), or blockIdx.x alone (a
-// launch of one CTA a unit: no other unit is sought, so the seeks' inlined code is not compiled).
-enum class UnitWalk { kStrided, kOne };
 template <int kGroupHeads, bool kShortSplits>
 struct UnitForm {
   static_assert(!kShortSplits || kGroupHeads == 16, "the short form is a 16-head unit's");
@@ -147,21 +135,6 @@ struct UnitForm {
   // Whether the converters' row loads are predicated (a masked row keeps stale bytes, masked where
   // they are used) rather than selected (a masked row's registers zeroed).
   static constexpr bool kPredicatedLoads = kGroupHeads == 32 || kShortSplits;
-  // How a CTA walks the units: with kShortFormOneUnit the short form's launch has one CTA a unit
-  // (the host takes it only where units <= the CTAs it may launch), so its walk is unit
-  // blockIdx.x alone.
-  static constexpr UnitWalk kWalk = kShortSplits && kShortFormOneUnit ? UnitWalk::kOne : UnitWalk::kStrided;
-  // A development build (not run on a GPU yet), on top of the one-unit walk:
-  // CAKE_SMALL_SHARED_UNIT has thread 0 seek the CTA's unit into the attend's unused cursor copy
-  // (table.cursor[0]) before the set-up barrier, and every role start from it, instead of each
-  // role's own inlined work_unit (~155 SASS instructions a copy, fetched by three roles at once).
-#ifdef CAKE_SMALL_SHARED_UNIT
-  static_assert(kShortFormOneUnit, "CAKE_SMALL_SHARED_UNIT builds on CAKE_SMALL_SHORT_FORM_ONE_UNIT");
-  static constexpr bool kSharedUnit = kWalk == UnitWalk::kOne;
-#else
-  static constexpr bool kSharedUnit = false;
-#endif
-  static_assert(!kSharedUnit || Geometry<kGroupHeads>::kAttendWritesTable, "the cursor copies hold the shared unit");
 };
 
 // The row table: the cache addresses of each row of the CTA's chunks, by chunk c over the CTA's

@@ -198,22 +198,11 @@ constexpr bool output_pairs_hold() {
 }
 static_assert(output_pairs_hold(), "the epilogue's pairs of adjacent output dims (see above)");
 
-// The CTA's unit after `unit` (UnitForm::kWalk): gridDim.x on, or past the end where the launch has
-// one CTA a unit; then every seek after the first is known to find nothing and is not compiled,
-// and those inlined seeks are most of a short split's list arithmetic, code it fetches.
-template <UnitWalk kWalk>
-__device__ __forceinline__ int next_cta_unit(int unit, int num_units) {
-  if constexpr (kWalk == UnitWalk::kOne) {
-    return num_units;
-  } else {
-    return unit + gridDim.x;
-  }
-}
-// The cursor at unit `unit` or the first one after it (next_cta_unit) with candidates, chunk 0.
-template <int kGroupHeads, UnitWalk kWalk = UnitWalk::kStrided, bool kSplitItems>
+// The cursor at unit `unit` or the first one after it (gridDim.x apart) with candidates, chunk 0.
+template <int kGroupHeads, bool kSplitItems>
 __device__ __forceinline__ void seek_unit(const DecodeParams& params, int num_units, ChunkCursor<kSplitItems>& cursor,
                                           int unit) {
-  for (; unit < num_units; unit = next_cta_unit<kWalk>(unit, num_units)) {
+  for (; unit < num_units; unit += gridDim.x) {
     cursor.u = work_unit<kGroupHeads, kSplitItems, false>(params, unit);
     if (cursor.u.num_chunks > 0) break;
   }
@@ -221,18 +210,18 @@ __device__ __forceinline__ void seek_unit(const DecodeParams& params, int num_un
   cursor.chunk = 0;
 }
 // The cursor at the chunk after its own (not past the end).
-template <int kGroupHeads, UnitWalk kWalk = UnitWalk::kStrided, bool kSplitItems>
+template <int kGroupHeads, bool kSplitItems>
 __device__ __forceinline__ void advance(const DecodeParams& params, int num_units, ChunkCursor<kSplitItems>& cursor) {
   if (++cursor.chunk == cursor.u.num_chunks) {
-    seek_unit<kGroupHeads, kWalk, kSplitItems>(params, num_units, cursor, next_cta_unit<kWalk>(cursor.unit, num_units));
+    seek_unit<kGroupHeads, kSplitItems>(params, num_units, cursor, cursor.unit + gridDim.x);
   }
 }
 // advance(), except that a cursor past the end stays there (the row table's writers walk past the
 // CTA's chunks, where the entries are masked).
-template <int kGroupHeads, UnitWalk kWalk = UnitWalk::kStrided, bool kSplitItems>
+template <int kGroupHeads, bool kSplitItems>
 __device__ __forceinline__ void advance_or_stay(const DecodeParams& params, int num_units,
                                                 ChunkCursor<kSplitItems>& cursor) {
-  if (cursor.unit < num_units) advance<kGroupHeads, kWalk, kSplitItems>(params, num_units, cursor);
+  if (cursor.unit < num_units) advance<kGroupHeads, kSplitItems>(params, num_units, cursor);
 }
 // The list of the cursor's chunk (the main list past the end, where nothing is read).
 template <bool kSplitItems>
