@@ -18,6 +18,11 @@
 //                                memset before the start event: a library form would reset them)
 // and whether a cooperative launch can be captured in a CUDA graph and replayed. Every merged
 // value is checked against the host's sum (the partials are functions of the CTA and position).
+// A second table asks whether the SMs' split between shared memory and L1 (the carve-out) costs
+// time where it changes from one kernel to the next: the split needs nearly all of the shared
+// memory, while a kernel that asks for none (the flush, the merge) may be given a larger L1, and
+// an SM can only change it while empty. It times the same launches with the merge (or an empty
+// kernel) asking the driver for the largest shared-memory carve-out, as the split's launch does.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o merge_launch_probe \
 //       benchmarks/merge_launch_probe.cu && ./merge_launch_probe
 // (bash benchmarks/device_suite.sh merge-launch-probe builds and runs it).
@@ -81,6 +86,11 @@ __global__ void __launch_bounds__(kThreads, 1) empty_kernel(int) {
   extern __shared__ unsigned char smem[];
   if (threadIdx.x == 0 && blockIdx.x > (1 << 30)) smem[0] = 1;
 }
+// Launched without dynamic shared memory; kMaxSharedCarveout as for merge_kernel.
+template <bool kMaxSharedCarveout>
+__global__ void __launch_bounds__(kThreads, 1) empty_no_smem(int* sink) {
+  if (threadIdx.x == 0 && blockIdx.x > (1 << 30)) *sink = 1;
+}
 __global__ void __launch_bounds__(kThreads, 1) empty_pdl_first(int) {
   extern __shared__ unsigned char smem[];
   launch_dependent_grids();
@@ -96,6 +106,9 @@ __global__ void __launch_bounds__(kThreads, 1) split_kernel(float* partials, lon
   launch_dependent_grids();  // no effect without the PDL attribute on the next launch
   split_work(partials, work_cycles);
 }
+// kMaxSharedCarveout: this instance asks for the largest shared-memory carve-out (set in main), so
+// an SM a split CTA leaves needs no new carve-out for it.
+template <bool kMaxSharedCarveout>
 __global__ void __launch_bounds__(128) merge_kernel(const float* partials, float* merged) {
   wait_for_prerequisite_grids();  // returns at once without the PDL attribute
   merge_share(partials, merged, blockIdx.x);  // one merge CTA per split CTA's share, 128 threads
@@ -155,6 +168,10 @@ int main() {
   for (auto kernel : {(const void*)empty_kernel, (const void*)empty_pdl_first, (const void*)empty_pdl_second,
                       (const void*)split_kernel, (const void*)fused_grid_sync, (const void*)fused_group_counters}) {
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  }
+  for (auto kernel : {(const void*)merge_kernel<true>, (const void*)empty_no_smem<true>}) {
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
   }
   const int max_ctas = sms / kGroup * kGroup;
   float *partials = nullptr, *merged = nullptr;
@@ -258,12 +275,12 @@ int main() {
     for (long long work : {0LL, 10000LL}) {
       double us = time_it([&] { poison(ctas); }, [&] {
         split_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(partials, work);
-        merge_kernel<<<ctas, 128, 0, stream>>>(partials, merged);
+        merge_kernel<false><<<ctas, 128, 0, stream>>>(partials, merged);
       });
       std::printf("| %d | %lld | split + merge kernel | %.2f | %ld | - |\n", ctas, work, us, check(ctas));
       us = time_it([&] { poison(ctas); }, [&] {
         split_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(partials, work);
-        launch_pdl(merge_kernel, ctas, 128, 0, (const float*)partials, merged);
+        launch_pdl(merge_kernel<false>, ctas, 128, 0, (const float*)partials, merged);
       });
       std::printf("| %d | %lld | split + merge kernel, PDL | %.2f | %ld | - |\n", ctas, work, us, check(ctas));
       us = time_it([&] { poison(ctas); }, [&] { split_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(partials, work); });
@@ -279,6 +296,54 @@ int main() {
       }, [&] { fused_group_counters<<<ctas, kThreads, kSmemBytes, stream>>>(partials, merged, work, counters, sync_ns); });
       std::printf("| %d | %lld | fused, group counters | %.2f | %ld | %.0f |\n", ctas, work, us, check(ctas),
                   sync_latency(ctas, kGroup));
+    }
+  }
+
+  // The carve-out table: the same launches with and without the largest shared-memory carve-out
+  // asked for by the kernel that follows the split (or the flush).
+  int* sink = reinterpret_cast<int*>(counters);
+  std::printf("\n| CTAs | way (after the flush; split: %d KB of shared memory, 10000 work cycles) | us | merged values wrong |\n",
+              kSmemBytes / 1024);
+  std::printf("|---|---|---|---|\n");
+  for (int ctas : {64, max_ctas}) {
+    const long long work = 10000;
+    std::printf("| %d | empty, %d KB of shared memory | %.2f | - |\n", ctas, kSmemBytes / 1024,
+                time_it(nothing, [&] { empty_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(0); }));
+    std::printf("| %d | empty, no shared memory, default carve-out | %.2f | - |\n", ctas,
+                time_it(nothing, [&] { empty_no_smem<false><<<ctas, kThreads, 0, stream>>>(sink); }));
+    std::printf("| %d | empty, no shared memory, largest shared carve-out | %.2f | - |\n", ctas,
+                time_it(nothing, [&] { empty_no_smem<true><<<ctas, kThreads, 0, stream>>>(sink); }));
+    std::printf("| %d | empty %d KB, then empty without, default carve-out | %.2f | - |\n", ctas, kSmemBytes / 1024,
+                time_it(nothing, [&] {
+                  empty_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(0);
+                  empty_no_smem<false><<<ctas, kThreads, 0, stream>>>(sink);
+                }));
+    std::printf("| %d | empty %d KB, then empty without, largest shared carve-out | %.2f | - |\n", ctas,
+                kSmemBytes / 1024, time_it(nothing, [&] {
+                  empty_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(0);
+                  empty_no_smem<true><<<ctas, kThreads, 0, stream>>>(sink);
+                }));
+    for (bool max_shared : {false, true}) {
+      const char* carveout = max_shared ? "largest shared carve-out" : "default carve-out";
+      double us = time_it([&] { poison(ctas); }, [&] {
+        split_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(partials, work);
+        if (max_shared) {
+          merge_kernel<true><<<ctas, 128, 0, stream>>>(partials, merged);
+        } else {
+          merge_kernel<false><<<ctas, 128, 0, stream>>>(partials, merged);
+        }
+      });
+      std::printf("| %d | split + merge kernel, merge with the %s | %.2f | %ld |\n", ctas, carveout, us, check(ctas));
+      us = time_it([&] { poison(ctas); }, [&] {
+        split_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(partials, work);
+        if (max_shared) {
+          launch_pdl(merge_kernel<true>, ctas, 128, 0, (const float*)partials, merged);
+        } else {
+          launch_pdl(merge_kernel<false>, ctas, 128, 0, (const float*)partials, merged);
+        }
+      });
+      std::printf("| %d | split + merge kernel, PDL, merge with the %s | %.2f | %ld |\n", ctas, carveout, us,
+                  check(ctas));
     }
   }
 
