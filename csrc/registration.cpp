@@ -171,12 +171,13 @@ PYBIND11_MODULE(_C, module) {
          const std::optional<at::Tensor>& attn_sink, const std::optional<at::Tensor>& extra_kv_cache,
          const std::optional<at::Tensor>& extra_indices, const std::optional<at::Tensor>& extra_topk_length,
          int64_t max_splits, const std::optional<at::Tensor>& mid_out, const std::optional<at::Tensor>& mid_lse,
-         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits, double sm_scale) {
+         std::optional<int64_t> head_tiles, std::optional<int64_t> num_splits, double sm_scale,
+         double lse_scale) {
         value_errors([&] {
           TORCH_CHECK_VALUE(op == "prefill" || op == "decode", "op: expected 'prefill' or 'decode', got '", op, "'");
           cake::DecodeArgs args;
           cake::pack_attention_inputs(args, q, kv_cache, indices, output, out_lse, sm_scale, topk_length,
-                                      attn_sink, extra_kv_cache, extra_indices, extra_topk_length, /*lse_scale=*/1.0);
+                                      attn_sink, extra_kv_cache, extra_indices, extra_topk_length, lse_scale);
           args.mid_out = mid_out.value_or(at::Tensor());
           args.mid_lse = mid_lse.value_or(at::Tensor());
           args.max_splits = max_splits;
@@ -186,13 +187,15 @@ PYBIND11_MODULE(_C, module) {
         });
       },
       "The prefill's or the decode's checks that need neither data nor a device (ValueError naming the "
-      "argument): the tensors' (alignment aside), sm_scale, head_tiles, the decode's explicit num_splits and scratch",
+      "argument): the tensors' (alignment aside), sm_scale, lse_scale, head_tiles, the decode's explicit num_splits "
+      "and scratch",
       pybind11::arg("op"), pybind11::arg("q"), pybind11::arg("kv_cache"), pybind11::arg("indices"),
       pybind11::arg("output"), pybind11::arg("out_lse"), pybind11::arg("topk_length"), pybind11::arg("attn_sink"),
       pybind11::arg("extra_kv_cache"), pybind11::arg("extra_indices"), pybind11::arg("extra_topk_length"),
       pybind11::arg("max_splits") = 16, pybind11::arg("mid_out") = pybind11::none(),
       pybind11::arg("mid_lse") = pybind11::none(), pybind11::arg("head_tiles") = pybind11::none(),
-      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("sm_scale") = 0.0);
+      pybind11::arg("num_splits") = pybind11::none(), pybind11::arg("sm_scale") = 0.0,
+      pybind11::arg("lse_scale") = 1.0);
   // The same for the cache writers' fakes: the writers' own checks (the cache's alignment aside).
   module.def(
       "check_writer_inputs",

@@ -45,7 +45,7 @@ def _traced():
 
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length, op="prefill", max_splits=16, head_tiles=None, mid_out=None, mid_lse=None,
-                   num_splits=None, sm_scale=0.0):
+                   num_splits=None, sm_scale=0.0, lse_scale=1.0):
     """The op's checks; True where they ran whole (concrete shapes, not traced), else the trace's."""
     _check_devices("q", q, kv_cache=kv_cache, indices=indices, output=output, out_lse=out_lse, topk_length=topk_length,
                    attn_sink=attn_sink, extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
@@ -60,7 +60,8 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
         # graph's op raises the eager ValueError at run time.
         _C.check_attention_inputs(op, *tensors, max_splits=max_splits, mid_out=mid_out, mid_lse=mid_lse,
                                   head_tiles=head_tiles, num_splits=num_splits,
-                                  sm_scale=float(sm_scale) if isinstance(sm_scale, (int, float)) else 0.0)
+                                  sm_scale=float(sm_scale) if isinstance(sm_scale, (int, float)) else 0.0,
+                                  lse_scale=float(lse_scale) if isinstance(lse_scale, (int, float)) else 1.0)
         return True
     # Traced (or symbolic shapes): what the trace needs to be consistent.
     torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")
@@ -100,7 +101,7 @@ def _sparse_mla_prefill_fake(
     head_tiles=None,
 ):
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length, head_tiles=head_tiles, sm_scale=sm_scale)
+                   extra_topk_length, head_tiles=head_tiles, sm_scale=sm_scale, lse_scale=lse_scale)
     return None
 
 
@@ -124,7 +125,7 @@ def _sparse_mla_prefill_functional_fake(
     output = q.new_empty(q.shape, dtype=torch.bfloat16)
     out_lse = q.new_empty(q.shape[:2], dtype=torch.float32)
     _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
-                   extra_topk_length, head_tiles=head_tiles, sm_scale=sm_scale)
+                   extra_topk_length, head_tiles=head_tiles, sm_scale=sm_scale, lse_scale=lse_scale)
     return output, out_lse
 
 
@@ -151,7 +152,8 @@ def _sparse_mla_decode_fake(
 ):
     if _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                       extra_topk_length, op="decode", max_splits=max_splits, head_tiles=head_tiles,
-                      mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits, sm_scale=sm_scale):
+                      mid_out=mid_out, mid_lse=mid_lse, num_splits=num_splits, sm_scale=sm_scale,
+                      lse_scale=lse_scale):
         return None
     _check_devices("q", q, mid_out=mid_out, mid_lse=mid_lse)
     for name, scratch, rank in (("mid_out", mid_out, 4), ("mid_lse", mid_lse, 3)):

@@ -1,7 +1,7 @@
 """A tensor an op writes may not share memory with another tensor of the call (docs/contract.md,
 section 10): the prefill's output and out_lse, the decode's scratch as well, and the cache writers'
-cache. Each case carves the two tensors from one buffer; the call raises ValueError naming both and
-leaves the buffer as it was. Tensors carved side by side from one buffer, apart, are accepted and
+cache. Each case carves the two tensors from one buffer (one storage, or separate storages made by
+torch.frombuffer); the call raises ValueError naming both and leaves the buffer as it was. Tensors carved side by side from one buffer, apart, are accepted and
 give the results of separate tensors."""
 import pytest
 import torch
@@ -173,6 +173,67 @@ def test_writers_reject_latent_rows_inside_the_cache():
     assert torch.equal(buffer, before)
     torch.ops.cake.nvfp4_pack_cache(latent, cache)  # rows of their own: accepted
     assert not torch.equal(buffer, before)
+
+
+def over_one_buffer(buffer, offset, like):
+    """A tensor whose storage is its own object (torch.frombuffer) over `buffer`'s bytes from
+    `offset` (a bytearray), with `like`'s shape, dtype and values."""
+    view = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes(like), offset=offset)
+    view = view.view(like.dtype).view(like.shape)
+    view.copy_(like)
+    return view
+
+
+def aligned_bytearray(size):
+    """A bytearray and the first offset in it that is 64-byte aligned (the ops check alignment)."""
+    buffer = bytearray(size + 64)
+    address = torch.frombuffer(buffer, dtype=torch.uint8).data_ptr()
+    return buffer, (-address) % 64
+
+
+@pytest.mark.parametrize("written,other", [("output", "q"), ("output", "out_lse"), ("output", "kv_cache"),
+                                           ("out_lse", "attn_sink")])
+def test_separate_storages_over_the_same_bytes_are_rejected(written, other):
+    """Two tensors made by torch.frombuffer over one buffer have storages that are separate objects:
+    the check compares the bytes each spans, so sharing is found there too."""
+    args = call_args()
+    buffer, start = aligned_bytearray(max(nbytes(args[other]), nbytes(args[written])))
+    args[other] = over_one_buffer(buffer, start, args[other])
+    args[written] = over_one_buffer(buffer, start, args[written])
+    assert args[other].untyped_storage().data_ptr() == args[written].untyped_storage().data_ptr()
+    before = bytes(buffer)
+    with pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):
+        prefill(args, "api")
+    assert bytes(buffer) == before, "nothing may be written before validation passes"
+
+
+def test_separate_storages_apart_are_accepted_and_match():
+    """output and q over one buffer by torch.frombuffer, their bytes apart: the same results as
+    separate tensors."""
+    args = call_args()
+    prefill(args, "api")
+    expected = args["output"].clone()
+    buffer, start = aligned_bytearray(nbytes(args["q"]) + nbytes(args["output"]))
+    together = dict(args, q=over_one_buffer(buffer, start, args["q"]),
+                    output=over_one_buffer(buffer, start + nbytes(args["q"]),
+                                           torch.full_like(args["output"], float("nan"))))
+    prefill(together, "api")
+    assert torch.equal(together["output"], expected)
+
+
+def test_separate_storages_sharing_decode_scratch_and_writer_rows_are_rejected():
+    args = decode_args()
+    buffer, start = aligned_bytearray(nbytes(args["mid_out"]))
+    args["output"] = over_one_buffer(buffer, start, args["output"])
+    args["mid_out"] = over_one_buffer(buffer, start, args["mid_out"])
+    with pytest.raises(ValueError, match="mid_out: shares memory with output"):
+        decode(args)
+    latent = torch.randn(PAGES, 64, 512).to(torch.bfloat16)
+    buffer, start = aligned_bytearray(nbytes(latent))
+    cache = over_one_buffer(buffer, start, torch.zeros(PAGES, 64, 384, dtype=torch.uint8))
+    rows = over_one_buffer(buffer, start, latent[0, :5])
+    with pytest.raises(ValueError, match="cache: shares memory with latent_kv"):
+        torch.ops.cake.nvfp4_append_cache(rows, torch.arange(5, dtype=torch.int32), cache)
 
 
 def test_fakes_leave_overlap_to_the_op():

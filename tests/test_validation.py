@@ -111,6 +111,11 @@ CASES = {
                                    extra_indices=torch.zeros(T, 20, dtype=torch.int32)), "got 16 \\+ 1"),
     "sm_scale_huge": (dict(sm_scale=1e31), r"sm_scale: expected a magnitude of at most 1e30 .*got 1e\+31"),
     "sm_scale_huge_negative": (dict(sm_scale=-3e38), r"sm_scale: expected a magnitude of at most 1e30"),
+    "lse_scale_zero": (dict(lse_scale=0.0), r"lse_scale: expected a finite value that is nonzero as a float32 .*got 0"),
+    "lse_scale_below_float32": (dict(lse_scale=1e-50), r"lse_scale: expected a finite value .*got 1e-50"),
+    "lse_scale_past_float32": (dict(lse_scale=-1e39), r"lse_scale: expected a finite value .*got -1e\+39"),
+    "lse_scale_nan": (dict(lse_scale=float("nan")), "lse_scale: expected a finite value"),
+    "lse_scale_inf": (dict(lse_scale=float("inf")), "lse_scale: expected a finite value"),
     "head_tiles_3": (dict(head_tiles=3), r"head_tiles: expected one of \[1, 2\] for H = 32"),
     "head_tiles_4_for_32": (dict(head_tiles=4), r"head_tiles: expected one of \[1, 2\]"),
 }
@@ -192,6 +197,35 @@ def test_required_tensor_missing_or_not_a_tensor(name):
     for bad in (None, [0.0]):
         with pytest.raises(TypeError, match=f"{name}: expected a torch.Tensor, got {type(bad).__name__}"):
             call(**{name: bad})
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("name", ["q", "kv_cache", "indices", "output", "out_lse", "attn_sink", "topk_length"])
+def test_python_functions_name_a_tensor_that_is_not_dense(name):
+    """A sparse (COO or CSR) or nested tensor argument: ValueError naming it, from the prefill, the
+    decode and the one entry (the dispatcher would name only the op and its sparse backend)."""
+    args = base_args()
+    args["attn_sink"] = torch.zeros(H)
+    args["topk_length"] = torch.full((T,), TOPK, dtype=torch.int32)
+    dense = args[name]
+    bads = [dense.to_sparse()]
+    if dense.dim() == 2:
+        bads.append(dense.to_sparse_csr())
+    if dense.dim() >= 2:
+        bads.append(torch.nested.nested_tensor(list(dense.unbind(0)), layout=torch.jagged))
+    for bad in bads:
+        layout = "nested" if bad.is_nested else str(bad.layout)
+        for function in (torch_ops.sparse_mla_prefill, torch_ops.sparse_mla_decode, torch_ops.sparse_mla_attention):
+            call_args = dict(args, **{name: bad})
+            positional = pop_positional(call_args)
+            with pytest.raises(ValueError, match=f"{name}: expected a dense \\(torch.strided\\) tensor, got a {layout} one"):
+                function(*positional, **call_args)
+        assert torch.isnan(args["output"].float()).all() and torch.isnan(args["out_lse"]).all()
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.randn(1, 16, 512).to(torch.bfloat16))
+    with pytest.raises(ValueError, match="slots: expected a dense"):
+        torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, torch.tensor([0, 1]).to_sparse())
+    with pytest.raises(ValueError, match="latent_kv: expected a dense"):
+        torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.randn(1, 16, 512).to(torch.bfloat16).to_sparse())
 
 
 def test_python_functions_name_q_for_a_meta_device():
@@ -488,6 +522,10 @@ def test_dequantizer_rejects_what_it_would_misread():
         torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, slots.float() + 0.5)
     with pytest.raises(TypeError, match="slots: expected a torch.Tensor, got list"):
         torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, [0, 5])
+    with pytest.raises(ValueError, match="slots: expected a tensor with data .*meta device"):
+        torch_ops.nvfp4_dequantize_sparse_mla_cache(cache, slots.to("meta"))
+    with pytest.raises(ValueError, match="cache: expected a tensor with data .*meta device"):
+        torch_ops.nvfp4_dequantize_sparse_mla_cache(cache.to("meta"), slots)
 
 
 # The data pointer's alignment is a property of the real buffer: checked when the op runs, not by the

@@ -114,6 +114,9 @@ def nvfp4_dequantize_sparse_mla_cache(cache: torch.Tensor, slots: torch.Tensor) 
     A group whose scale byte is the E4M3 NaN (0x7F or 0xFF) reads back as 16 NaNs.
     """
     check_tensor_args("nvfp4_dequantize_sparse_mla_cache", required=("cache", "slots"), cache=cache, slots=slots)
+    for name, tensor in (("cache", cache), ("slots", slots)):
+        if tensor.device.type == "meta":
+            raise ValueError(f"{name}: expected a tensor with data (its values are read), got one on the meta device")
     if slots.dtype.is_floating_point or slots.dtype.is_complex or slots.dtype == torch.bool:
         raise ValueError(f"slots: expected an integer dtype, got {slots.dtype}")
     num_pages, page_size, page_stride = cache_geometry(cache)

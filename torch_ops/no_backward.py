@@ -20,8 +20,10 @@ REQUIRED_ATTENTION_TENSORS = ("q", "kv_cache", "indices", "output", "out_lse")
 
 def check_tensor_args(function: str, *, required: Tuple[str, ...] = (), **tensors: Optional[torch.Tensor]) -> None:
     """Raise ``TypeError`` naming an argument of ``tensors`` that is not a tensor (``None`` is
-    allowed except for the names in ``required``), and ``NotImplementedError`` if grad mode is
-    on and one of them requires grad. (One pass: every eager call runs it.)"""
+    allowed except for the names in ``required``), ``ValueError`` naming one that is not a dense
+    tensor (sparse or nested: the dispatcher would name only the op and the backend), and
+    ``NotImplementedError`` if grad mode is on and one of them requires grad. (One pass: every
+    eager call runs it.)"""
     grad_enabled = torch.is_grad_enabled()
     for name, tensor in tensors.items():
         if tensor is None:
@@ -29,6 +31,9 @@ def check_tensor_args(function: str, *, required: Tuple[str, ...] = (), **tensor
                 raise TypeError(f"{function}: {name}: expected a torch.Tensor, got NoneType")
         elif not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{function}: {name}: expected a torch.Tensor, got {type(tensor).__name__}")
+        elif tensor.layout != torch.strided or tensor.is_nested:
+            layout = "nested" if tensor.is_nested else str(tensor.layout)
+            raise ValueError(f"{function}: {name}: expected a dense (torch.strided) tensor, got a {layout} one")
         elif grad_enabled and tensor.requires_grad:
             raise NotImplementedError(
                 f"{function}: {name} requires grad, but this operation has no backward. Call it under "

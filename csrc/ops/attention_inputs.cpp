@@ -1,5 +1,6 @@
 #include "attention_inputs.h"
 
+#include <cfloat>
 #include <cmath>
 
 #include <c10/util/Exception.h>
@@ -122,6 +123,12 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
   TORCH_CHECK_VALUE(!std::isfinite(inputs.sm_scale) || std::abs(inputs.sm_scale) <= kMaxFiniteSmScale,
                     "sm_scale: expected a magnitude of at most 1e30 (or NaN / +-inf, which make every row with a "
                     "candidate NaN), got ", inputs.sm_scale);
+  // The LSE is multiplied by lse_scale as a float32: a value that rounds to zero there would turn
+  // every LSE into 0 (and an empty row's -inf into NaN), one past its range into +-inf or NaN.
+  TORCH_CHECK_VALUE(std::isfinite(inputs.lse_scale) && std::abs(inputs.lse_scale) <= double(FLT_MAX) &&
+                        float(inputs.lse_scale) != 0.f,
+                    "lse_scale: expected a finite value that is nonzero as a float32 (magnitude in [1.4e-45, "
+                    "3.4e38]), got ", inputs.lse_scale);
   // Last: a call the fake implementations check (no data pointers) raises the same earlier errors.
   check_apart(inputs.output, "output", inputs.out_lse, "out_lse", pointers);
   check_apart_from_read(inputs.output, "output", inputs, pointers);

@@ -27,19 +27,29 @@ inline ByteSpan byte_span(const at::Tensor& tensor) {
   return {first, first + uintptr_t((extent + 1) * int64_t(tensor.element_size())) - 1};
 }
 
+inline bool spans_meet(const at::Tensor& a, const at::Tensor& b) {
+  const ByteSpan x = byte_span(a), y = byte_span(b);
+  return x.first <= y.last && y.first <= x.last;
+}
+
 // ValueError naming `written` (a tensor the op writes, contiguous) when it shares memory with
 // `other`. Where `other` is not dense (a cache view with padded pages), torch cannot tell whether
-// the two share an element, and a written tensor inside `other`'s span counts as sharing. Skipped
-// for tensors without data (the fake implementations' checks) and for empty or absent tensors.
+// the two share an element, and a written tensor inside `other`'s span counts as sharing. Two
+// storages can hold the same bytes too (two tensors made by torch.frombuffer or torch.from_numpy
+// over one buffer): across storages the byte spans are compared. Skipped for tensors without data
+// (the fake implementations' checks) and for empty or absent tensors.
 inline void check_apart(const at::Tensor& written, const char* written_name, const at::Tensor& other,
                         const char* other_name, PointerChecks pointers) {
   if (pointers == PointerChecks::kSkip || !written.defined() || !other.defined()) return;
   if (written.numel() == 0 || other.numel() == 0) return;
-  if (!written.storage().is_alias_of(other.storage())) return;
-  at::MemOverlapStatus status = at::get_overlap_status(written, other);
-  if (status == at::MemOverlapStatus::TooHard) {
-    const ByteSpan a = byte_span(written), b = byte_span(other);
-    status = a.first <= b.last && b.first <= a.last ? at::MemOverlapStatus::Partial : at::MemOverlapStatus::No;
+  at::MemOverlapStatus status = at::MemOverlapStatus::No;
+  if (written.storage().is_alias_of(other.storage())) {
+    status = at::get_overlap_status(written, other);
+    if (status == at::MemOverlapStatus::TooHard) {
+      status = spans_meet(written, other) ? at::MemOverlapStatus::Partial : at::MemOverlapStatus::No;
+    }
+  } else if (written.device() == other.device() && spans_meet(written, other)) {
+    status = at::MemOverlapStatus::Partial;
   }
   TORCH_CHECK_VALUE(status == at::MemOverlapStatus::No, written_name, ": shares memory with ", other_name,
                     ", which the op reads or writes while it writes ", written_name,
