@@ -55,16 +55,6 @@ const MergeDevice& merge_device() {
     cudaFuncAttributes attributes;
     C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sparse_mla_decode_merge_kernel<1>));
     devices[device].waits_for_split_grid = attributes.binaryVersion >= 90;
-#ifdef CAKE_MERGE_MAX_SHARED_CARVEOUT
-    // Development build: the merge asks for the split kernels' carve-out (nearly all shared
-    // memory), so an SM a split CTA leaves need not change its L1 / shared split for the merge.
-    C10_CUDA_CHECK(cudaFuncSetAttribute(sparse_mla_decode_merge_kernel<1>,
-                                        cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        int(cudaSharedmemCarveoutMaxShared)));
-    C10_CUDA_CHECK(cudaFuncSetAttribute(sparse_mla_decode_merge_kernel<4>,
-                                        cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        int(cudaSharedmemCarveoutMaxShared)));
-#endif
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&devices[device].num_sms, cudaDevAttrMultiProcessorCount, device));
     asked[device] = true;
   }
