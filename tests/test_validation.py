@@ -228,6 +228,13 @@ def test_python_functions_name_a_tensor_that_is_not_dense(name):
         torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.randn(1, 16, 512).to(torch.bfloat16).to_sparse())
 
 
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", 3.5])
+def test_scratch_allocation_names_a_device_it_cannot_parse(device):
+    with pytest.raises(ValueError, match="allocate_decode_scratch: device: expected None, a torch.device or a "
+                                         "device string"):
+        torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(2, 16, 2048, device=device)
+
+
 def test_python_functions_name_q_for_a_meta_device():
     """The ops take meta tensors (their fake implementations); the Python functions (the
     functional one too, which plans nothing) say that a meta q's device has no kernels, naming q."""

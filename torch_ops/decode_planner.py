@@ -208,6 +208,12 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
         required=("num_tokens", "num_heads", "topk", "extra_topk"), num_tokens=num_tokens, num_heads=num_heads,
         topk=topk, extra_topk=extra_topk, max_splits=max_splits)
     _C.decode_scratch_bytes(num_tokens, num_heads, topk, extra_topk, max_splits)  # checks the arguments
+    if device is not None:
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as error:  # torch names neither the function nor the argument
+            raise ValueError(f"cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch: device: expected None, a "
+                             f"torch.device or a device string, got {device!r} ({error})") from None
     splits = _C.decode_scratch_splits(topk, extra_topk, max_splits)
     mid_out = torch.empty(splits, num_tokens, num_heads, _C.HEAD_DIM, dtype=torch.float32, device=device)
     mid_lse = torch.empty(splits, num_tokens, num_heads, dtype=torch.float32, device=device)
