@@ -22,7 +22,8 @@
 // time where it changes from one kernel to the next: the split needs nearly all of the shared
 // memory, while a kernel that asks for none (the flush, the merge) may be given a larger L1, and
 // an SM can only change it while empty. It times the same launches with the merge (or an empty
-// kernel) asking the driver for the largest shared-memory carve-out, as the split's launch does.
+// kernel) asking the driver for the largest shared-memory carve-out, which the split gets through
+// its dynamic shared memory.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o merge_launch_probe \
 //       benchmarks/merge_launch_probe.cu && ./merge_launch_probe
 // (bash benchmarks/device_suite.sh merge-launch-probe builds and runs it).
@@ -302,11 +303,12 @@ int main() {
   // The carve-out table: the same launches with and without the largest shared-memory carve-out
   // asked for by the kernel that follows the split (or the flush).
   int* sink = reinterpret_cast<int*>(counters);
-  std::printf("\n| CTAs | way (after the flush; split: %d KB of shared memory, 10000 work cycles) | us | merged values wrong |\n",
-              kSmemBytes / 1024);
+  const long long carveout_work = 10000;
+  std::printf("\n| CTAs | way (after the flush; split: %d KB of shared memory, %lld work cycles) | us | "
+              "merged values wrong |\n", kSmemBytes / 1024, carveout_work);
   std::printf("|---|---|---|---|\n");
   for (int ctas : {64, max_ctas}) {
-    const long long work = 10000;
+    const long long work = carveout_work;
     std::printf("| %d | empty, %d KB of shared memory | %.2f | - |\n", ctas, kSmemBytes / 1024,
                 time_it(nothing, [&] { empty_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(0); }));
     std::printf("| %d | empty, no shared memory, default carve-out | %.2f | - |\n", ctas,
@@ -325,22 +327,15 @@ int main() {
                 }));
     for (bool max_shared : {false, true}) {
       const char* carveout = max_shared ? "largest shared carve-out" : "default carve-out";
+      auto* merge = max_shared ? merge_kernel<true> : merge_kernel<false>;
       double us = time_it([&] { poison(ctas); }, [&] {
         split_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(partials, work);
-        if (max_shared) {
-          merge_kernel<true><<<ctas, 128, 0, stream>>>(partials, merged);
-        } else {
-          merge_kernel<false><<<ctas, 128, 0, stream>>>(partials, merged);
-        }
+        merge<<<ctas, 128, 0, stream>>>(partials, merged);
       });
       std::printf("| %d | split + merge kernel, merge with the %s | %.2f | %ld |\n", ctas, carveout, us, check(ctas));
       us = time_it([&] { poison(ctas); }, [&] {
         split_kernel<<<ctas, kThreads, kSmemBytes, stream>>>(partials, work);
-        if (max_shared) {
-          launch_pdl(merge_kernel<true>, ctas, 128, 0, (const float*)partials, merged);
-        } else {
-          launch_pdl(merge_kernel<false>, ctas, 128, 0, (const float*)partials, merged);
-        }
+        launch_pdl(merge, ctas, 128, 0, (const float*)partials, merged);
       });
       std::printf("| %d | split + merge kernel, PDL, merge with the %s | %.2f | %ld |\n", ctas, carveout, us,
                   check(ctas));

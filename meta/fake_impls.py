@@ -43,6 +43,12 @@ def _traced():
     return torch._guards.TracingContext.try_get() is not None
 
 
+def _concrete_scale(value, stand_in):
+    """A scale as the C++ checks take it: a Python number as a float; anything else (a symbolic
+    value while tracing) by a stand-in those checks accept."""
+    return float(value) if isinstance(value, (int, float)) else stand_in
+
+
 def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices,
                    extra_topk_length, op="prefill", max_splits=16, head_tiles=None, mid_out=None, mid_lse=None,
                    num_splits=None, sm_scale=0.0, lse_scale=1.0):
@@ -60,8 +66,7 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
         # graph's op raises the eager ValueError at run time.
         _C.check_attention_inputs(op, *tensors, max_splits=max_splits, mid_out=mid_out, mid_lse=mid_lse,
                                   head_tiles=head_tiles, num_splits=num_splits,
-                                  sm_scale=float(sm_scale) if isinstance(sm_scale, (int, float)) else 0.0,
-                                  lse_scale=float(lse_scale) if isinstance(lse_scale, (int, float)) else 1.0)
+                                  sm_scale=_concrete_scale(sm_scale, 0.0), lse_scale=_concrete_scale(lse_scale, 1.0))
         return True
     # Traced (or symbolic shapes): what the trace needs to be consistent.
     torch._check(q.dim() == 3, lambda: f"q: expected shape [T, H, 512], got {tuple(q.shape)}")

@@ -1,8 +1,8 @@
 """A tensor an op writes may not share memory with another tensor of the call (docs/contract.md,
 section 10): the prefill's output and out_lse, the decode's scratch as well, and the cache writers'
 cache. Each case carves the two tensors from one buffer (one storage, or separate storages made by
-torch.frombuffer); the call raises ValueError naming both and leaves the buffer as it was. Tensors carved side by side from one buffer, apart, are accepted and
-give the results of separate tensors."""
+torch.frombuffer); the call raises ValueError naming both and leaves the buffer as it was. Tensors
+carved side by side from one buffer, apart, are accepted and give the results of separate tensors."""
 import pytest
 import torch
 

@@ -218,7 +218,8 @@ def test_python_functions_name_a_tensor_that_is_not_dense(name):
         for function in (torch_ops.sparse_mla_prefill, torch_ops.sparse_mla_decode, torch_ops.sparse_mla_attention):
             call_args = dict(args, **{name: bad})
             positional = pop_positional(call_args)
-            with pytest.raises(ValueError, match=f"{name}: expected a dense \\(torch.strided\\) tensor, got a {layout} one"):
+            message = f"{name}: expected a dense \\(torch.strided\\) tensor, got a {layout} one"
+            with pytest.raises(ValueError, match=message):
                 function(*positional, **call_args)
         assert torch.isnan(args["output"].float()).all() and torch.isnan(args["out_lse"]).all()
     cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(torch.randn(1, 16, 512).to(torch.bfloat16))

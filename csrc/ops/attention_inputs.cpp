@@ -127,8 +127,8 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
   // every LSE into 0 (and an empty row's -inf into NaN), one past its range into +-inf or NaN.
   TORCH_CHECK_VALUE(std::isfinite(inputs.lse_scale) && std::abs(inputs.lse_scale) <= double(FLT_MAX) &&
                         float(inputs.lse_scale) != 0.f,
-                    "lse_scale: expected a finite value that is nonzero as a float32 (magnitude in [1.4e-45, "
-                    "3.4e38]), got ", inputs.lse_scale);
+                    "lse_scale: expected a finite value that is nonzero as a float32 and at most float32's largest "
+                    "(~3.4e38) in magnitude, got ", inputs.lse_scale);
   // Last: a call the fake implementations check (no data pointers) raises the same earlier errors.
   check_apart(inputs.output, "output", inputs.out_lse, "out_lse", pointers);
   check_apart_from_read(inputs.output, "output", inputs, pointers);

@@ -14,7 +14,7 @@
 
 namespace cake {
 
-// The bytes [first, last] a tensor's elements span (positive strides: every tensor the validators
+// The bytes [first, last] a tensor's elements span (non-negative strides: every tensor the validators
 // pass here has them).
 struct ByteSpan {
   uintptr_t first;

@@ -65,11 +65,6 @@ class ConvertRole {
   // chunk j + 1's, and hands over its S half once the attend warpgroup has read the previous one.
   __device__ void run() {
     using namespace sm90;
-#ifdef CAKE_SMALL_FIRST_Q_PREFETCH
-    // Development build: the CTA's first unit's Q asked of L2 before the seek, whose loads (the
-    // lengths, then the indices and rows) come first on the path to load_q's own loads.
-    if (kHalf == 0 && thread_ == 0 && int(blockIdx.x) < num_units_) prefetch_unit_q(blockIdx.x);
-#endif
     Cursor current;
     seek_unit<kGroupHeads>(params_, num_units_, current, blockIdx.x);
     if (current.unit >= num_units_) return;
@@ -308,19 +303,16 @@ class ConvertRole {
     named_barrier<kQBarrierFirst + kHalf, kWarpgroupThreads>();
     if (kHalf == 0 && thread_ == 0) {
       const int later = cursor.unit + gridDim.x;
-      if (later < num_units_) prefetch_unit_q(later);
+      if (later < num_units_) {
+        const WorkRows rows = work_rows<kGroupHeads, kSplitItems, false>(params_, later);
+        // A padded unit's rows past the call's last head (the decode's) lie in the next token's, or
+        // past q: the prefetch stops at the call's last head.
+        const int heads = kSplitItems && !real_head(params_, rows.head0 + kGroupHeads - 1) ? params_.num_heads - rows.head0
+                                                                                          : kGroupHeads;
+        prefetch_l2(params_.q + (int64_t(rows.token) * params_.num_heads + rows.head0) * nvfp4::kHeadDim,
+                    heads * nvfp4::kHeadDim * 2);
+      }
     }
-  }
-
-  // Asks L2 for unit `unit`'s Q rows (one bulk prefetch).
-  __device__ void prefetch_unit_q(int unit) const {
-    const WorkRows rows = work_rows<kGroupHeads, kSplitItems, false>(params_, unit);
-    // A padded unit's rows past the call's last head (the decode's) lie in the next token's, or
-    // past q: the prefetch stops at the call's last head.
-    const int heads = kSplitItems && !real_head(params_, rows.head0 + kGroupHeads - 1) ? params_.num_heads - rows.head0
-                                                                                      : kGroupHeads;
-    sm90::prefetch_l2(params_.q + (int64_t(rows.token) * params_.num_heads + rows.head0) * nvfp4::kHeadDim,
-                      heads * nvfp4::kHeadDim * 2);
   }
 
   // Q's 8 dims of word `word` (dims 8 word ..) of row `head` at the positions the converted K
