@@ -209,7 +209,20 @@ class ConvertRole {
     return thread_ < kChunkRows ? chunk_row_index(params_, num_units_, cursor, thread_) : -1;
   }
   __device__ __forceinline__ void write_table_rows(int c, const RowEntry& entry) {
-    if (thread_ < kChunkRows) publish_row_entry(smem_, c, thread_, entry);
+    if (thread_ < kChunkRows) {
+      publish_row_entry(smem_, c, thread_, entry);
+#ifdef CAKE_SMALL_TABLE_ROW_PREFETCH
+      // Development build: a valid row's data and scale bytes asked of L2 as soon as its entry is
+      // made (chunk 1's in the prologue, chunk c + 2's during chunk c). The converters load a chunk's
+      // rows during the chunk before's conversion, the last of them late in it, and a short split's
+      // second chunk waits for those trips to memory (docs/benchmarks.md, "The merge with the split
+      // kernels' carve-out and the first Q prefetched ...", item 3).
+      if (c >= 1 && (entry.data & 1u) != 0) {
+        sm90::prefetch_l2(reinterpret_cast<const void*>(entry.data & ~uint64_t(1)), nvfp4::kDataRowBytes);
+        sm90::prefetch_l2(reinterpret_cast<const void*>(entry.scale), nvfp4::kScaleRowBytes);
+      }
+#endif
+    }
   }
 
   // This thread's two rows (row0, row0 + 8) of the CTA's chunk c, from the row table (waited for;
