@@ -236,6 +236,25 @@ def test_separate_storages_sharing_decode_scratch_and_writer_rows_are_rejected()
         torch.ops.cake.nvfp4_append_cache(rows, torch.arange(5, dtype=torch.int32), cache)
 
 
+def test_compiled_decode_on_scratch_carved_apart_matches_eager():
+    """Under torch.compile, mid_out and mid_lse carved apart from one float32 buffer reach the op as
+    copies (torch's functionalization of two views of one storage) that are written back: the
+    results are eager's (docs/contract.md, section 10)."""
+    args = decode_args()
+    decode(args)
+    expected = (args["output"].clone(), args["out_lse"].clone())
+    mid_out, mid_lse = args["mid_out"], args["mid_lse"]
+    buffer = torch.zeros(mid_out.numel() + mid_lse.numel() + 16)
+    args["mid_out"] = buffer[:mid_out.numel()].view(mid_out.shape)
+    args["mid_lse"] = buffer[mid_out.numel():mid_out.numel() + mid_lse.numel()].view(mid_lse.shape)
+    args["output"] = torch.full_like(expected[0], float("nan"))
+    args["out_lse"] = torch.full_like(expected[1], float("nan"))
+    torch._dynamo.reset()
+    torch.compile(decode, fullgraph=True)(args)
+    assert torch.equal(args["output"], expected[0])
+    assert torch.equal(args["out_lse"], expected[1])
+
+
 def test_fakes_leave_overlap_to_the_op():
     """Whether two tensors share memory needs their data pointers, which fake and meta tensors do not
     have: the fakes accept what only the op rejects (as for alignment)."""
