@@ -217,12 +217,19 @@ class ConvertRole {
       // rows during the chunk before's conversion, the last of them late in it, and a short split's
       // second chunk waits for those trips to memory (docs/benchmarks.md, "The merge with the split
       // kernels' carve-out and the first Q prefetched ...", item 3).
-      if (c >= 1 && (entry.data & 1u) != 0) {
-        sm90::prefetch_l2(reinterpret_cast<const void*>(entry.data & ~uint64_t(1)), nvfp4::kDataRowBytes);
-        sm90::prefetch_l2(reinterpret_cast<const void*>(entry.scale), nvfp4::kScaleRowBytes);
+      const RowSource row = row_source(entry);
+      if (c >= 1 && row.valid) {
+        sm90::prefetch_l2(row.data_row, nvfp4::kDataRowBytes);
+        sm90::prefetch_l2(row.scale_row, nvfp4::kScaleRowBytes);
       }
 #endif
     }
+  }
+
+  // The row a table entry names (bit 0 of its data address: valid).
+  __device__ static __forceinline__ RowSource row_source(const RowEntry& entry) {
+    return RowSource{reinterpret_cast<const uint8_t*>(entry.data & ~uint64_t(1)),
+                     reinterpret_cast<const uint8_t*>(entry.scale), (entry.data & 1u) != 0};
   }
 
   // This thread's two rows (row0, row0 + 8) of the CTA's chunk c, from the row table (waited for;
@@ -232,9 +239,7 @@ class ConvertRole {
     sm90::mbarrier_wait(smem_address(&smem_.table_full[slot]), (c / kTableSlots) & 1);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const RowEntry entry = smem_.table.rows[slot][row0_ + 8 * r];
-      rows[r] = RowSource{reinterpret_cast<const uint8_t*>(entry.data & ~uint64_t(1)),
-                          reinterpret_cast<const uint8_t*>(entry.scale), (entry.data & 1u) != 0};
+      rows[r] = row_source(smem_.table.rows[slot][row0_ + 8 * r]);
     }
   }
 
