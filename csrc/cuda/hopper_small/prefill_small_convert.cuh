@@ -209,21 +209,7 @@ class ConvertRole {
     return thread_ < kChunkRows ? chunk_row_index(params_, num_units_, cursor, thread_) : -1;
   }
   __device__ __forceinline__ void write_table_rows(int c, const RowEntry& entry) {
-    if (thread_ < kChunkRows) {
-      publish_row_entry(smem_, c, thread_, entry);
-#ifdef CAKE_SMALL_TABLE_ROW_PREFETCH
-      // Development build: a valid row's data and scale bytes asked of L2 as soon as its entry is
-      // made (chunk 1's in the prologue, chunk c + 2's during chunk c). The converters load a chunk's
-      // rows during the chunk before's conversion, the last of them late in it, and a short split's
-      // second chunk waits for those trips to memory (docs/benchmarks.md, "The merge with the split
-      // kernels' carve-out and the first Q prefetched ...", item 3).
-      const RowSource row = row_source(entry);
-      if (c >= 1 && row.valid) {
-        sm90::prefetch_l2(row.data_row, nvfp4::kDataRowBytes);
-        sm90::prefetch_l2(row.scale_row, nvfp4::kScaleRowBytes);
-      }
-#endif
-    }
+    if (thread_ < kChunkRows) publish_row_entry(smem_, c, thread_, entry);
   }
 
   // The row a table entry names (bit 0 of its data address: valid).
