@@ -204,10 +204,10 @@ PYBIND11_MODULE(_C, module) {
         value_errors([&] {
           TORCH_CHECK_VALUE(op == "pack" || op == "append", "op: expected 'pack' or 'append', got '", op, "'");
           if (op == "pack") {
-            cake::check_pack_args(latent_kv, cache, cake::PointerChecks::kSkip);
+            cake::check_pack_args(latent_kv, cache, cake::PointerChecks::kWithoutData);
           } else {
             TORCH_CHECK_VALUE(slot_mapping.has_value(), "slot_mapping: required by append");
-            cake::check_append_args(latent_kv, *slot_mapping, cache, cake::PointerChecks::kSkip);
+            cake::check_append_args(latent_kv, *slot_mapping, cache, cake::PointerChecks::kWithoutData);
           }
         });
       },

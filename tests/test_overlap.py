@@ -255,17 +255,122 @@ def test_compiled_decode_on_scratch_carved_apart_matches_eager():
     assert torch.equal(args["out_lse"], expected[1])
 
 
-def test_fakes_leave_overlap_to_the_op():
-    """Whether two tensors share memory needs their data pointers, which fake and meta tensors do not
-    have: the fakes accept what only the op rejects (as for alignment)."""
+@pytest.mark.parametrize("written,other", [("output", "out_lse"), ("out_lse", "q"), ("output", "kv_cache")])
+def test_fakes_reject_views_of_one_storage_that_overlap(written, other):
+    """Fake tensors have no data pointers, but views of one storage keep their storage offsets: the
+    fakes compare those (FakeTensorMode, outside a trace, runs the op's whole checks)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     fake_mode = FakeTensorMode()
     args = call_args()
-    buffer, a, b = two_in_one(args["out_lse"], args["output"])
-    args["out_lse"], args["output"] = a, b
+    buffer, a, b = two_in_one(args[other], args[written])
+    args[other], args[written] = a, b
+    fake_args = {k: fake_mode.from_tensor(v) for k, v in args.items()}
+    with fake_mode, pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):
+        prefill(fake_args, "raw")
+
+
+def test_fakes_leave_separate_storages_to_the_op():
+    """Two fakes of separate storages say nothing of where their bytes lie (torch.frombuffer over one
+    buffer): the fakes accept them and only the op compares their pointers (as for alignment)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    fake_mode = FakeTensorMode()
+    args = call_args()
+    buffer, start = aligned_bytearray(max(nbytes(args["out_lse"]), nbytes(args["output"])))
+    args["out_lse"] = over_one_buffer(buffer, start, args["out_lse"])
+    args["output"] = over_one_buffer(buffer, start, args["output"])
     fake_args = {k: fake_mode.from_tensor(v) for k, v in args.items()}
     with fake_mode:
         prefill(fake_args, "raw")
+
+
+def compiled(function, args, backend="aot_eager"):
+    torch._dynamo.reset()
+    return torch.compile(function, fullgraph=True, backend=backend)(args)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("written,other", [("output", "q"), ("output", "out_lse"), ("out_lse", "attn_sink")])
+def test_compiled_prefill_refuses_overlapping_views_while_traced(written, other, backend):
+    """Under torch.compile, views of one storage reach the op as copies (functionalization), so the
+    op cannot see that they share bytes: the fakes refuse them while the call is traced, with the
+    op's message inside torch's tracing error, and nothing runs."""
+    args = call_args()
+    buffer, a, b = two_in_one(args[other], args[written])
+    args[other], args[written] = a, b
+    before = buffer.clone()
+    with pytest.raises(Exception, match=f"{written}: shares memory with {other}"):
+        compiled(lambda a: prefill(a, "api"), args, backend)
+    assert torch.equal(buffer, before)
+
+
+@pytest.mark.parametrize("written,other", [("mid_out", "mid_lse"), ("mid_lse", "out_lse"), ("mid_out", "q")])
+def test_compiled_decode_refuses_overlapping_scratch_while_traced(written, other):
+    args = decode_args()
+    buffer, a, b = two_in_one(args[other], args[written])
+    args[other], args[written] = a, b
+    before = buffer.clone()
+    with pytest.raises(Exception, match=f"{written}: shares memory with {other}"):
+        compiled(decode, args)
+    assert torch.equal(buffer, before)
+
+
+def test_compiled_writers_refuse_latent_rows_inside_the_cache_while_traced():
+    latent = torch.randn(PAGES, 64, 512).to(torch.bfloat16)
+    buffer = torch.zeros(PAGES * 64 * 1024 + 2048, dtype=torch.uint8)
+    cache = buffer[:PAGES * 64 * 384].view(PAGES, 64, 384)
+    inside = carve(buffer, 1024, latent)
+    before = buffer.clone()
+    with pytest.raises(Exception, match="cache: shares memory with latent_kv"):
+        compiled(lambda a: torch.ops.cake.nvfp4_pack_cache(a[0], a[1]), (inside, cache))
+    rows = inside.view(-1, 512)[:5]
+    with pytest.raises(Exception, match="cache: shares memory with latent_kv"):
+        compiled(lambda a: torch.ops.cake.nvfp4_append_cache(a[0], a[1], a[2]),
+                 (rows, torch.arange(5, dtype=torch.int32), cache))
+    assert torch.equal(buffer, before)
+
+
+def test_compiled_prefill_with_dynamic_shapes_guards_the_overlap_check():
+    """With symbolic shapes the fakes compare the views' spans symbolically: views carved apart run
+    (at two offsets, one graph), and views that meet at the same shapes are traced again and refused."""
+    args = call_args()
+    prefill(args, "api")
+    expected = args["output"].clone()
+    n = args["q"].numel()
+
+    def views(offset):
+        buffer = torch.zeros(2 * n + 64, dtype=torch.bfloat16)
+        q = buffer[:n].view(args["q"].shape)
+        q.copy_(args["q"])
+        output = buffer[offset:offset + n].view(args["q"].shape).fill_(float("nan"))
+        return dict(args, q=q, output=output, out_lse=torch.full_like(args["out_lse"], float("nan")))
+
+    torch._dynamo.reset()
+    function = torch.compile(lambda a: prefill(a, "api"), fullgraph=True, backend="aot_eager", dynamic=True)
+    for offset in (n, n + 16):
+        apart = views(offset)
+        function(apart)
+        assert torch.equal(apart["output"], expected)
+    meeting = views(n - 16)
+    with pytest.raises(Exception, match="output: shares memory with q"):
+        function(meeting)
+    assert torch.isnan(meeting["output"][-1, -1, -16:].float()).all(), "nothing may run"
+
+
+def test_compiled_prefill_on_views_carved_apart_matches_eager():
+    """q and output carved apart from one bf16 buffer: accepted while traced, and the compiled call
+    gives eager's results through functionalization's copies."""
+    args = call_args()
+    prefill(args, "api")
+    expected = (args["output"].clone(), args["out_lse"].clone())
+    buffer = torch.zeros(2 * args["q"].numel() + 64, dtype=torch.bfloat16)
+    together = dict(args, q=buffer[:args["q"].numel()].view(args["q"].shape),
+                    output=buffer[args["q"].numel():2 * args["q"].numel()].view(args["q"].shape),
+                    out_lse=torch.full_like(expected[1], float("nan")))
+    together["q"].copy_(args["q"])
+    together["output"].fill_(float("nan"))
+    compiled(lambda a: prefill(a, "api"), together)
+    assert torch.equal(together["output"], expected[0])
+    assert torch.equal(together["out_lse"], expected[1])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

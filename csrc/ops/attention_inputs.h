@@ -81,7 +81,8 @@ inline void pack_attention_inputs(AttentionInputs& inputs, const at::Tensor& q, 
 }
 
 // Checks every tensor (ValueError naming the argument, before anything is launched) and fills
-// num_tokens and num_heads. `pointers` skips the data-pointer alignment checks (fake tensors).
+// num_tokens and num_heads. `pointers` kWithoutData: tensors without data (fake tensors): no
+// alignment checks, overlap by storage offsets (tensor_alignment.h).
 void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& limits,
                                PointerChecks pointers = PointerChecks::kCheck);
 

@@ -27,8 +27,8 @@ CacheWriteJob prepare_pack_job(const at::Tensor& latent_kv, const at::Tensor& ca
 CacheWriteJob prepare_append_job(const at::Tensor& latent_kv, const at::Tensor& slot_mapping, const at::Tensor& cache);
 
 // The checks of the two prepare_*_job functions alone (ValueError naming the argument), which read
-// no data: the writers' fake implementations run them on meta and fake tensors (`pointers` skips
-// the cache's alignment check there). They return the cache's geometry.
+// no data: the writers' fake implementations run them on meta and fake tensors (`pointers`
+// kWithoutData skips the cache's alignment check there). They return the cache's geometry.
 nvfp4::CacheGeometry check_pack_args(const at::Tensor& latent_kv, const at::Tensor& cache,
                                      PointerChecks pointers = PointerChecks::kCheck);
 nvfp4::CacheGeometry check_append_args(const at::Tensor& latent_kv, const at::Tensor& slot_mapping,

@@ -25,7 +25,7 @@ struct DecodeArgs : AttentionInputs {
 
 // The tensor checks of the decode (max_splits, then the shared ones with its head counts and its
 // chunk limit of 16 * max_splits), without the plan or the scratch: what the fake implementation
-// also runs (`pointers` kSkip there).
+// also runs (`pointers` kWithoutData there).
 void validate_decode_inputs(AttentionInputs& inputs, int64_t max_splits,
                             PointerChecks pointers = PointerChecks::kCheck);
 
@@ -37,7 +37,7 @@ void validate_decode_args(DecodeArgs& args, const PrefillTarget& target);
 
 // The scratch's checks against `args.plan` (validate_decode_args' last step): mid_out and mid_lse
 // together, each on q's device, fp32, [S, T, H(, 512)], S at least the plan's splits, contiguous,
-// mid_out 16-byte aligned (`pointers` kSkip: not that, for tensors without data); required when
+// mid_out 16-byte aligned (`pointers` kWithoutData: not that, for tensors without data); required when
 // the plan splits.
 void validate_decode_scratch(const DecodeArgs& args, PointerChecks pointers = PointerChecks::kCheck);
 

@@ -19,7 +19,7 @@ struct PrefillArgs : AttentionInputs {
 };
 
 // The tensor checks of the prefill (the shared ones with its head counts and chunk limit), without
-// the plan: what the fake implementation also runs (`pointers` kSkip there).
+// the plan: what the fake implementation also runs (`pointers` kWithoutData there).
 void validate_prefill_inputs(AttentionInputs& inputs, PointerChecks pointers = PointerChecks::kCheck);
 
 // Checks every argument (ValueError naming it) and resolves the plan for `target` (the

@@ -11,14 +11,15 @@
 namespace cake {
 
 // Whether the validators look at data pointers. The fake implementations (torch_ops.meta) run the
-// same checks on tensors without data (meta and fake tensors, whose pointers say nothing), so they
-// skip this one; the ops themselves always check.
-enum class PointerChecks { kCheck, kSkip };
+// same checks on tensors without data (meta and fake tensors, whose pointers say nothing): they
+// skip the alignment, and compare views of one storage by their storage offsets instead of their
+// pointers (tensor_overlap.h); the ops themselves always check the pointers.
+enum class PointerChecks { kCheck, kWithoutData };
 
 // ValueError naming `name` unless the tensor's data pointer is a multiple of `bytes`.
 inline void check_data_alignment(const at::Tensor& tensor, int64_t bytes, const char* name,
                                  PointerChecks pointers = PointerChecks::kCheck) {
-  if (pointers == PointerChecks::kSkip) return;
+  if (pointers == PointerChecks::kWithoutData) return;
   TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(tensor.data_ptr()) % bytes == 0, name, ": expected a ", bytes,
                     "-byte aligned data pointer (storage offset ", tensor.storage_offset(), ")");
 }

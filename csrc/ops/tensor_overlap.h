@@ -14,21 +14,26 @@
 
 namespace cake {
 
-// The bytes [first, last] a tensor's elements span (non-negative strides: every tensor the validators
-// pass here has them).
+// The bytes [first, last] a tensor's elements span from `first`, the address of its first element
+// (non-negative strides: every tensor the validators pass here has them).
 struct ByteSpan {
   uintptr_t first;
   uintptr_t last;
 };
-inline ByteSpan byte_span(const at::Tensor& tensor) {
+inline ByteSpan byte_span(const at::Tensor& tensor, uintptr_t first) {
   int64_t extent = 0;
   for (int64_t d = 0; d < tensor.dim(); ++d) extent += (tensor.size(d) - 1) * tensor.stride(d);
-  const uintptr_t first = reinterpret_cast<uintptr_t>(tensor.data_ptr());
   return {first, first + uintptr_t((extent + 1) * int64_t(tensor.element_size())) - 1};
 }
 
-inline bool spans_meet(const at::Tensor& a, const at::Tensor& b) {
-  const ByteSpan x = byte_span(a), y = byte_span(b);
+// Whether two tensors' byte spans meet: by data pointers, or, for tensors without data (views of one
+// storage), by storage offsets, which place them the same way within it.
+inline bool spans_meet(const at::Tensor& a, const at::Tensor& b, PointerChecks pointers) {
+  const auto start = [pointers](const at::Tensor& tensor) {
+    return pointers == PointerChecks::kCheck ? reinterpret_cast<uintptr_t>(tensor.data_ptr())
+                                             : uintptr_t(tensor.storage_offset() * int64_t(tensor.element_size()));
+  };
+  const ByteSpan x = byte_span(a, start(a)), y = byte_span(b, start(b));
   return x.first <= y.last && y.first <= x.last;
 }
 
@@ -36,19 +41,26 @@ inline bool spans_meet(const at::Tensor& a, const at::Tensor& b) {
 // `other`. Where `other` is not dense (a cache view with padded pages), torch cannot tell whether
 // the two share an element, and a written tensor inside `other`'s span counts as sharing. Two
 // storages can hold the same bytes too (two tensors made by torch.frombuffer or torch.from_numpy
-// over one buffer): across storages the byte spans are compared. Skipped for tensors without data
-// (the fake implementations' checks) and for empty or absent tensors.
+// over one buffer): across storages the byte spans are compared. Tensors without data (the fake
+// implementations' checks) are compared only where they are views of one storage, by the spans their
+// storage offsets give (torch_ops/meta/fake_impls.py does the same while torch.compile traces).
+// Skipped for empty or absent tensors.
 inline void check_apart(const at::Tensor& written, const char* written_name, const at::Tensor& other,
                         const char* other_name, PointerChecks pointers) {
-  if (pointers == PointerChecks::kSkip || !written.defined() || !other.defined()) return;
+  if (!written.defined() || !other.defined()) return;
   if (written.numel() == 0 || other.numel() == 0) return;
   at::MemOverlapStatus status = at::MemOverlapStatus::No;
-  if (written.storage().is_alias_of(other.storage())) {
+  if (pointers == PointerChecks::kWithoutData) {
+    if (written.storage().unsafeGetStorageImpl() == other.storage().unsafeGetStorageImpl() &&
+        spans_meet(written, other, pointers)) {
+      status = at::MemOverlapStatus::Partial;
+    }
+  } else if (written.storage().is_alias_of(other.storage())) {
     status = at::get_overlap_status(written, other);
     if (status == at::MemOverlapStatus::TooHard) {
-      status = spans_meet(written, other) ? at::MemOverlapStatus::Partial : at::MemOverlapStatus::No;
+      status = spans_meet(written, other, pointers) ? at::MemOverlapStatus::Partial : at::MemOverlapStatus::No;
     }
-  } else if (written.device() == other.device() && spans_meet(written, other)) {
+  } else if (written.device() == other.device() && spans_meet(written, other, pointers)) {
     status = at::MemOverlapStatus::Partial;
   }
   TORCH_CHECK_VALUE(status == at::MemOverlapStatus::No, written_name, ": shares memory with ", other_name,
