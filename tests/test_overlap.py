@@ -49,6 +49,13 @@ def two_in_one(first, second):
     return buffer, a, b
 
 
+def share_memory(args, written, other):
+    """args[other] and args[written] replaced by views from byte 0 of one buffer (two_in_one);
+    returns the buffer and a copy of its bytes, to check that a refused call wrote nothing."""
+    buffer, args[other], args[written] = two_in_one(args[other], args[written])
+    return buffer, buffer.clone()
+
+
 def split_positional(args):
     """The call's positional tensors (in order) and its keyword arguments."""
     args = dict(args)
@@ -72,9 +79,7 @@ PAIRS = [("output", "out_lse")] + [(w, r) for w in ("output", "out_lse") for r i
 @pytest.mark.parametrize("written,other", PAIRS)
 def test_prefill_rejects_a_written_tensor_sharing_memory(written, other, op):
     args = call_args()
-    buffer, a, b = two_in_one(args[other], args[written])
-    args[other], args[written] = a, b
-    before = buffer.clone()
+    buffer, before = share_memory(args, written, other)
     with pytest.raises(ValueError, match=f"{written}: shares memory with {other}, which the op reads or writes"):
         prefill(args, op)
     assert torch.equal(buffer, before), "nothing may be written before validation passes"
@@ -140,9 +145,7 @@ def decode(args):
                                            ("mid_out", "q"), ("mid_lse", "kv_cache"), ("mid_out", "indices")])
 def test_decode_rejects_scratch_sharing_memory(written, other):
     args = decode_args()
-    buffer, a, b = two_in_one(args[other], args[written])
-    args[other], args[written] = a, b
-    before = buffer.clone()
+    buffer, before = share_memory(args, written, other)
     with pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):
         decode(args)
     assert torch.equal(buffer, before)
@@ -262,8 +265,7 @@ def test_fakes_reject_views_of_one_storage_that_overlap(written, other):
     from torch._subclasses.fake_tensor import FakeTensorMode
     fake_mode = FakeTensorMode()
     args = call_args()
-    buffer, a, b = two_in_one(args[other], args[written])
-    args[other], args[written] = a, b
+    share_memory(args, written, other)
     fake_args = {k: fake_mode.from_tensor(v) for k, v in args.items()}
     with fake_mode, pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):
         prefill(fake_args, "raw")
@@ -295,9 +297,7 @@ def test_compiled_prefill_refuses_overlapping_views_while_traced(written, other,
     op cannot see that they share bytes: the fakes refuse them while the call is traced, with the
     op's message inside torch's tracing error, and nothing runs."""
     args = call_args()
-    buffer, a, b = two_in_one(args[other], args[written])
-    args[other], args[written] = a, b
-    before = buffer.clone()
+    buffer, before = share_memory(args, written, other)
     with pytest.raises(Exception, match=f"{written}: shares memory with {other}"):
         compiled(lambda a: prefill(a, "api"), args, backend)
     assert torch.equal(buffer, before)
@@ -306,9 +306,7 @@ def test_compiled_prefill_refuses_overlapping_views_while_traced(written, other,
 @pytest.mark.parametrize("written,other", [("mid_out", "mid_lse"), ("mid_lse", "out_lse"), ("mid_out", "q")])
 def test_compiled_decode_refuses_overlapping_scratch_while_traced(written, other):
     args = decode_args()
-    buffer, a, b = two_in_one(args[other], args[written])
-    args[other], args[written] = a, b
-    before = buffer.clone()
+    buffer, before = share_memory(args, written, other)
     with pytest.raises(Exception, match=f"{written}: shares memory with {other}"):
         compiled(decode, args)
     assert torch.equal(buffer, before)
@@ -377,9 +375,7 @@ def test_compiled_prefill_on_views_carved_apart_matches_eager():
 @pytest.mark.parametrize("written,other", [("output", "out_lse"), ("out_lse", "kv_cache"), ("output", "q")])
 def test_prefill_rejects_a_written_tensor_sharing_memory_cuda(written, other):
     args = {k: v.cuda() for k, v in call_args().items()}
-    buffer, a, b = two_in_one(args[other], args[written])
-    args[other], args[written] = a, b
-    before = buffer.clone()
+    buffer, before = share_memory(args, written, other)
     with pytest.raises(ValueError, match=f"{written}: shares memory with {other}"):
         prefill(args, "api")
     torch.cuda.synchronize()
