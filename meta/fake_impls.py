@@ -62,9 +62,9 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
         # Meta tensors and a caller's FakeTensorMode: the op's own checks (every ValueError of the
         # eager call but those that need the data pointers or the device: the alignment, overlap
         # between separate storages, whether the GPU fits a head tile, the planned split count).
-        # Not while torch.compile traces (the overlap aside, below): it would report a ValueError
-        # raised here as its own TorchRuntimeError, so there the compiled graph's op raises the
-        # eager ValueError at run time.
+        # Not while torch.compile traces: it would report a ValueError raised here as its own
+        # TorchRuntimeError, so there the compiled graph's op raises the eager ValueError at run
+        # time (and cake::check_call_apart, before it, the overlap checks).
         _C.check_attention_inputs(op, *tensors, max_splits=max_splits, mid_out=mid_out, mid_lse=mid_lse,
                                   head_tiles=head_tiles, num_splits=num_splits,
                                   sm_scale=_concrete_scale(sm_scale, 0.0), lse_scale=_concrete_scale(lse_scale, 1.0))
@@ -87,56 +87,6 @@ def _check_prefill(q, kv_cache, indices, output, out_lse, topk_length, attn_sink
     _check_rank("indices", indices, (2, 3), "shape [T, topk] or [T, 1, topk]")
     torch._check(indices.shape[0] == q.shape[0], lambda: "indices: expected T rows")
     torch._check((extra_kv_cache is None) == (extra_indices is None), lambda: "extra_kv_cache and extra_indices go together")
-    names = ("q", "kv_cache", "indices", "output", "out_lse", "topk_length", "attn_sink", "extra_kv_cache",
-             "extra_indices", "extra_topk_length", "mid_out", "mid_lse")
-    _check_apart_while_traced(op, dict(zip(names, (*tensors, mid_out, mid_lse))))
-
-
-# What each op writes, and what each written tensor must not share a byte with, in the order the
-# op's own checks take them (csrc/ops: validate_attention_inputs' last step, validate_decode_scratch,
-# the writers' check_*_args), so a traced call names the pair an eager call names.
-_READ = ("q", "kv_cache", "indices", "topk_length", "attn_sink", "extra_kv_cache", "extra_indices", "extra_topk_length")
-_OUTPUTS_APART = (("output", ("out_lse", *_READ)), ("out_lse", _READ))
-_APART = {
-    "prefill": _OUTPUTS_APART,
-    "decode": _OUTPUTS_APART + (("mid_out", ("mid_lse", "output", "out_lse", *_READ)),
-                                ("mid_lse", ("output", "out_lse", *_READ))),
-    "pack": (("cache", ("latent_kv",)),),
-    "append": (("cache", ("latent_kv",)),),
-}
-
-
-def _byte_span(tensor):
-    """The bytes [first, last] of its storage that a tensor's elements span (ints or symbolic)."""
-    size = tensor.element_size()
-    first = tensor.storage_offset() * size
-    extent = sum((n - 1) * stride for n, stride in zip(tensor.shape, tensor.stride()))
-    return first, first + (extent + 1) * size - 1
-
-
-def _check_apart_while_traced(op, named):
-    """While torch.compile traces a call: ValueError naming a written tensor and another tensor of
-    the call (`named`, None: absent) that are views of one storage and share a byte. Torch's
-    functionalization hands the op copies of such views, so only the trace can see it (torch reports
-    the error as its own tracing error, holding this message). Under symbolic shapes the spans are
-    compared symbolically, which guards the compiled graph on the answer. Tensors of separate
-    storages are the op's to compare, at run time as in eager."""
-    if not _traced():
-        return
-    for written, others in _APART[op]:
-        tensor = named[written]
-        if tensor is None or tensor.numel() == 0:
-            continue
-        for other_name in others:
-            other = named[other_name]
-            if other is None or other.numel() == 0:
-                continue
-            if tensor.untyped_storage()._cdata != other.untyped_storage()._cdata:
-                continue
-            (first, last), (other_first, other_last) = _byte_span(tensor), _byte_span(other)
-            if first <= other_last and other_first <= last:
-                raise ValueError(f"{written}: shares memory with {other_name}, which the op reads or writes while "
-                                 f"it writes {written}; pass tensors that do not overlap")
 
 
 @torch.library.register_fake("cake::sparse_mla_prefill")
@@ -229,8 +179,13 @@ def _check_writer(op, latent_kv, slot_mapping, cache):
     if _concrete(latent_kv, slot_mapping, cache) and not _traced():
         _C.check_writer_inputs(op, latent_kv, slot_mapping, cache)
         return True
-    _check_apart_while_traced(op, {"latent_kv": latent_kv, "cache": cache})
     return False
+
+
+@torch.library.register_fake("cake::check_call_apart")
+def _check_call_apart_fake(op, tensors):
+    # Fake tensors hold no addresses; the check runs in the compiled graph, on the real tensors.
+    return None
 
 
 @torch.library.register_fake("cake::nvfp4_pack_cache")

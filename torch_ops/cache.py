@@ -14,7 +14,7 @@ from typing import Tuple
 import torch
 
 from . import _C
-from .no_backward import check_tensor_args
+from .no_backward import check_apart_when_compiled, check_tensor_args
 
 TOKEN_BYTES = _C.TOKEN_BYTES
 DATA_ROW_BYTES = _C.DATA_ROW_BYTES
@@ -73,6 +73,7 @@ def nvfp4_quantize_append_sparse_mla_cache(
     """
     check_tensor_args("nvfp4_quantize_append_sparse_mla_cache", required=("latent_kv", "slot_mapping", "cache"),
                       latent_kv=latent_kv, slot_mapping=slot_mapping, cache=cache)
+    check_apart_when_compiled("append", latent_kv, cache)
     torch.ops.cake.nvfp4_append_cache(latent_kv, slot_mapping, cache)
 
 

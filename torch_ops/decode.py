@@ -6,7 +6,7 @@ import torch
 
 from .decode_planner import (DEFAULT_MAX_SPLITS, cake_sparse_mla_sm120_dsv4_nvfp4_plan_decode, chunk_width,
                              decode_plan_for_call)
-from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args, int_args
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_apart_when_compiled, check_tensor_args, float_args, int_args
 from .prefill import _contiguous
 
 
@@ -122,18 +122,22 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_decode(
         # the same plan): the plan may be symbolic in T, and passed it would specialise the graph.
         if plan is not None and not torch.compiler.is_compiling():
             head_tiles, num_splits = plan["head_tiles"], plan["num_splits"]
+    indices, topk_length, attn_sink, extra_indices, extra_topk_length = map(
+        _contiguous, (indices, topk_length, attn_sink, extra_indices, extra_topk_length))
+    check_apart_when_compiled("decode", q, kv_cache, indices, output, out_lse, topk_length, attn_sink,
+                              extra_kv_cache, extra_indices, extra_topk_length, mid_out, mid_lse)
     torch.ops.cake.sparse_mla_decode(
         q,
         kv_cache,
-        _contiguous(indices),
+        indices,
         output,
         out_lse,
         sm_scale,
-        topk_length=_contiguous(topk_length),
-        attn_sink=_contiguous(attn_sink),
+        topk_length=topk_length,
+        attn_sink=attn_sink,
         extra_kv_cache=extra_kv_cache,
-        extra_indices=_contiguous(extra_indices),
-        extra_topk_length=_contiguous(extra_topk_length),
+        extra_indices=extra_indices,
+        extra_topk_length=extra_topk_length,
         mid_out=mid_out,
         mid_lse=mid_lse,
         lse_scale=lse_scale,

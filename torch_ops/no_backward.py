@@ -12,10 +12,23 @@ import operator
 from typing import Optional, Tuple
 
 import torch
+import torch.fx
 
 
 # The tensors every attention call needs (the rest are optional).
 REQUIRED_ATTENTION_TENSORS = ("q", "kv_cache", "indices", "output", "out_lse")
+
+# cake::check_call_apart returns nothing: kept in a compiled graph only as an op with effects.
+torch.fx.node.has_side_effect(torch.ops.cake.check_call_apart.default)
+
+
+def check_apart_when_compiled(op: str, *tensors: Optional[torch.Tensor]) -> None:
+    """Under torch.compile, cake::check_call_apart on the call's tensors (in `op`'s argument
+    order) right before its mutating op: functionalization hands that op copies of tensors that are
+    views of one storage, so only this check, in the graph, sees two of them share bytes (the eager
+    op's ValueError, at run time). Eager calls skip it: the op checks the same itself."""
+    if torch.compiler.is_compiling():
+        torch.ops.cake.check_call_apart(op, list(tensors))
 
 
 def check_tensor_args(function: str, *, required: Tuple[str, ...] = (), **tensors: Optional[torch.Tensor]) -> None:

@@ -4,7 +4,7 @@ from typing import Dict, Optional, Union
 
 import torch
 
-from .no_backward import REQUIRED_ATTENTION_TENSORS, check_tensor_args, float_args, int_args
+from .no_backward import REQUIRED_ATTENTION_TENSORS, check_apart_when_compiled, check_tensor_args, float_args, int_args
 from .planner import _prefill_head_tiles, plan_for_call, planner_accepts
 
 
@@ -91,18 +91,22 @@ def cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
         if _prefill_head_tiles(num_heads):
             plan = plan_for_call(q.device, q.shape[0], num_heads, None)
             head_tiles = plan["head_tiles"]
+    indices, topk_length, attn_sink, extra_indices, extra_topk_length = map(
+        _contiguous, (indices, topk_length, attn_sink, extra_indices, extra_topk_length))
+    check_apart_when_compiled("prefill", q, kv_cache, indices, output, out_lse, topk_length, attn_sink,
+                              extra_kv_cache, extra_indices, extra_topk_length, None, None)
     torch.ops.cake.sparse_mla_prefill(
         q,
         kv_cache,
-        _contiguous(indices),
+        indices,
         output,
         out_lse,
         sm_scale,
-        topk_length=_contiguous(topk_length),
-        attn_sink=_contiguous(attn_sink),
+        topk_length=topk_length,
+        attn_sink=attn_sink,
         extra_kv_cache=extra_kv_cache,
-        extra_indices=_contiguous(extra_indices),
-        extra_topk_length=_contiguous(extra_topk_length),
+        extra_indices=extra_indices,
+        extra_topk_length=extra_topk_length,
         lse_scale=lse_scale,
         head_tiles=head_tiles,
     )

@@ -130,6 +130,10 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
                     "lse_scale: expected a finite value that is nonzero as a float32 and at most float32's largest "
                     "(~3.4e38) in magnitude, got ", inputs.lse_scale);
   // Last: a call the fake implementations check (no data pointers) raises the same earlier errors.
+  check_outputs_apart(inputs, pointers);
+}
+
+void check_outputs_apart(const AttentionInputs& inputs, PointerChecks pointers) {
   check_apart(inputs.output, "output", inputs.out_lse, "out_lse", pointers);
   check_apart_from_read(inputs.output, "output", inputs, pointers);
   check_apart_from_read(inputs.out_lse, "out_lse", inputs, pointers);

@@ -91,6 +91,10 @@ void validate_attention_inputs(AttentionInputs& inputs, const AttentionLimits& l
 void check_apart_from_read(const at::Tensor& written, const char* written_name, const AttentionInputs& inputs,
                            PointerChecks pointers);
 
+// validate_attention_inputs' last step: output and out_lse apart from each other and from every
+// tensor the op reads. It needs none of the other checks, so cake::check_call_apart runs it alone.
+void check_outputs_apart(const AttentionInputs& inputs, PointerChecks pointers);
+
 // Raises ValueError naming `name` when `tensor` is not on q's device.
 void check_same_device(const at::Tensor& tensor, const at::Tensor& q, const char* name);
 

@@ -18,8 +18,12 @@ nvfp4::CacheGeometry check_pack_args(const at::Tensor& latent_kv, const at::Tens
                         latent_kv.size(1) == geometry.page_size && latent_kv.size(2) == nvfp4::kHeadDim,
                     "latent_kv: expected shape [", geometry.num_pages, ", ", geometry.page_size,
                     ", 512] (pages and page size of cache), got ", latent_kv.sizes());
-  check_apart(cache, "cache", latent_kv, "latent_kv", pointers);
+  check_cache_apart(latent_kv, cache, pointers);
   return geometry;
+}
+
+void check_cache_apart(const at::Tensor& latent_kv, const at::Tensor& cache, PointerChecks pointers) {
+  check_apart(cache, "cache", latent_kv, "latent_kv", pointers);
 }
 
 CacheWriteJob prepare_pack_job(const at::Tensor& latent_kv, const at::Tensor& cache) {
@@ -47,8 +51,7 @@ nvfp4::CacheGeometry check_append_args(const at::Tensor& latent_kv, const at::Te
   TORCH_CHECK_VALUE(slot_mapping.dim() == 1 && slot_mapping.size(0) == latent_kv.size(0),
                     "slot_mapping: expected shape [", latent_kv.size(0), "] (rows of latent_kv), got ",
                     slot_mapping.sizes());
-  // (slot_mapping is sorted into a new tensor before anything is written.)
-  check_apart(cache, "cache", latent_kv, "latent_kv", pointers);
+  check_cache_apart(latent_kv, cache, pointers);
   return geometry;
 }
 

@@ -33,5 +33,8 @@ nvfp4::CacheGeometry check_pack_args(const at::Tensor& latent_kv, const at::Tens
                                      PointerChecks pointers = PointerChecks::kCheck);
 nvfp4::CacheGeometry check_append_args(const at::Tensor& latent_kv, const at::Tensor& slot_mapping,
                                        const at::Tensor& cache, PointerChecks pointers = PointerChecks::kCheck);
+// Their overlap check alone: the cache apart from latent_kv (slot_mapping is sorted into a new
+// tensor before anything is written); cake::check_call_apart runs it on its own too.
+void check_cache_apart(const at::Tensor& latent_kv, const at::Tensor& cache, PointerChecks pointers);
 
 }  // namespace cake

@@ -70,15 +70,7 @@ void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& spl
     if (check_scratch_splits(args.mid_out, /*rows=*/true, "mid_out", splits, pointers)) {
       check_scratch_splits(args.mid_lse, /*rows=*/false, "mid_lse", splits, pointers);
     }
-    // The splits write the scratch and the merge reads it while writing output and out_lse.
-    check_apart(args.mid_out, "mid_out", args.mid_lse, "mid_lse", pointers);
-    const auto apart_from_the_call = [&](const at::Tensor& scratch, const char* name) {
-      check_apart(scratch, name, args.output, "output", pointers);
-      check_apart(scratch, name, args.out_lse, "out_lse", pointers);
-      check_apart_from_read(scratch, name, args, pointers);
-    };
-    apart_from_the_call(args.mid_out, "mid_out");
-    apart_from_the_call(args.mid_lse, "mid_lse");
+    check_scratch_apart(args, pointers);
   } else if (splits.known()) {
     TORCH_CHECK_VALUE(splits.fewest == 1, "mid_out/mid_lse: required when the plan splits (num_splits = ",
                       splits.fewest, "); allocate them with cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch",
@@ -92,6 +84,18 @@ DecodeSplitRange decode_split_range(const DecodeArgs& args) {
   // No tokens: the planner gives the fewest on every device (a one-split plan only where a split
   // holds the lists); so does a range of one count.
   return args.num_tokens == 0 ? DecodeSplitRange{fewest, fewest} : DecodeSplitRange{fewest, most};
+}
+
+void check_scratch_apart(const DecodeArgs& args, PointerChecks pointers) {
+  // The splits write the scratch and the merge reads it while writing output and out_lse.
+  check_apart(args.mid_out, "mid_out", args.mid_lse, "mid_lse", pointers);
+  const auto apart_from_the_call = [&](const at::Tensor& scratch, const char* name) {
+    check_apart(scratch, name, args.output, "output", pointers);
+    check_apart(scratch, name, args.out_lse, "out_lse", pointers);
+    check_apart_from_read(scratch, name, args, pointers);
+  };
+  apart_from_the_call(args.mid_out, "mid_out");
+  apart_from_the_call(args.mid_lse, "mid_lse");
 }
 
 }  // namespace cake

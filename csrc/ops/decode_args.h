@@ -55,6 +55,9 @@ DecodeSplitRange decode_split_range(const DecodeArgs& args);
 // and nothing where the answer depends on the count (S below the range's top, or no scratch while
 // the range holds more than one count).
 void validate_decode_scratch(const DecodeArgs& args, const DecodeSplitRange& splits, PointerChecks pointers);
+// Their overlap checks alone: mid_out and mid_lse apart from each other and from every other tensor
+// of the call (absent scratch passes); cake::check_call_apart runs them on their own too.
+void check_scratch_apart(const DecodeArgs& args, PointerChecks pointers);
 
 // The op's C++ signature, written once. Each dispatch key registers an instance whose `Run`
 // validates the packed arguments for its device and runs its kernel.
