@@ -359,8 +359,9 @@ def test_compiled_append_refuses_latent_rows_inside_the_cache():
 
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_compiled_prefill_checks_every_call_of_one_graph(dynamic):
-    """The check runs in the graph, so a graph traced on views carved apart (torch does not guard
-    storage offsets: the same graph runs views at other offsets) still refuses views that meet."""
+    """The check runs in the graph at every call: with static shapes torch does not guard storage
+    offsets, so the graph traced on views carved apart runs the views that meet too, and refuses
+    them (with dynamic shapes torch recompiles for them, and the new graph refuses them)."""
     args = call_args()
     prefill(args, "api")
     expected = args["output"].clone()
