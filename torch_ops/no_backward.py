@@ -6,6 +6,8 @@ tensor requires grad.
 
 The operators refuse inputs that require grad too (their Autograd kernel,
 ``csrc/ops/no_backward.cpp``); checking here as well names the Python function the caller used.
+Under ``torch.compile`` the functions also put the call's overlap checks in the graph
+(``check_apart_when_compiled``).
 """
 import numbers
 import operator

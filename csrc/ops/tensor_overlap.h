@@ -43,8 +43,7 @@ inline bool spans_meet(const at::Tensor& a, const at::Tensor& b, PointerChecks p
 // storages can hold the same bytes too (two tensors made by torch.frombuffer or torch.from_numpy
 // over one buffer): across storages the byte spans are compared. Tensors without data (the fake
 // implementations' checks) are compared only where they are views of one storage, by the spans their
-// storage offsets give (torch_ops/meta/fake_impls.py does the same while torch.compile traces).
-// Skipped for empty or absent tensors.
+// storage offsets give. Skipped for empty or absent tensors.
 inline void check_apart(const at::Tensor& written, const char* written_name, const at::Tensor& other,
                         const char* other_name, PointerChecks pointers) {
   if (!written.defined() || !other.defined()) return;
