@@ -386,6 +386,21 @@ def test_compiled_prefill_checks_every_call_of_one_graph(dynamic):
     assert torch.isnan(meeting["output"][-1, -1, -16:].float()).all(), "nothing may run"
 
 
+def test_compiled_prefill_traced_on_separate_tensors_refuses_views_that_meet_later():
+    """A graph traced on separate allocations, then called with output and q views of one buffer
+    that meet: refused (eager's ValueError), nothing written."""
+    args = call_args()
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        function = torch.compile(lambda a: prefill(a, "api"), fullgraph=True, backend="aot_eager")
+        function(args)
+        meeting = dict(args)
+        buffer, before = share_one_dtype_buffer(meeting, "output", "q")
+        with pytest.raises(ValueError, match="output: shares memory with q"):
+            function(meeting)
+    assert torch.equal(buffer, before)
+
+
 def test_compiled_prefill_on_views_carved_apart_matches_eager():
     """q and output carved apart from one bf16 buffer: accepted, and the compiled call gives eager's
     results through functionalization's copies."""
