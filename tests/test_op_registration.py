@@ -38,6 +38,24 @@ def test_opcheck_prefill(device, extra):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_check_call_apart(device):
+    """The overlap-check op the Python functions put in compiled graphs: schema, fake, autograd
+    registration and AOT dispatch; on tensors apart it raises nothing."""
+    args, kwargs = prefill_args(device)
+    tensors = [*args[:5], *(kwargs.get(name) for name in ("topk_length", "attn_sink", "extra_kv_cache",
+                                                           "extra_indices", "extra_topk_length")), None, None]
+    torch.library.opcheck(torch.ops.cake.check_call_apart.default, ("prefill", tensors))
+    latent = random_latent(5, torch.Generator().manual_seed(1)).to(device)
+    torch.library.opcheck(torch.ops.cake.check_call_apart.default, ("append", [latent, args[1]]))
+    with pytest.raises(ValueError, match="output: shares memory with q"):
+        torch.ops.cake.check_call_apart("prefill", [args[0], *tensors[1:3], args[0], *tensors[4:]])
+    with pytest.raises(ValueError, match="op: expected 'prefill', 'decode', 'pack' or 'append', got 'attention'"):
+        torch.ops.cake.check_call_apart("attention", tensors)
+    with pytest.raises(ValueError, match="tensors: expected the call's 12 tensor arguments, got 10"):
+        torch.ops.cake.check_call_apart("decode", tensors[:10])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_opcheck_writers(device):
     g = torch.Generator().manual_seed(0)
     latent = random_latent(2 * 8, g).view(2, 8, 512).to(device)
