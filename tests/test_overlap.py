@@ -285,12 +285,22 @@ def test_fakes_leave_separate_storages_to_the_op():
         prefill(fake_args, "raw")
 
 
-def compiled(function, args, backend="aot_eager"):
-    """function(args) compiled afresh: torch's caches of compiled graphs off, since the same code
-    compiled for inputs of other aliasing can come back from them (seen with inductor)."""
-    torch._dynamo.reset()
+@pytest.fixture(autouse=True)
+def no_compile_caches():
+    """torch's caches of compiled graphs off: the same code compiled for inputs of other aliasing
+    can come back from them (seen with inductor)."""
     with torch._inductor.config.patch(force_disable_caches=True):
-        return torch.compile(function, fullgraph=True, backend=backend)(args)
+        yield
+
+
+def compile_afresh(function, backend="aot_eager", dynamic=None):
+    torch._dynamo.reset()
+    return torch.compile(function, fullgraph=True, backend=backend, dynamic=dynamic)
+
+
+def compiled(function, args, backend="aot_eager"):
+    """function(args), compiled afresh."""
+    return compile_afresh(function, backend)(args)
 
 
 def share_one_dtype_buffer(args, written, other):
@@ -374,8 +384,7 @@ def test_compiled_prefill_checks_every_call_of_one_graph(dynamic):
         output = buffer[offset:offset + n].view(args["q"].shape).fill_(float("nan"))
         return dict(args, q=q, output=output, out_lse=torch.full_like(args["out_lse"], float("nan")))
 
-    torch._dynamo.reset()
-    function = torch.compile(lambda a: prefill(a, "api"), fullgraph=True, backend="aot_eager", dynamic=dynamic)
+    function = compile_afresh(lambda a: prefill(a, "api"), dynamic=dynamic)
     for offset in (n, n + 16):
         apart = views(offset)
         function(apart)
@@ -390,14 +399,12 @@ def test_compiled_prefill_traced_on_separate_tensors_refuses_views_that_meet_lat
     """A graph traced on separate allocations, then called with output and q views of one buffer
     that meet: refused (eager's ValueError), nothing written."""
     args = call_args()
-    torch._dynamo.reset()
-    with torch._inductor.config.patch(force_disable_caches=True):
-        function = torch.compile(lambda a: prefill(a, "api"), fullgraph=True, backend="aot_eager")
-        function(args)
-        meeting = dict(args)
-        buffer, before = share_one_dtype_buffer(meeting, "output", "q")
-        with pytest.raises(ValueError, match="output: shares memory with q"):
-            function(meeting)
+    function = compile_afresh(lambda a: prefill(a, "api"))
+    function(args)
+    meeting = dict(args)
+    buffer, before = share_one_dtype_buffer(meeting, "output", "q")
+    with pytest.raises(ValueError, match="output: shares memory with q"):
+        function(meeting)
     assert torch.equal(buffer, before)
 
 
