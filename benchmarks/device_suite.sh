@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [register-probe] [converter-probe] [small-roles-probe] [wgmma-probe] [contention-probe] [eight-head-probe] [code-fetch-probe] [merge-launch-probe] [arrive-probe] [ncu-source] [pack]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [register-probe] [converter-probe] [small-roles-probe] [wgmma-probe] [contention-probe] [eight-head-probe] [code-fetch-probe] [merge-launch-probe] [arrive-probe] [mode-probe] [ncu-source] [pack]
 # pack (last): every file in $OUT into $OUT/device_suite.tar.gz, with $OUT/summary.txt beside it
 # (each step's time and the logs' pass / fail / sanitizer summary lines): two files, where the
 # device returns only a few from $OUT. A step not in this list stops the script before any runs.
@@ -16,7 +16,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 steps="${*:-build test}"
-known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe register-probe converter-probe small-roles-probe wgmma-probe contention-probe eight-head-probe code-fetch-probe merge-launch-probe arrive-probe ncu-source pack "
+known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe register-probe converter-probe small-roles-probe wgmma-probe contention-probe eight-head-probe code-fetch-probe merge-launch-probe arrive-probe mode-probe ncu-source pack "
 for step in $steps; do
   [[ "$known" == *" $step "* ]] || { echo "unknown step: $step (steps:$known)"; exit 2; }
 done
@@ -130,6 +130,11 @@ for step in $steps; do
     merge-launch-probe)
       # A decode's merge as a second launch (plain, PDL) against merging in the split's own launch.
       run_probe merge_launch_probe merge_launch_probe -gencode=arch=compute_90a,code=sm_90a
+      ;;
+    mode-probe)
+      # Whether the prefill's two timing modes follow where its tensors sit or when it runs
+      # (MODE_ARGS reaches the probe, e.g. "--shape 4096x128x1024 --placements 6").
+      "$py" benchmarks/mode_probe.py --json "$out/mode_probe.json" ${MODE_ARGS:-} 2>&1 | tee "$out/mode_probe.md" || rc=1
       ;;
     arrive-probe)
       # Whether a hand-over (mbarrier arrive, named barrier, proxy fence) waits for the handing

@@ -67,6 +67,27 @@ def test_pool_reach_command_line():
     assert bad.returncode != 0 and "--pools: 65537" in bad.stderr
 
 
+
+def test_mode_probe_command_line_and_verdicts():
+    """mode_probe.py refuses a malformed shape before it needs a GPU, and its summary tells times
+    that follow the placement (each placement's passes agree, the placements differ) from times
+    that follow the time (the second pass moved as a whole) and from neither."""
+    script = str(ROOT / "benchmarks" / "mode_probe.py")
+    for shape in ("4096x64", "4096x0x512"):
+        bad = subprocess.run([sys.executable, script, "--shape", shape], capture_output=True, text=True,
+                             cwd=ROOT / "benchmarks")
+        assert bad.returncode != 0 and "--shape" in bad.stderr, bad.stderr
+    mode_probe = import_benchmark("mode_probe")
+    by_place = mode_probe.summarise([650.0, 670.0, 651.0, 671.0], [651.0, 669.0, 650.5, 671.5])
+    assert by_place["verdict"] == "placement" and by_place["between"] > 0.02 and by_place["within"] < 0.002
+    by_time = mode_probe.summarise([650.0, 651.0, 650.5, 651.5], [668.0, 669.0, 668.5, 669.5])
+    assert by_time["verdict"] == "time" and by_time["pass_shift"] > 0.02
+    assert mode_probe.summarise([650.0, 651.0], [651.0, 650.0])["verdict"] == "neither"
+    with pytest.raises(ValueError, match="two or more placements"):
+        mode_probe.summarise([650.0], [651.0])
+    spacers = [mode_probe.spacer_bytes(k) for k in range(4)]
+    assert len({s % (2 << 20) for s in spacers}) == 4 and spacers[0] == 0
+
 @pytest.mark.parametrize("num_heads", [8, 16, 24, 32, 48, 64, 96, 128])
 def test_decode_benchmark_head_tiles_are_what_the_decode_plans(num_heads):
     """--head-tiles times the head tiles decode_head_tiles(H) allows: the decode's planner takes
