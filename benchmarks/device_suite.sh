@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [register-probe] [converter-probe] [small-roles-probe] [wgmma-probe] [contention-probe] [eight-head-probe] [code-fetch-probe] [merge-launch-probe] [arrive-probe] [mode-probe] [ncu-source] [pack]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [register-probe] [converter-probe] [small-roles-probe] [wgmma-probe] [contention-probe] [eight-head-probe] [code-fetch-probe] [merge-launch-probe] [mode-probe] [arrive-probe] [ncu-source] [pack]
 # pack (last): every file in $OUT into $OUT/device_suite.tar.gz, with $OUT/summary.txt beside it
 # (each step's time and the logs' pass / fail / sanitizer summary lines): two files, where the
 # device returns only a few from $OUT. A step not in this list stops the script before any runs.
 # BENCH_ARGS reaches the prefill benchmark steps, e.g. BENCH_ARGS="--kernel portable" (the portable
 # kernel on Hopper too), "--kernel hopper" (fail unless the GPU runs the Hopper kernels) or
 # "--head-tiles 4 --variant 3,2" (one portable instance); each sets the kernel override for that run
-# only. DECODE_BENCH_ARGS reaches bench-decode (e.g. "--max-splits 32").
+# only. DECODE_BENCH_ARGS reaches bench-decode (e.g. "--max-splits 32"); MODE_ARGS reaches each
+# mode-probe process (e.g. "--shape 4096x128x1024 --placements 6"), MODE_PROCESSES how many run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/cake-device}"
@@ -16,7 +17,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 steps="${*:-build test}"
-known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe register-probe converter-probe small-roles-probe wgmma-probe contention-probe eight-head-probe code-fetch-probe merge-launch-probe arrive-probe mode-probe ncu-source pack "
+known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe register-probe converter-probe small-roles-probe wgmma-probe contention-probe eight-head-probe code-fetch-probe merge-launch-probe mode-probe arrive-probe ncu-source pack "
 for step in $steps; do
   [[ "$known" == *" $step "* ]] || { echo "unknown step: $step (steps:$known)"; exit 2; }
 done
@@ -132,9 +133,11 @@ for step in $steps; do
       run_probe merge_launch_probe merge_launch_probe -gencode=arch=compute_90a,code=sm_90a
       ;;
     mode-probe)
-      # Whether the prefill's two timing modes follow where its tensors sit or when it runs
-      # (MODE_ARGS reaches the probe, e.g. "--shape 4096x128x1024 --placements 6").
-      "$py" benchmarks/mode_probe.py --json "$out/mode_probe.json" ${MODE_ARGS:-} 2>&1 | tee "$out/mode_probe.md" || rc=1
+      # Whether the prefill's two timing modes follow where its tensors sit or when it runs, in
+      # MODE_PROCESSES processes (default 3): whether the processes land in different modes.
+      for run in $(seq 1 "${MODE_PROCESSES:-3}"); do
+        "$py" benchmarks/mode_probe.py --json "$out/mode_probe_$run.json" ${MODE_ARGS:-} 2>&1 | tee -a "$out/mode_probe.md" || rc=1
+      done
       ;;
     arrive-probe)
       # Whether a hand-over (mbarrier arrive, named barrier, proxy fence) waits for the handing

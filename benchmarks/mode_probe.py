@@ -1,23 +1,31 @@
 """Do a process's two timing modes follow where its tensors sit, or when it runs?
 
 The 64-head prefill's rounds at T = 4096 fall in two modes about 2.5% apart (docs/benchmarks.md,
-"One tree under two labels"): a process, and every row it times, tends to stay in one. This probe
-times one shape in one process on several placements of the same inputs: each placement is a
-fresh copy of the cache pool, q, the indices, the sink and the outputs, allocated behind a spacer
-of its own size so that its tensors land at other addresses (and on other physical pages). Every
-placement is timed twice, the second pass in the reverse order, so that a drift in time and a
-dependence on the placement read differently:
+"The leader's QK^T in groups of two, made the default and set back ..."), and a round (one
+process) tends to stay in one; a same-tree A/B ("The short form of the 16-head split units
+(merged), one tree under two labels, ...", item 2) showed the modes are not a build's, but not
+whether they follow the process's allocations or the moment it runs. This probe times one shape in
+one process on several placements of the same inputs: each placement is a fresh copy of the cache
+pool, q, the indices, the sink, the outputs and the L2-flush buffer, each tensor carved from a
+buffer of its own at an offset inside a 2 MiB page that differs from placement to placement, so
+that its tensors sit on other physical pages and at other page offsets. Every placement is timed
+twice, the second pass in the reverse order. Readings (`summarise`):
 
-- times that follow the placement: each placement's two passes agree, and the placements differ;
-- times that follow the time: the passes differ as a whole (or by when a placement ran), and a
-  placement's two passes do not agree better than two placements do.
+- "placement": the placements differ (by 1% or more) and each placement's two passes agree to
+  within half of that: where the tensors sit sets the mode;
+- "time": some placement's two passes differ by 1% or more, or the second pass moved as a whole:
+  the mode changed while the process ran;
+- "both", or "neither": every placement in one mode in both passes. A process then stays in the
+  mode it started in whatever it allocates, or the machine stayed in one over the probe's second
+  or two; runs in several processes (device_suite.sh's mode-probe step runs MODE_PROCESSES of
+  them) show whether the processes land in different modes.
 
     python3 benchmarks/mode_probe.py [--shape 4096x64x512] [--placements 8] [--repeats 10] [--json modes.json]
 
 Method and inputs as bench_prefill.py (its prepare_run and timed_median: the L2 flushed before
 every timed launch, the bf16 matmul in the same run); the values of every placement are the same,
-only their addresses change. Memory: about placements x (q + output) bytes (T = 4096, H = 64:
-512 MiB a placement).
+only where they sit changes. Memory: about placements x (q + output + 512 MiB of flush buffer)
+(T = 4096, H = 64: ~1 GiB a placement).
 """
 import argparse
 import json
@@ -27,9 +35,10 @@ import statistics
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, prepare_run, run_meta, timed_median
+from bench_prefill import POOL_TOKENS, git_commit, prepare_run, run_meta, timed_median
 
 MIB = 1 << 20
+PAGE = 2 * MIB  # the GPU's large page: an allocation's placement inside one is set here
 
 
 def parse_shape(text):
@@ -43,46 +52,40 @@ def parse_shape(text):
     return num_tokens, num_heads, topk
 
 
-def spacer_bytes(placement):
-    """The spacer allocated before placement k's tensors: k whole 2 MiB pages and k odd 64 KiB
-    steps, so that the placements' addresses differ modulo 2 MiB as well as by whole pages."""
-    return placement * (2 * MIB + 3 * 64 * 1024)
+def page_offset(placement):
+    """Where placement k's tensors start inside a 2 MiB page: k steps of 192 KiB (a multiple of
+    the 16 bytes the op needs), so no two of the first ten placements share an offset."""
+    return (placement * 192 * 1024) % PAGE
 
 
 def summarise(first, second):
     """What two passes' medians (us, by placement) say. `between`: the spread of the placements'
-    means over their median; `within`: the median over placements of |first - second| over their
-    mean; `pass_shift`: the second pass's median over the first's, less 1. The verdict names the
-    placement only where the placements differ by more than twice what a placement's own passes do
-    and by at least 1%; the time where the passes moved as a whole by at least 1%; else neither."""
+    means over their median; `within`: the largest difference between a placement's two passes
+    over its mean; `pass_shift`: the second pass's median over the first's, less 1. "placement"
+    where the placements differ by 1% or more and by more than twice `within`; "time" where some
+    placement's passes differ by 1% or more or the passes moved as a whole by 1% or more; "both"
+    where both hold, "neither" where none does."""
     if len(first) != len(second) or len(first) < 2:
         raise ValueError("summarise: expected two passes over the same two or more placements")
     means = [(a + b) / 2 for a, b in zip(first, second)]
     between = (max(means) - min(means)) / statistics.median(means)
-    within = statistics.median(abs(a - b) / m for a, b, m in zip(first, second, means))
+    within = max(abs(a - b) / m for a, b, m in zip(first, second, means))
     pass_shift = statistics.median(second) / statistics.median(first) - 1
-    if between >= 0.01 and between > 2 * within:
-        verdict = "placement"
-    elif abs(pass_shift) >= 0.01:
-        verdict = "time"
-    else:
-        verdict = "neither"
+    by_placement = between >= 0.01 and between > 2 * within
+    by_time = within >= 0.01 or abs(pass_shift) >= 0.01
+    verdict = {(True, True): "both", (True, False): "placement", (False, True): "time",
+               (False, False): "neither"}[(by_placement, by_time)]
     return dict(between=between, within=within, pass_shift=pass_shift, verdict=verdict)
 
 
-def place(source, spacer):
-    """Fresh copies of `source`'s tensors, allocated after a spacer of `spacer` bytes (kept with
-    them, so that the allocator does not hand its room to the copies)."""
-    placed = {"spacer": torch.empty(max(spacer, 1), dtype=torch.uint8, device="cuda")}
-    for name, tensor in source.items():
-        placed[name] = tensor.clone()
-    return placed
-
-
-def addresses(placed):
-    """Each tensor's address and its offset inside a 2 MiB page."""
-    return {name: dict(address=hex(t.data_ptr()), in_2mib=t.data_ptr() % (2 * MIB))
-            for name, t in placed.items() if name != "spacer"}
+def carve(tensor, offset):
+    """A copy of `tensor` in a buffer of its own, starting `offset` bytes into a 2 MiB page (the
+    returned view keeps the buffer)."""
+    nbytes = tensor.numel() * tensor.element_size()
+    buffer = torch.empty(nbytes + 2 * PAGE, dtype=torch.uint8, device="cuda")
+    start = (offset - buffer.data_ptr()) % PAGE
+    placed = buffer[start:start + nbytes].view(tensor.dtype).view(tensor.shape)
+    return placed.copy_(tensor)
 
 
 def main():
@@ -100,7 +103,8 @@ def main():
     if args.placements < 2:
         parser.error(f"--placements: expected 2 or more, got {args.placements}")
 
-    flush, ceiling, device_name, _, cache = prepare_run()
+    flush, ceiling, device_name, latent, cache = prepare_run()
+    del latent
     sm_scale = 1 / math.sqrt(512)
     source = dict(
         cache=cache,
@@ -109,9 +113,11 @@ def main():
         sink=torch.randn(num_heads, device="cuda"),
         output=torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16),
         out_lse=torch.empty(num_tokens, num_heads, device="cuda"),
+        flush=flush,
     )
-    placements = [place(source, spacer_bytes(k)) for k in range(args.placements)]
-    del source
+    placements = [{name: carve(t, page_offset(k)) for name, t in source.items()} for k in range(args.placements)]
+    del source, cache, flush
+    torch.cuda.empty_cache()
     flops = 4 * num_tokens * num_heads * topk * 512
 
     def time_placement(p):
@@ -119,29 +125,30 @@ def main():
             torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(p["q"], p["cache"], p["indices"], p["output"],
                                                                p["out_lse"], sm_scale, attn_sink=p["sink"])
 
-        return timed_median(run, args.repeats, args.warmup, flush) * 1e6
+        return timed_median(run, args.repeats, args.warmup, p["flush"]) * 1e6
 
     order = list(range(args.placements))
     first = {k: time_placement(placements[k]) for k in order}
     second = {k: time_placement(placements[k]) for k in reversed(order)}
+    print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s, "
+          f"shape {args.shape}")
+    print("| placement | offset in 2 MiB | run (pass 1, pass 2) | pass 1 us | pass 2 us | pass 2 / 1 |")
+    print("|---|---|---|---|---|---|")
     rows = []
-    print(f"device {device_name}, bf16 matmul {ceiling / 1e12:.0f} TFLOP/s, shape {args.shape}")
-    print("| placement | spacer MiB | cache in 2 MiB | q in 2 MiB | pass 1 us | pass 2 us | pass 2 / 1 |")
-    print("|---|---|---|---|---|---|---|")
     for k in order:
-        where = addresses(placements[k])
-        row = dict(placement=k, spacer_bytes=spacer_bytes(k), addresses=where, pass1_us=first[k], pass2_us=second[k],
-                   of_matmul_pass1=flops / (first[k] * 1e-6) / ceiling)
+        runs = (k, 2 * args.placements - 1 - k)
+        row = dict(placement=k, page_offset=page_offset(k), runs=runs, pass1_us=first[k], pass2_us=second[k],
+                   of_matmul_pass1=flops / (first[k] * 1e-6) / ceiling,
+                   addresses={name: hex(t.data_ptr()) for name, t in placements[k].items()})
         rows.append(row)
-        print(f"| {k} | {spacer_bytes(k) / MIB:.2f} | {where['cache']['in_2mib']} | {where['q']['in_2mib']} | "
-              f"{first[k]:.1f} | {second[k]:.1f} | {second[k] / first[k]:.3f} |", flush=True)
+        print(f"| {k} | {page_offset(k)} | {runs[0]}, {runs[1]} | {first[k]:.1f} | {second[k]:.1f} | "
+              f"{second[k] / first[k]:.3f} |", flush=True)
     summary = summarise([first[k] for k in order], [second[k] for k in order])
-    reading = {"placement": "the times follow the placement", "time": "the times follow the time",
-               "neither": "neither reading holds"}[summary["verdict"]]
-    print(f"\nbetween placements {summary['between']:.2%}, within a placement {summary['within']:.2%}, "
-          f"pass 2 over pass 1 {summary['pass_shift']:+.2%}: {reading}")
+    print(f"\nbetween placements {summary['between']:.2%}, largest difference of a placement's passes "
+          f"{summary['within']:.2%}, pass 2 over pass 1 {summary['pass_shift']:+.2%}: {summary['verdict']}")
     if args.json:
-        meta = run_meta(device_name, ceiling, flush, args, shape=args.shape)
+        # run_meta times the matmul again at the end; the flush buffers are the placements' now.
+        meta = run_meta(device_name, ceiling, placements[0]["flush"], args, shape=args.shape)
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows, summary=summary), f, indent=1)
 

@@ -67,26 +67,33 @@ def test_pool_reach_command_line():
     assert bad.returncode != 0 and "--pools: 65537" in bad.stderr
 
 
-
 def test_mode_probe_command_line_and_verdicts():
-    """mode_probe.py refuses a malformed shape before it needs a GPU, and its summary tells times
-    that follow the placement (each placement's passes agree, the placements differ) from times
-    that follow the time (the second pass moved as a whole) and from neither."""
+    """mode_probe.py refuses a malformed shape or a single placement before it needs a GPU, and its
+    summary tells times that follow the placement (each placement's passes agree, the placements
+    differ) from times that follow the time (a mode change inside a pass, or the second pass
+    moved as a whole) and from neither."""
     script = str(ROOT / "benchmarks" / "mode_probe.py")
-    for shape in ("4096x64", "4096x0x512"):
-        bad = subprocess.run([sys.executable, script, "--shape", shape], capture_output=True, text=True,
-                             cwd=ROOT / "benchmarks")
-        assert bad.returncode != 0 and "--shape" in bad.stderr, bad.stderr
+    for argv, message in ((["--shape", "4096x64"], "--shape: expected TxHxTOPK"),
+                          (["--shape", "4096x0x512"], "--shape: every part must be positive"),
+                          (["--placements", "1"], "--placements: expected 2 or more")):
+        bad = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True, cwd=ROOT / "benchmarks")
+        assert bad.returncode != 0 and message in bad.stderr, bad.stderr
     mode_probe = import_benchmark("mode_probe")
-    by_place = mode_probe.summarise([650.0, 670.0, 651.0, 671.0], [651.0, 669.0, 650.5, 671.5])
-    assert by_place["verdict"] == "placement" and by_place["between"] > 0.02 and by_place["within"] < 0.002
-    by_time = mode_probe.summarise([650.0, 651.0, 650.5, 651.5], [668.0, 669.0, 668.5, 669.5])
-    assert by_time["verdict"] == "time" and by_time["pass_shift"] > 0.02
-    assert mode_probe.summarise([650.0, 651.0], [651.0, 650.0])["verdict"] == "neither"
+    fast, slow = 650.0, 668.0
+    by_place = mode_probe.summarise([fast, slow, fast + 1, slow + 1], [fast + 0.5, slow - 0.5, fast, slow + 1.5])
+    assert by_place["verdict"] == "placement" and by_place["between"] > 0.02 and by_place["within"] < 0.003
+    assert mode_probe.summarise([fast] * 4, [slow] * 4)["verdict"] == "time"
+    # A switch after two placements of the first pass: a change in time, not two kinds of placement.
+    switched = mode_probe.summarise([fast, fast] + [slow] * 6, [slow] * 8)
+    assert switched["verdict"] == "time" and switched["within"] > 0.02
+    late = mode_probe.summarise([fast] * 8, [slow, slow] + [fast] * 6)
+    assert late["verdict"] == "time"
+    assert mode_probe.summarise([fast, fast + 1], [fast + 1, fast])["verdict"] == "neither"
     with pytest.raises(ValueError, match="two or more placements"):
-        mode_probe.summarise([650.0], [651.0])
-    spacers = [mode_probe.spacer_bytes(k) for k in range(4)]
-    assert len({s % (2 << 20) for s in spacers}) == 4 and spacers[0] == 0
+        mode_probe.summarise([fast], [slow])
+    offsets = [mode_probe.page_offset(k) for k in range(10)]
+    assert len(set(offsets)) == 10 and offsets[0] == 0 and all(o % 16 == 0 for o in offsets)
+
 
 @pytest.mark.parametrize("num_heads", [8, 16, 24, 32, 48, 64, 96, 128])
 def test_decode_benchmark_head_tiles_are_what_the_decode_plans(num_heads):
