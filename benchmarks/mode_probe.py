@@ -82,7 +82,7 @@ def carve(tensor, offset):
     """A copy of `tensor` in a buffer of its own, starting `offset` bytes into a 2 MiB page (the
     returned view keeps the buffer)."""
     nbytes = tensor.numel() * tensor.element_size()
-    buffer = torch.empty(nbytes + 2 * PAGE, dtype=torch.uint8, device="cuda")
+    buffer = torch.empty(nbytes + PAGE, dtype=torch.uint8, device="cuda")  # the start lies in its first page
     start = (offset - buffer.data_ptr()) % PAGE
     placed = buffer[start:start + nbytes].view(tensor.dtype).view(tensor.shape)
     return placed.copy_(tensor)
