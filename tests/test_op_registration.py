@@ -49,7 +49,7 @@ def test_opcheck_check_call_apart(device):
     torch.library.opcheck(torch.ops.cake.check_call_apart.default, ("append", [latent, args[1]]))
     with pytest.raises(ValueError, match="output: shares memory with q"):
         torch.ops.cake.check_call_apart("prefill", [args[0], *tensors[1:3], args[0], *tensors[4:]])
-    with pytest.raises(ValueError, match="op: expected 'prefill', 'decode', 'pack' or 'append', got 'attention'"):
+    with pytest.raises(ValueError, match="op: expected 'prefill', 'decode' or 'append', got 'attention'"):
         torch.ops.cake.check_call_apart("attention", tensors)
     with pytest.raises(ValueError, match="tensors: expected the call's 12 tensor arguments, got 10"):
         torch.ops.cake.check_call_apart("decode", tensors[:10])

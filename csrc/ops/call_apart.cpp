@@ -19,15 +19,16 @@ namespace {
 
 // `tensors` in the op's argument order: for "prefill" and "decode" q, kv_cache, indices, output,
 // out_lse, topk_length, attn_sink, extra_kv_cache, extra_indices, extra_topk_length, mid_out,
-// mid_lse (the last two absent for the prefill); for "pack" and "append" latent_kv, cache.
+// mid_lse (the last two absent for the prefill); for "append" latent_kv, cache. The packing writer
+// needs no entry: it writes a cache it allocates, which nothing the caller holds can overlap.
 void check_call_apart(const std::string& op, const c10::List<std::optional<at::Tensor>>& tensors) {
   const auto tensor = [&](size_t i) { return tensors.get(i).value_or(at::Tensor()); };
-  if (op == "pack" || op == "append") {
+  if (op == "append") {
     TORCH_CHECK_VALUE(tensors.size() == 2, "tensors: expected latent_kv and cache, got ", tensors.size());
     check_cache_apart(tensor(0), tensor(1), PointerChecks::kCheck);
     return;
   }
-  TORCH_CHECK_VALUE(op == "prefill" || op == "decode", "op: expected 'prefill', 'decode', 'pack' or 'append', got '",
+  TORCH_CHECK_VALUE(op == "prefill" || op == "decode", "op: expected 'prefill', 'decode' or 'append', got '",
                     op, "'");
   TORCH_CHECK_VALUE(tensors.size() == 12, "tensors: expected the call's 12 tensor arguments, got ", tensors.size());
   DecodeArgs args;
