@@ -43,7 +43,7 @@ import time
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, git_commit, prepare_run, run_meta, timed_median
+from bench_prefill import git_commit, prefill_inputs, prepare_run, run_meta, timed_median
 
 DEFAULT_ROWS = ["128x128x2048", "64x128x2048", "128x64x1024", "1x64x2048", "8x64x1024", "4x128x1024", "8x16x1024",
                 "64x8x4096"]
@@ -130,11 +130,7 @@ def split_range(candidates, max_splits):
 def decode_inputs(num_tokens, num_heads, candidates, max_splits):
     """A row's inputs on the GPU: random bf16 q, unique random slots of the pool per token, a sink,
     the output and LSE, and scratch for every plan up to max_splits."""
-    q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
-    indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(candidates, dim=1).indices.to(torch.int32)
-    sink = torch.randn(num_heads, device="cuda")
-    output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
-    out_lse = torch.empty(num_tokens, num_heads, device="cuda")
+    q, indices, sink, output, out_lse = prefill_inputs(num_tokens, num_heads, candidates).values()
     mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
         num_tokens, num_heads, candidates, max_splits=max_splits, device="cuda")
     return q, indices, sink, output, out_lse, mid_out, mid_lse

@@ -137,11 +137,7 @@ def dual_cache_comparison(heads_list, cache64, latent, flush, repeats, warmup, s
     print("|---|---|---|---|---|")
     rows = []
     for num_heads in heads_list:
-        q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
-        picks = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(640, dim=1).indices.to(torch.int32)
-        sink = torch.randn(num_heads, device="cuda")
-        output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
-        out_lse = torch.empty(num_tokens, num_heads, device="cuda")
+        q, picks, sink, output, out_lse = prefill_inputs(num_tokens, num_heads, 640).values()
         main, extra = picks[:, :128].contiguous(), picks[:, 128:].contiguous()
         dual = timed_median(lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
             q, cache256, main, output, out_lse, sm_scale, attn_sink=sink, extra_kv_cache=cache64,
@@ -217,6 +213,21 @@ def prepare_run():
     return flush, ceiling, device_name, latent, cache
 
 
+def random_indices(num_tokens, topk, pool=POOL_TOKENS):
+    """[num_tokens, topk] int32: each token's topk distinct rows of the pool's first `pool`, drawn
+    at random (all valid)."""
+    return torch.rand(num_tokens, pool, device="cuda").topk(topk, dim=1).indices.to(torch.int32)
+
+
+def prefill_inputs(num_tokens, num_heads, topk):
+    """One prefill shape's random q, indices (into the whole pool) and sink, and its outputs
+    (unwritten), drawn in this order, so that a seeded run draws the same inputs in every script."""
+    q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
+    return dict(q=q, indices=random_indices(num_tokens, topk), sink=torch.randn(num_heads, device="cuda"),
+                output=torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16),
+                out_lse=torch.empty(num_tokens, num_heads, device="cuda"))
+
+
 def run_benchmark(args):
     flush, ceiling, device_name, latent, cache = prepare_run()
     compile_shapes = {tuple(int(x) for x in s.split("x")) for s in args.compile_shapes.split(",") if s}
@@ -231,11 +242,7 @@ def run_benchmark(args):
     for num_tokens in args.tokens:
         for num_heads in args.heads:
             for topk in args.topk:
-                q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
-                indices = torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(topk, dim=1).indices.to(torch.int32)
-                sink = torch.randn(num_heads, device="cuda")
-                output = torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16)
-                out_lse = torch.empty(num_tokens, num_heads, device="cuda")
+                q, indices, sink, output, out_lse = prefill_inputs(num_tokens, num_heads, topk).values()
                 plan = {}
 
                 def run():

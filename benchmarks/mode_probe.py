@@ -35,7 +35,7 @@ import statistics
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, git_commit, prepare_run, run_meta, timed_median
+from bench_prefill import git_commit, prefill_inputs, prepare_run, run_meta, timed_median
 
 MIB = 1 << 20
 PAGE = 2 * MIB  # the GPU's large page: an allocation's placement inside one is set here
@@ -106,15 +106,7 @@ def main():
     flush, ceiling, device_name, latent, cache = prepare_run()
     del latent
     sm_scale = 1 / math.sqrt(512)
-    source = dict(
-        cache=cache,
-        q=torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16),
-        indices=torch.rand(num_tokens, POOL_TOKENS, device="cuda").topk(topk, dim=1).indices.to(torch.int32),
-        sink=torch.randn(num_heads, device="cuda"),
-        output=torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16),
-        out_lse=torch.empty(num_tokens, num_heads, device="cuda"),
-        flush=flush,
-    )
+    source = dict(cache=cache, **prefill_inputs(num_tokens, num_heads, topk), flush=flush)
     placements = [{name: carve(t, page_offset(k)) for name, t in source.items()} for k in range(args.placements)]
     del source, cache, flush
     torch.cuda.empty_cache()

@@ -19,7 +19,7 @@ import sys
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, git_commit, prepare_run, timed_median
+from bench_prefill import POOL_TOKENS, git_commit, prepare_run, random_indices, timed_median
 
 
 def main():
@@ -54,7 +54,7 @@ def main():
                 for pool in args.pools:
                     if topk > pool:
                         continue
-                    indices = torch.rand(num_tokens, pool, device="cuda").topk(topk, dim=1).indices.to(torch.int32)
+                    indices = random_indices(num_tokens, topk, pool)
 
                     def run():
                         torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
