@@ -25,6 +25,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -34,10 +35,12 @@ POOL_TOKENS = 65536
 PAGE_SIZE = 64
 
 
-def timed_median(fn, repeats, warmup, flush, spread=None):
+def timed_median(fn, repeats, warmup, flush, spread=None, idle_s=0.0):
     """The median in seconds of `repeats` launches of fn, each timed by CUDA events after an L2
     flush (outside the events), after `warmup` untimed ones; `spread`, a dict, gets the fastest,
-    the 90th percentile and the slowest in us (what a disturbed run shows in)."""
+    the 90th percentile and the slowest in us (what a disturbed run shows in). `idle_s`: the host
+    sleeps that long after each timed launch, the GPU idle meanwhile (keeps the board's average
+    power under its limit, so that the clock does not drop partway through a run)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -49,6 +52,8 @@ def timed_median(fn, repeats, warmup, flush, spread=None):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e-3)
+        if idle_s:
+            time.sleep(idle_s)
     if spread is not None:
         ordered = sorted(times)
         spread.update(us_min=ordered[0] * 1e6, us_p90=ordered[min(len(ordered) - 1, (9 * len(ordered)) // 10)] * 1e6,

@@ -20,7 +20,13 @@ twice, the second pass in the reverse order. Readings (`summarise`):
   or two; runs in several processes (device_suite.sh's mode-probe step runs MODE_PROCESSES of
   them) show whether the processes land in different modes.
 
-    python3 benchmarks/mode_probe.py [--shape 4096x64x512] [--placements 8] [--repeats 10] [--json modes.json]
+    python3 benchmarks/mode_probe.py [--shape 4096x64x512] [--placements 8] [--repeats 10] [--idle-ms 0]
+        [--json modes.json]
+
+--idle-ms makes the host sleep after each timed call, the GPU idle meanwhile. The idle time keeps
+the board's average power under its limit. An H100 reaches that limit after about a second of
+calls back to back, and the prefill then runs slower (drift_probe.py; docs/benchmarks.md, "What
+moves the prefill's time in a run: ...").
 
 Method and inputs as bench_prefill.py (its prepare_run and timed_median: the L2 flushed before
 every timed launch, the bf16 matmul in the same run); the values of every placement are the same,
@@ -94,6 +100,7 @@ def main():
     parser.add_argument("--placements", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--idle-ms", type=float, default=0.0, help="the host's sleep after each timed call")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     try:
@@ -117,7 +124,7 @@ def main():
             torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(p["q"], p["cache"], p["indices"], p["output"],
                                                                p["out_lse"], sm_scale, attn_sink=p["sink"])
 
-        return timed_median(run, args.repeats, args.warmup, p["flush"]) * 1e6
+        return timed_median(run, args.repeats, args.warmup, p["flush"], idle_s=args.idle_ms * 1e-3) * 1e6
 
     order = list(range(args.placements))
     first = {k: time_placement(placements[k]) for k in order}
@@ -130,7 +137,8 @@ def main():
     for k in order:
         runs = (k, 2 * args.placements - 1 - k)
         row = dict(placement=k, page_offset=page_offset(k), runs=runs, pass1_us=first[k], pass2_us=second[k],
-                   of_matmul_pass1=flops / (first[k] * 1e-6) / ceiling,
+                   of_matmul=flops / (first[k] * 1e-6) / ceiling,  # pass 1's
+                   of_matmul_pass2=flops / (second[k] * 1e-6) / ceiling,
                    addresses={name: hex(t.data_ptr()) for name, t in placements[k].items()})
         rows.append(row)
         print(f"| {k} | {page_offset(k)} | {runs[0]}, {runs[1]} | {first[k]:.1f} | {second[k]:.1f} | "

@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import pathlib
+import random
 import statistics
 import subprocess
 import sys
@@ -93,6 +94,27 @@ def test_mode_probe_command_line_and_verdicts():
         mode_probe.summarise([fast], [slow])
     offsets = [mode_probe.page_offset(k) for k in range(10)]
     assert len(set(offsets)) == 10 and offsets[0] == 0 and all(o % 16 == 0 for o in offsets)
+
+
+def test_drift_probe_command_line_and_statistics():
+    """drift_probe.py refuses a malformed shape or block before it needs a GPU; its correlation and
+    block medians are the textbook ones."""
+    script = str(ROOT / "benchmarks" / "drift_probe.py")
+    for argv, message in ((["--shape", "4096x64"], "--shape: expected TxHxTOPK"),
+                          (["--block", "0"], "--block: expected 1..--calls (2000), got 0"),
+                          (["--calls", "10", "--block", "11"], "--block: expected 1..--calls (10), got 11")):
+        bad = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True, cwd=ROOT / "benchmarks")
+        assert bad.returncode != 0 and message in bad.stderr, bad.stderr
+    drift_probe = import_benchmark("drift_probe")
+    rng = random.Random(7)
+    xs = [rng.gauss(0, 1) for _ in range(200)]
+    assert drift_probe.correlation(xs, [2 * x + 3 for x in xs]) == pytest.approx(1.0)
+    assert drift_probe.correlation(xs, [-x for x in xs]) == pytest.approx(-1.0)
+    ys = [rng.gauss(0, 1) for _ in range(200)]
+    expected = statistics.correlation(xs, ys)
+    assert drift_probe.correlation(xs, ys) == pytest.approx(expected) and abs(expected) < 0.3
+    assert drift_probe.correlation(xs, [1.0] * 200) == 0.0
+    assert drift_probe.blocks([5, 1, 3, 10, 30, 20, 7], 3) == [3, 20]
 
 
 @pytest.mark.parametrize("num_heads", [8, 16, 24, 32, 48, 64, 96, 128])
