@@ -39,8 +39,9 @@ def timed_median(fn, repeats, warmup, flush, spread=None, idle_s=0.0):
     """The median in seconds of `repeats` launches of fn, each timed by CUDA events after an L2
     flush (outside the events), after `warmup` untimed ones; `spread`, a dict, gets the fastest,
     the 90th percentile and the slowest in us (what a disturbed run shows in). `idle_s`: the host
-    sleeps that long after each timed launch, the GPU idle meanwhile (keeps the board's average
-    power under its limit, so that the clock does not drop partway through a run)."""
+    sleeps that long after each timed launch, the GPU idle meanwhile, which lowers the board's
+    average power (back to back, an H100 reached its power cap after about a second of prefill
+    calls and then ran them 1-2% slower)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -79,6 +80,7 @@ def run_meta(device_name, ceiling, flush, args, **extra):
                 command=" ".join(shlex.quote(word) for word in [os.path.basename(sys.executable)] + sys.argv),
                 environment={key: value for key, value in sorted(os.environ.items()) if key.startswith("CAKE_")},
                 torch_ops_file=torch_ops.__file__, repeats=args.repeats, warmup=args.warmup,
+                idle_ms=getattr(args, "idle_ms", 0.0),
                 kernel_override=torch_ops.get_prefill_kernel_override(), **extra)
 
 
@@ -134,7 +136,8 @@ def plot(rows, meta, path):
     fig.savefig(path, dpi=110)
 
 
-def dual_cache_comparison(heads_list, cache64, latent, flush, repeats, warmup, sm_scale, num_tokens=4096):
+def dual_cache_comparison(heads_list, cache64, latent, flush, repeats, warmup, sm_scale, num_tokens=4096,
+                          idle_s=0.0):
     """Main list: topk 128 in a page-256 cache; extra list: 512 in the page-64 cache. Against one
     call with 640 candidates in the page-64 cache. Same pool, unique indices, sink on."""
     cache256 = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.view(-1, 256, 512), kv_layout="HND")
@@ -146,9 +149,10 @@ def dual_cache_comparison(heads_list, cache64, latent, flush, repeats, warmup, s
         main, extra = picks[:, :128].contiguous(), picks[:, 128:].contiguous()
         dual = timed_median(lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
             q, cache256, main, output, out_lse, sm_scale, attn_sink=sink, extra_kv_cache=cache64,
-            extra_indices=extra), repeats, warmup, flush)
+            extra_indices=extra), repeats, warmup, flush, idle_s=idle_s)
         single = timed_median(lambda: torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(
-            q, cache64, picks, output, out_lse, sm_scale, attn_sink=sink), repeats, warmup, flush)
+            q, cache64, picks, output, out_lse, sm_scale, attn_sink=sink), repeats, warmup, flush,
+            idle_s=idle_s)
         rows.append(dict(T=num_tokens, H=num_heads, dual_us=dual * 1e6, single_us=single * 1e6))
         print(f"| {num_tokens} | {num_heads} | {dual * 1e6:.1f} | {single * 1e6:.1f} | {dual / single:.3f} |", flush=True)
     return rows
@@ -184,6 +188,9 @@ def main():
                         help="kernel override: run the portable instance with this pipeline")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--idle-ms", type=float, default=0.0,
+                        help="the host's sleep after each timed call of the op (lowers the board's average power: "
+                             "back to back, an H100 reaches its power cap after about a second of prefill calls)")
     parser.add_argument("--baseline", choices=["none", "eager", "all"], default="all")
     parser.add_argument("--compile-shapes", default="4096x128x1024,4096x64x512",
                         help="TxHxtopk list for the torch.compile baseline")
@@ -194,6 +201,8 @@ def main():
     parser.add_argument("--plot", default=None, help="write a PNG of TFLOP/s vs T per H (needs matplotlib)")
     parser.add_argument("--from-json", default=None, help="only plot a recorded --json file (no GPU needed)")
     args = parser.parse_args()
+    if not 0 <= args.idle_ms < math.inf:
+        parser.error(f"--idle-ms: expected a finite value of 0 or more, got {args.idle_ms}")
     if args.from_json:
         with open(args.from_json) as f:
             recorded = json.load(f)
@@ -226,7 +235,8 @@ def random_indices(num_tokens, topk, pool=POOL_TOKENS):
 
 def prefill_inputs(num_tokens, num_heads, topk):
     """One prefill shape's random q, indices (into the whole pool) and sink, and its outputs
-    (unwritten), drawn in this order, so that a seeded run draws the same inputs in every script."""
+    (unwritten), drawn in this order: the order of the per-script code it replaced, so that each
+    script's seeded runs draw the inputs they drew before."""
     q = torch.randn(num_tokens, num_heads, 512, device="cuda").to(torch.bfloat16)
     return dict(q=q, indices=random_indices(num_tokens, topk), sink=torch.randn(num_heads, device="cuda"),
                 output=torch.empty(num_tokens, num_heads, 512, device="cuda", dtype=torch.bfloat16),
@@ -255,7 +265,7 @@ def run_benchmark(args):
                         q, cache, indices, output, out_lse, sm_scale, attn_sink=sink, head_tiles=args.head_tiles))
 
                 spread = {}
-                seconds = timed_median(run, args.repeats, args.warmup, flush, spread)
+                seconds = timed_median(run, args.repeats, args.warmup, flush, spread, idle_s=args.idle_ms * 1e-3)
                 flops = 4 * num_tokens * num_heads * topk * 512
                 row = dict(T=num_tokens, H=num_heads, topk=topk, head_tiles=plan["head_tiles"],
                            kernel=plan["kernel"], us=seconds * 1e6,
@@ -279,8 +289,10 @@ def run_benchmark(args):
                         f"{fmt('x_compiled', '%.1f')} |")
                 print(line, flush=True)
                 torch.cuda.empty_cache()
-    dual_rows = dual_cache_comparison(args.dual, cache, latent, flush, args.repeats, args.warmup, sm_scale) \
-        if args.dual else []
+    dual_rows = []
+    if args.dual:
+        dual_rows = dual_cache_comparison(args.dual, cache, latent, flush, args.repeats, args.warmup, sm_scale,
+                                          idle_s=args.idle_ms * 1e-3)
     meta = run_meta(device_name, ceiling, flush, args)
     if args.json:
         with open(args.json, "w") as f:

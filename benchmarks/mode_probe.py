@@ -23,10 +23,11 @@ twice, the second pass in the reverse order. Readings (`summarise`):
     python3 benchmarks/mode_probe.py [--shape 4096x64x512] [--placements 8] [--repeats 10] [--idle-ms 0]
         [--json modes.json]
 
---idle-ms makes the host sleep after each timed call, the GPU idle meanwhile. The idle time keeps
-the board's average power under its limit. An H100 reaches that limit after about a second of
-calls back to back, and the prefill then runs slower (drift_probe.py; docs/benchmarks.md, "What
-moves the prefill's time in a run: ...").
+--idle-ms makes the host sleep after each timed call, the GPU idle meanwhile, which lowers the
+board's average power. Back to back, an H100 reached its power cap after about a second of prefill
+calls and then ran them 1-2% slower (drift_probe.py). This probe's passes are shorter than that,
+and on an H100 they moved with idle time too (docs/benchmarks.md, "What moves the prefill's time
+in a run: ...").
 
 Method and inputs as bench_prefill.py (its prepare_run and timed_median: the L2 flushed before
 every timed launch, the bf16 matmul in the same run); the values of every placement are the same,
@@ -109,6 +110,8 @@ def main():
         parser.error(str(error))
     if args.placements < 2:
         parser.error(f"--placements: expected 2 or more, got {args.placements}")
+    if not 0 <= args.idle_ms < math.inf:
+        parser.error(f"--idle-ms: expected a finite value of 0 or more, got {args.idle_ms}")
 
     flush, ceiling, device_name, latent, cache = prepare_run()
     del latent

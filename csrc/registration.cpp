@@ -47,7 +47,7 @@ TORCH_LIBRARY(cake, m) {
   m.def("nvfp4_pack_cache(Tensor latent_kv, Tensor(a!) cache) -> ()");
   // Quantizes latent_kv [N, 512] into the slots named by slot_mapping [N]; invalid slots skipped.
   m.def("nvfp4_append_cache(Tensor latent_kv, Tensor slot_mapping, Tensor(a!) cache) -> ()");
-  // The overlap checks of one call of `op` ("prefill", "decode", "pack", "append") alone, on its
+  // The overlap checks of one call of `op` ("prefill", "decode", "append") alone, on its
   // tensors in that op's argument order (ops/call_apart.cpp): what a compiled call runs before the
   // mutating op, which torch hands copies of views of one storage. Mutates nothing, returns nothing.
   m.def("check_call_apart(str op, Tensor?[] tensors) -> ()");
