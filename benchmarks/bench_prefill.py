@@ -40,8 +40,8 @@ def timed_median(fn, repeats, warmup, flush, spread=None, idle_s=0.0):
     flush (outside the events), after `warmup` untimed ones; `spread`, a dict, gets the fastest,
     the 90th percentile and the slowest in us (what a disturbed run shows in). `idle_s`: the host
     sleeps that long after each timed launch, the GPU idle meanwhile, which lowers the board's
-    average power (back to back, an H100 reached its power cap after about a second of prefill
-    calls and then ran them 1-2% slower)."""
+    average power (back to back, an H100 ran prefill calls 1-2% slower after about a second, its
+    averaged power reading then at the cap)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -79,7 +79,7 @@ def run_meta(device_name, ceiling, flush, args, **extra):
                 matmul_tflops_end=matmul_ceiling(flush) / 1e12, torch=torch.__version__,
                 command=" ".join(shlex.quote(word) for word in [os.path.basename(sys.executable)] + sys.argv),
                 environment={key: value for key, value in sorted(os.environ.items()) if key.startswith("CAKE_")},
-                torch_ops_file=torch_ops.__file__, repeats=args.repeats, warmup=args.warmup,
+                torch_ops_file=torch_ops.__file__, repeats=getattr(args, "repeats", None), warmup=args.warmup,
                 idle_ms=getattr(args, "idle_ms", 0.0),
                 kernel_override=torch_ops.get_prefill_kernel_override(), **extra)
 
@@ -190,7 +190,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--idle-ms", type=float, default=0.0,
                         help="the host's sleep after each timed call of the op (lowers the board's average power: "
-                             "back to back, an H100 reaches its power cap after about a second of prefill calls)")
+                             "back to back, an H100 runs the prefill 1-2%% slower after about a second)")
     parser.add_argument("--baseline", choices=["none", "eager", "all"], default="all")
     parser.add_argument("--compile-shapes", default="4096x128x1024,4096x64x512",
                         help="TxHxtopk list for the torch.compile baseline")

@@ -1,17 +1,18 @@
 """Does the prefill's time drift with the SM clock, with the memory's speed, or with neither?
 
-mode_probe.py found the 64-head prefill's time at T = 4096 moving while a process runs (the same
-placement 1-11% slower when timed again a fraction of a second later). This probe times, call
-after call in one process, up to three things back to back on one stream, each by its own CUDA
-events:
+mode_probe.py found the 64-head prefill's time at T = 4096 moving while a process runs (a
+placement's two passes up to 4.6-11.1% apart, within a second or two of timed calls). This probe
+times, call after call in one process, up to three things back to back on one stream, each by its
+own CUDA events:
 
 - the L2 flush (a 512 MiB memset): the memory's write rate;
 - the prefill (bench_prefill.py's inputs for --shape);
 - a spin of --spin-cycles SM clock cycles (torch.cuda._sleep; 0, the default: none): its time is
   cycles / clock, so it reads the SM clock the calls around it ran at, call by call. A spin lowers
   the board's average power, and a long one hides the drift it would read (100,000 cycles add
-  ~50 us to a call of ~850). A short spin reads low by its launch gap (100,000 cycles read ~1,850-1,870
-  MHz where 1,000,000 read ~1,968 on one H100): compare its readings with each other.
+  ~50 us to a call of ~850). A short spin reads lower (100,000 cycles read ~1,850-1,870 MHz where
+  1,000,000 read ~1,968 on one H100: its launch gap, or a clock the power cap lowered, not told
+  apart): compare its readings with each other.
 
 --idle-ms makes the host sleep after each call, the GPU idle meanwhile. It prints each block of
 --block calls' medians and the correlation, call by call, of the prefill's time with the flush's

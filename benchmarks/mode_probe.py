@@ -24,8 +24,8 @@ twice, the second pass in the reverse order. Readings (`summarise`):
         [--json modes.json]
 
 --idle-ms makes the host sleep after each timed call, the GPU idle meanwhile, which lowers the
-board's average power. Back to back, an H100 reached its power cap after about a second of prefill
-calls and then ran them 1-2% slower (drift_probe.py). This probe's passes are shorter than that,
+board's average power. Back to back, an H100 ran prefill calls 1-2% slower after about a second,
+its averaged power reading then at the cap (drift_probe.py). This probe's passes are shorter than that,
 and on an H100 they moved with idle time too (docs/benchmarks.md, "What moves the prefill's time
 in a run: ...").
 

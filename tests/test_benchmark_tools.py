@@ -120,6 +120,63 @@ def test_drift_probe_command_line_and_statistics():
     assert drift_probe.correlation(xs, [1.0] * 200) == 0.0
 
 
+def test_drift_probe_runs_and_records_on_the_cpu(tmp_path, monkeypatch):
+    """drift_probe.py's whole path with its GPU pieces replaced: the CPU prefill on a small shape,
+    events that report fixed times and a spin that runs nothing. Its JSON holds the blocks with
+    of_matmul, the summary (the spin's clock where it spins) and run_meta's provenance, which
+    needs no --repeats (drift_probe has none)."""
+    drift_probe = import_benchmark("drift_probe")
+    bench_prefill = sys.modules["bench_prefill"]
+    latent = torch.randn(4, 64, 512).to(torch.bfloat16)
+    cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent, kv_layout="HND")
+    flush = torch.empty(1024, dtype=torch.uint8)
+    monkeypatch.setattr(drift_probe, "prepare_run", lambda: (flush, 5e14, "a CPU", latent, cache))
+
+    def cpu_inputs(num_tokens, num_heads, topk):
+        indices = torch.stack([torch.randperm(256)[:topk] for _ in range(num_tokens)]).to(torch.int32)
+        return dict(q=torch.randn(num_tokens, num_heads, 512).to(torch.bfloat16), indices=indices,
+                    sink=torch.randn(num_heads), output=torch.empty(num_tokens, num_heads, 512, dtype=torch.bfloat16),
+                    out_lse=torch.empty(num_tokens, num_heads))
+
+    monkeypatch.setattr(drift_probe, "prefill_inputs", cpu_inputs)
+    monkeypatch.setattr(bench_prefill, "matmul_ceiling", lambda flush: 5e14)
+    clock = iter(range(10**6))
+
+    class Event:  # each record() a millisecond after the last, so every interval reads 1000 us
+        def __init__(self, enable_timing):
+            pass
+
+        def record(self):
+            self.at = next(clock)
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return float(end.at - self.at)
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    for spin in (0, 100000):
+        path = tmp_path / f"drift_{spin}.json"
+        monkeypatch.setattr(sys, "argv", ["drift_probe.py", "--shape", "2x16x64", "--calls", "7", "--block", "3",
+                                          "--warmup", "1", "--spin-cycles", str(spin), "--json", str(path)])
+        drift_probe.main()
+        run = json.loads(path.read_text())
+        assert [row["first_call"] for row in run["rows"]] == [0, 3]  # the short last block dropped
+        flops = 4 * 2 * 16 * 64 * 512
+        for row in run["rows"]:
+            assert row["prefill_us"] == row["flush_us"] == 1000.0
+            assert row["of_matmul"] == pytest.approx(flops / 1e-3 / 5e14)
+            assert ("spin_clock_mhz" in row) == bool(spin)
+        assert len(run["prefill_us"]) == len(run["flush_us"]) == len(run["spin_us"]) == 7
+        assert run["summary"]["prefill_us_median"] == 1000.0
+        assert ("r_prefill_spin" in run["summary"]) == bool(spin)
+        meta = run["meta"]
+        assert (meta["calls"], meta["block"], meta["spin_cycles"], meta["idle_ms"]) == (7, 3, spin, 0.0)
+        assert meta["repeats"] is None and meta["device"] == "a CPU" and "drift_probe.py" in meta["command"]
+
+
 @pytest.mark.parametrize("num_heads", [8, 16, 24, 32, 48, 64, 96, 128])
 def test_decode_benchmark_head_tiles_are_what_the_decode_plans(num_heads):
     """--head-tiles times the head tiles decode_head_tiles(H) allows: the decode's planner takes
