@@ -25,9 +25,9 @@ twice, the second pass in the reverse order. Readings (`summarise`):
 
 --idle-ms makes the host sleep after each timed call, the GPU idle meanwhile, which lowers the
 board's average power. Back to back, an H100 ran prefill calls 1-2% slower after about a second,
-its averaged power reading then at the cap (drift_probe.py). This probe's passes are shorter than that,
-and on an H100 they moved with idle time too (docs/benchmarks.md, "What moves the prefill's time
-in a run: ...").
+its averaged power reading then at the cap (drift_probe.py). This probe's passes are shorter than
+that, and on an H100 they moved with idle time too (docs/benchmarks.md, "What moves the prefill's
+time in a run: ...").
 
 Method and inputs as bench_prefill.py (its prepare_run and timed_median: the L2 flushed before
 every timed launch, the bf16 matmul in the same run); the values of every placement are the same,
