@@ -35,6 +35,12 @@ POOL_TOKENS = 65536
 PAGE_SIZE = 64
 
 
+def check_idle_ms(parser, idle_ms):
+    """The scripts' --idle-ms: a parser error unless it is finite and not negative."""
+    if not 0 <= idle_ms < math.inf:
+        parser.error(f"--idle-ms: expected a finite value of 0 or more, got {idle_ms}")
+
+
 def timed_median(fn, repeats, warmup, flush, spread=None, idle_s=0.0):
     """The median in seconds of `repeats` launches of fn, each timed by CUDA events after an L2
     flush (outside the events), after `warmup` untimed ones; `spread`, a dict, gets the fastest,
@@ -201,8 +207,7 @@ def main():
     parser.add_argument("--plot", default=None, help="write a PNG of TFLOP/s vs T per H (needs matplotlib)")
     parser.add_argument("--from-json", default=None, help="only plot a recorded --json file (no GPU needed)")
     args = parser.parse_args()
-    if not 0 <= args.idle_ms < math.inf:
-        parser.error(f"--idle-ms: expected a finite value of 0 or more, got {args.idle_ms}")
+    check_idle_ms(parser, args.idle_ms)
     if args.from_json:
         with open(args.from_json) as f:
             recorded = json.load(f)

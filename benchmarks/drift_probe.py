@@ -33,8 +33,8 @@ import time
 import torch
 
 import torch_ops
-from bench_prefill import git_commit, prefill_inputs, prepare_run, run_meta
-from mode_probe import parse_shape
+from bench_prefill import check_idle_ms, git_commit, prefill_inputs, prepare_run, run_meta
+from mode_probe import shape_arg
 
 
 def correlation(xs, ys):
@@ -58,18 +58,14 @@ def main():
                         help="the host sleeps this long after each call (the GPU idle meanwhile)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    try:
-        num_tokens, num_heads, topk = parse_shape(args.shape)
-    except ValueError as error:
-        parser.error(str(error))
+    num_tokens, num_heads, topk = shape_arg(parser, args.shape)
     if args.calls < 1:
         parser.error(f"--calls: expected 1 or more, got {args.calls}")
     if not 0 < args.block <= args.calls:
         parser.error(f"--block: expected 1..--calls ({args.calls}), got {args.block}")
     if args.spin_cycles < 0:
         parser.error(f"--spin-cycles: expected 0 or more, got {args.spin_cycles}")
-    if not 0 <= args.idle_ms < math.inf:
-        parser.error(f"--idle-ms: expected a finite value of 0 or more, got {args.idle_ms}")
+    check_idle_ms(parser, args.idle_ms)
 
     flush, ceiling, device_name, _, cache = prepare_run()
     q, indices, sink, output, out_lse = prefill_inputs(num_tokens, num_heads, topk).values()

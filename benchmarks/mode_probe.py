@@ -42,7 +42,7 @@ import statistics
 import torch
 
 import torch_ops
-from bench_prefill import git_commit, prefill_inputs, prepare_run, run_meta, timed_median
+from bench_prefill import check_idle_ms, git_commit, prefill_inputs, prepare_run, run_meta, timed_median
 
 MIB = 1 << 20
 PAGE = 2 * MIB  # the GPU's large page: an allocation's placement inside one is set here
@@ -57,6 +57,14 @@ def parse_shape(text):
     if min(num_tokens, num_heads, topk) < 1:
         raise ValueError(f"--shape: every part must be positive, got {text!r}")
     return num_tokens, num_heads, topk
+
+
+def shape_arg(parser, text):
+    """--shape as (T, H, topk), or the parser's error naming it."""
+    try:
+        return parse_shape(text)
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def page_offset(placement):
@@ -104,14 +112,10 @@ def main():
     parser.add_argument("--idle-ms", type=float, default=0.0, help="the host's sleep after each timed call")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    try:
-        num_tokens, num_heads, topk = parse_shape(args.shape)
-    except ValueError as error:
-        parser.error(str(error))
+    num_tokens, num_heads, topk = shape_arg(parser, args.shape)
     if args.placements < 2:
         parser.error(f"--placements: expected 2 or more, got {args.placements}")
-    if not 0 <= args.idle_ms < math.inf:
-        parser.error(f"--idle-ms: expected a finite value of 0 or more, got {args.idle_ms}")
+    check_idle_ms(parser, args.idle_ms)
 
     flush, ceiling, device_name, latent, cache = prepare_run()
     del latent

@@ -98,8 +98,8 @@ def test_mode_probe_command_line_and_verdicts():
 
 
 def test_drift_probe_command_line_and_statistics():
-    """drift_probe.py refuses malformed arguments before it needs a GPU; its correlation is
-    Pearson's."""
+    """drift_probe.py (and bench_prefill.py's --idle-ms) refuse malformed arguments before they need
+    a GPU; drift_probe's correlation is Pearson's."""
     script = str(ROOT / "benchmarks" / "drift_probe.py")
     for argv, message in ((["--shape", "4096x64"], "--shape: expected TxHxTOPK"),
                           (["--block", "0"], "--block: expected 1..--calls (2000), got 0"),
@@ -109,6 +109,9 @@ def test_drift_probe_command_line_and_statistics():
                           (["--idle-ms", "nan"], "--idle-ms: expected a finite value of 0 or more, got nan")):
         bad = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True, cwd=ROOT / "benchmarks")
         assert bad.returncode != 0 and message in bad.stderr, bad.stderr
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_prefill.py"), "--idle-ms", "inf"],
+                         capture_output=True, text=True, cwd=ROOT / "benchmarks")
+    assert bad.returncode != 0 and "--idle-ms: expected a finite value of 0 or more, got inf" in bad.stderr
     drift_probe = import_benchmark("drift_probe")
     rng = random.Random(7)
     xs = [rng.gauss(0, 1) for _ in range(200)]
