@@ -20,7 +20,10 @@
 # AB_TEST_TIMEOUT  seconds each tree's tests may take (default: no limit but AB_DEADLINE); a tree whose
 #             tests fail or time out (a kernel that hangs) is left out of the digest and the timing
 # AB_PREFILL  bench_prefill.py arguments (default: none, no prefill rows), e.g. "--tokens 4096 --heads 64 128
-#             --topk 128 512 1024 --baseline none --repeats 10"
+#             --topk 128 512 1024 --baseline none --repeats 10"; add "--idle-ms 1" (trees from
+#             56735b7 on) to idle the GPU after each timed call: back to back, an H100 ran the prefill
+#             1-2% slower after about a second at its power cap (docs/benchmarks.md, "What moves the
+#             prefill's time in a run: ...")
 # AB_DECODE   bench_decode.py arguments (default: none, no decode rows), e.g. "--kernels"
 # AB_ROUNDS   rounds of timing (default 1); AB_NVCC_EXTRA nvcc flags for every tree (before its own)
 # AB_DEADLINE seconds from the start after which no test or benchmark step starts, and a running
