@@ -35,10 +35,31 @@ POOL_TOKENS = 65536
 PAGE_SIZE = 64
 
 
-def check_idle_ms(parser, idle_ms):
-    """The scripts' --idle-ms: a parser error unless it is finite and not negative."""
-    if not 0 <= idle_ms < math.inf:
-        parser.error(f"--idle-ms: expected a finite value of 0 or more, got {idle_ms}")
+def idle_ms_arg(text):
+    """The argparse type of the scripts' --idle-ms: a finite float of 0 or more."""
+    value = float(text)
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a finite value of 0 or more, got {value}")
+    return value
+
+
+def parse_shape(text):
+    """"TxHxTOPK" -> (T, H, topk), ValueError naming --shape otherwise."""
+    try:
+        num_tokens, num_heads, topk = (int(x) for x in text.split("x"))
+    except ValueError:
+        raise ValueError(f"--shape: expected TxHxTOPK (e.g. 4096x64x512), got {text!r}") from None
+    if min(num_tokens, num_heads, topk) < 1:
+        raise ValueError(f"--shape: every part must be positive, got {text!r}")
+    return num_tokens, num_heads, topk
+
+
+def shape_arg(parser, text):
+    """--shape as (T, H, topk), or the parser's error naming it."""
+    try:
+        return parse_shape(text)
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def timed_median(fn, repeats, warmup, flush, spread=None, idle_s=0.0):
@@ -194,7 +215,7 @@ def main():
                         help="kernel override: run the portable instance with this pipeline")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--idle-ms", type=float, default=0.0,
+    parser.add_argument("--idle-ms", type=idle_ms_arg, default=0.0,
                         help="the host's sleep after each timed call of the op (lowers the board's average power: "
                              "back to back, an H100 runs the prefill 1-2%% slower after about a second)")
     parser.add_argument("--baseline", choices=["none", "eager", "all"], default="all")
@@ -207,7 +228,6 @@ def main():
     parser.add_argument("--plot", default=None, help="write a PNG of TFLOP/s vs T per H (needs matplotlib)")
     parser.add_argument("--from-json", default=None, help="only plot a recorded --json file (no GPU needed)")
     args = parser.parse_args()
-    check_idle_ms(parser, args.idle_ms)
     if args.from_json:
         with open(args.from_json) as f:
             recorded = json.load(f)

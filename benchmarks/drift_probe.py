@@ -33,17 +33,16 @@ import time
 import torch
 
 import torch_ops
-from bench_prefill import check_idle_ms, git_commit, prefill_inputs, prepare_run, run_meta
-from mode_probe import shape_arg
+from bench_prefill import git_commit, idle_ms_arg, prefill_inputs, prepare_run, run_meta, shape_arg
 
 
 def correlation(xs, ys):
-    """Pearson's r of two equal-length sequences (0 where either is constant)."""
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
+    """Pearson's r of two equal-length sequences, 0 where either is constant (the statistics
+    module refuses those)."""
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:
+        return 0.0
 
 
 def main():
@@ -54,7 +53,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--spin-cycles", type=int, default=0,
                         help="the spin's length in SM cycles (e.g. 100000); 0: no spin and no clock reading")
-    parser.add_argument("--idle-ms", type=float, default=0.0,
+    parser.add_argument("--idle-ms", type=idle_ms_arg, default=0.0,
                         help="the host sleeps this long after each call (the GPU idle meanwhile)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -65,7 +64,6 @@ def main():
         parser.error(f"--block: expected 1..--calls ({args.calls}), got {args.block}")
     if args.spin_cycles < 0:
         parser.error(f"--spin-cycles: expected 0 or more, got {args.spin_cycles}")
-    check_idle_ms(parser, args.idle_ms)
 
     flush, ceiling, device_name, _, cache = prepare_run()
     q, indices, sink, output, out_lse = prefill_inputs(num_tokens, num_heads, topk).values()

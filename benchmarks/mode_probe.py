@@ -42,29 +42,10 @@ import statistics
 import torch
 
 import torch_ops
-from bench_prefill import check_idle_ms, git_commit, prefill_inputs, prepare_run, run_meta, timed_median
+from bench_prefill import git_commit, idle_ms_arg, prefill_inputs, prepare_run, run_meta, shape_arg, timed_median
 
 MIB = 1 << 20
 PAGE = 2 * MIB  # the GPU's large page: an allocation's placement inside one is set here
-
-
-def parse_shape(text):
-    """"TxHxTOPK" -> (T, H, topk), ValueError naming --shape otherwise."""
-    try:
-        num_tokens, num_heads, topk = (int(x) for x in text.split("x"))
-    except ValueError:
-        raise ValueError(f"--shape: expected TxHxTOPK (e.g. 4096x64x512), got {text!r}") from None
-    if min(num_tokens, num_heads, topk) < 1:
-        raise ValueError(f"--shape: every part must be positive, got {text!r}")
-    return num_tokens, num_heads, topk
-
-
-def shape_arg(parser, text):
-    """--shape as (T, H, topk), or the parser's error naming it."""
-    try:
-        return parse_shape(text)
-    except ValueError as error:
-        parser.error(str(error))
 
 
 def page_offset(placement):
@@ -109,13 +90,12 @@ def main():
     parser.add_argument("--placements", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--idle-ms", type=float, default=0.0, help="the host's sleep after each timed call")
+    parser.add_argument("--idle-ms", type=idle_ms_arg, default=0.0, help="the host's sleep after each timed call")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     num_tokens, num_heads, topk = shape_arg(parser, args.shape)
     if args.placements < 2:
         parser.error(f"--placements: expected 2 or more, got {args.placements}")
-    check_idle_ms(parser, args.idle_ms)
 
     flush, ceiling, device_name, latent, cache = prepare_run()
     del latent
