@@ -27,7 +27,8 @@ sys.path.pop(0)
 
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
-# compiling for the ablation runs, and with the leader's QK^T in groups (drained between them), the
+# compiling for the ablation runs, with the leader's QK^T in groups (drained between them) and with
+# the rounded row sums made by the leader's PV (alone and in the trace build), the
 # small-heads kernel's trace build and its development builds
 # (the row table written by a converter at 16 heads, two QK^T groups in flight a converter, the
 # ablation without PV, code added on the converters' path, the table writer's first two indices
@@ -42,6 +43,8 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
                    "-DCAKE_HOPPER_WRITER_FENCE=2", "-DCAKE_HOPPER_QK_RECHECK")] + [
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_LEADER_QK_GROUP=2",)),
+    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_MMA_ROW_SUMS",)),
+    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_MMA_ROW_SUMS", "-DCAKE_HOPPER_TRACE")),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),
@@ -56,13 +59,16 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
 
 # Builds that must not spill (ptxas, CUDA 13.0): the two kernels as shipped, whose register budgets
 # (setmaxnreg) were measured without spills, the 64-head kernel with the leader's QK^T in groups
-# (timed against the default: docs/hopper_kernel.md, "Work split and roles", step 2), and their trace
+# (timed against the default: docs/hopper_kernel.md, "Work split and roles", step 2) and with the
+# rounded row sums made by its PV's MMAs (a candidate default: "Development builds"), and their trace
 # builds, whose timelines are only faithful without them (a spilling trace build of the 64-head
 # kernel overstated its dequant by ~15%: docs/benchmarks.md, "Half the dequant's conversion (a
 # bound, timing only), ...").
 NO_SPILL_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_small/prefill_small.cu", ()),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_LEADER_QK_GROUP=2",)),
                     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_TRACE",)),
+                    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_MMA_ROW_SUMS",)),
+                    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_MMA_ROW_SUMS", "-DCAKE_HOPPER_TRACE")),
                     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",))]
 
 

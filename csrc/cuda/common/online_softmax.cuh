@@ -59,6 +59,16 @@ __device__ __forceinline__ uint32_t add_weight_pair(WeightSums& sums, float logi
   return packed;
 }
 
+// add_weight_pair for a kernel whose MMAs sum the rounded weights themselves (the 64-head Hopper
+// kernel: its PV against a ones tile): only the fp32 weights' sum is kept here.
+__device__ __forceinline__ uint32_t add_weight_pair_exact(float& exact_sum, float logit2_0, float logit2_1,
+                                                          float reference) {
+  const float weight0 = fast_exp2_ftz(logit2_0 - reference);
+  const float weight1 = fast_exp2_ftz(logit2_1 - reference);
+  exact_sum += weight0 + weight1;
+  return pack_bf16x2(weight0, weight1);
+}
+
 // A row's running sums (`rounded`, `exact`) after its reference moved by log2(rescale) and a
 // block's weights were added. (`rescale` by reference: by value, nvcc swaps one FMA's operands
 // and the kernels' machine code is no longer the one they were measured with.)

@@ -42,6 +42,13 @@ using BlockWeights = uint32_t[8][2];
 #define CAKE_HOPPER_LEADER_QK_GROUP 0
 #endif
 inline constexpr int kLeaderQkGroup = CAKE_HOPPER_LEADER_QK_GROUP;
+// CAKE_HOPPER_MMA_ROW_SUMS (a development build, kOnesTileBytes says what it does): the rounded
+// weights' row sums made by the leader's PV wgmmas, not by the softmax.
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+inline constexpr bool kMmaRowSums = true;
+#else
+inline constexpr bool kMmaRowSums = false;
+#endif
 static_assert(kLeaderQkGroup >= 0 && (kLeaderQkGroup == 0 || kQkStepsPerHalf % kLeaderQkGroup == 0),
               "the leader's QK^T groups divide a dim half's k-steps");
 // A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
@@ -85,6 +92,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   using Epilogue::score_scale_;
   using Epilogue::smem_;
   using Epilogue::sums_;
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+  using Epilogue::rounded_sums_;
+#endif
 
  public:
   __device__ ConsumerRole(const HopperParams& params, SharedStorage& smem, int consumer, int thread)
@@ -152,6 +162,9 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     for (int i = 0; i < 128; ++i) o_acc_[i] = 0.0f;
     reference_[0] = reference_[1] = -INFINITY;
     sums_[0] = sums_[1] = WeightSums{0.0f, 0.0f};
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+    rounded_sums_[0] = rounded_sums_[1] = 0.0f;
+#endif
   }
 
   // The leader: S and the softmax of the pair's first block, then O += its weights V (from
@@ -184,7 +197,8 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     // that it does not wait behind them. The stmatrix comes first: nothing may read a wgmma's A
     // registers between its issue and the wait for it.
     write_weights(weights, p_tile(0, pair));
-    accumulate_own(weights, first);
+    float block_sums[4];  // the row sums of this PV's weights (CAKE_HOPPER_MMA_ROW_SUMS: every column the sum)
+    accumulate_own(weights, first, kMmaRowSums ? &block_sums : nullptr);
     trace_event(0, 7, pair.gblock);
     sm90::fence_proxy_async();
     consumer_barrier_arrive<kWeightsReady + 0>();
@@ -195,6 +209,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
     wgmma_wait<0>();
     pin_registers(o_acc_);
     pin_registers(weights);
+    add_block_sums(block_sums);
     if (pair.has_second || !keeps_tile_for_output(pair)) release_half(first, kLowDims);
     trace_event(0, 3, pair.gblock);
     if (pair.has_second) {
@@ -203,9 +218,10 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       trace_event_past_barrier(0, 4, pair.gblock);
       release_half(second, kHighDims);
       adopt_reference(1);  // the follower's block may have moved it once more
-      accumulate_other(p_tile(1, pair), second);
+      accumulate_other(p_tile(1, pair), second, kMmaRowSums ? &block_sums : nullptr);
       wgmma_wait<0>();
       pin_registers(o_acc_);
+      add_block_sums(block_sums);
       if (!keeps_tile_for_output(pair)) release_half(second, kLowDims);
       trace_event(0, 5, pair.gblock);
     }
@@ -513,7 +529,11 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       WeightSums block = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        weights[i][r] = add_weight_pair(block, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], base);
+        if constexpr (kMmaRowSums) {
+          weights[i][r] = add_weight_pair_exact(block.exact, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], base);
+        } else {
+          weights[i][r] = add_weight_pair(block, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], base);
+        }
       }
       rescale_add(sums_[r].rounded, sums_[r].exact, moved_by[r], block);
     }
@@ -579,6 +599,30 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       o_acc_[4 * i + 0] *= factor[0], o_acc_[4 * i + 1] *= factor[0];
       o_acc_[4 * i + 2] *= factor[1], o_acc_[4 * i + 3] *= factor[1];
     }
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+    rounded_sums_[0] *= factor[0], rounded_sums_[1] *= factor[1];  // the leader's (the follower's stay 0)
+#endif
+  }
+
+  // The leader (CAKE_HOPPER_MMA_ROW_SUMS): a block's row sums (retired) into the running ones.
+  // Every column of the m64n8 product is the row's sum: rows row0 and row0 + 8 are elements 0, 2.
+  __device__ __forceinline__ void add_block_sums(float (&block_sums)[4]) {
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+    sm90::pin_registers(block_sums);
+    rounded_sums_[0] += block_sums[0];
+    rounded_sums_[1] += block_sums[2];
+#else
+    (void)block_sums;
+#endif
+  }
+
+  // The ones tile as the B operand of every row-sum k-step (the same 16 x 8 ones each time).
+  __device__ __forceinline__ uint64_t ones_descriptor() const {
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+    return sm90::smem_descriptor(smem_address(smem_.ones), 16, 1024);
+#else
+    return 0;
+#endif
   }
 
   // V rows 16 kk .. 16 kk + 15 of the block in K tile `parity`, quarter pv_quarter(step) of the dims.
@@ -589,7 +633,10 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
   }
 
   // O[64 x this consumer's 256 dims] += the own block's weights (registers) x V; one commit group.
-  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity) {
+  // block_sums (the leader's, CAKE_HOPPER_MMA_ROW_SUMS): the weights' row sums too, by wgmmas
+  // against the ones tile in the same group (add_block_sums once it has retired).
+  __device__ __forceinline__ void accumulate_own(const BlockWeights& weights, int parity,
+                                                 float (*block_sums)[4] = nullptr) {
     using namespace sm90;
     wgmma_fence();
 #pragma unroll
@@ -606,12 +653,24 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
 #endif
       }
     }
+    if (block_sums != nullptr) {
+#pragma unroll
+      for (int kk = 0; kk < kPvSteps; ++kk) {
+        const uint32_t a[4] = {weights[2 * kk][0], weights[2 * kk][1], weights[2 * kk + 1][0], weights[2 * kk + 1][1]};
+#if defined(CAKE_HOPPER_NO_MMA)
+        if (kk == 0) (*block_sums)[0] = (*block_sums)[1] = (*block_sums)[2] = (*block_sums)[3] = 0.0f;
+        sm90::keep_registers(a);
+#else
+        wgmma_m64n8k16_rs(*block_sums, a, ones_descriptor(), kk != 0);
+#endif
+      }
+    }
     wgmma_commit();
   }
 
   // O[64 x this consumer's 256 dims] += the other consumer's weights (its P tile) x V; one
-  // commit group.
-  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity) {
+  // commit group. block_sums as for accumulate_own.
+  __device__ __forceinline__ void accumulate_other(uint32_t p_tile, int parity, float (*block_sums)[4] = nullptr) {
     using namespace sm90;
     const uint64_t p_desc = smem_descriptor(p_tile, 16, 1024);
     wgmma_fence();
@@ -624,6 +683,16 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
         (void)o_part;
 #else
         wgmma_m64n128k16_ss_bt(o_part, p_desc + ((kk * 32) >> 4), v_descriptor(parity, step, kk), true);
+#endif
+      }
+    }
+    if (block_sums != nullptr) {
+#pragma unroll
+      for (int kk = 0; kk < kPvSteps; ++kk) {
+#if defined(CAKE_HOPPER_NO_MMA)
+        if (kk == 0) (*block_sums)[0] = (*block_sums)[1] = (*block_sums)[2] = (*block_sums)[3] = 0.0f;
+#else
+        wgmma_m64n8k16_ss(*block_sums, p_desc + ((kk * 32) >> 4), ones_descriptor(), kk != 0);
 #endif
       }
     }

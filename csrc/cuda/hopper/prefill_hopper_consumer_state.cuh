@@ -45,6 +45,12 @@ class ConsumerState {
   float o_acc_[128];    // O[64 heads x 256 dims of this consumer] (ConsumerEpilogue::o_dim)
   float reference_[2];  // the softmax reference of each row (the same in both consumers after a pair)
   WeightSums sums_[2];  // of the weights of this consumer's blocks, against reference_
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+  // The leader only: O's normaliser, the sums of the bf16 weights of both consumers' blocks
+  // against reference_ (each lane of a quad holds its row's whole sum), each block's made by its
+  // PV's wgmmas against the ones tile (SharedStorage::ones); sums_[r].rounded is not kept.
+  float rounded_sums_[2];
+#endif
 
   // This consumer no longer reads a dim half of the block of this parity (both consumers arrive
   // once per block and half; for the halves of an item's O tile the follower's copy thread

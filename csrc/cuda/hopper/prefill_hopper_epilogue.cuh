@@ -37,6 +37,9 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
   using State::row0_;
   using State::smem_;
   using State::sums_;
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+  using State::rounded_sums_;
+#endif
 
   // The output scales of a row whose softmax gives it `row_scale`: PV took V as the dequant wrote
   // it, 2^-9 times the cache's values in the NoPE dims and the RoPE dims (448..) as they are. The
@@ -222,7 +225,13 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+      // The leader's MMAs summed both consumers' bf16 weights (each lane of a quad holds its row's
+      // sum); the follower's are zeros.
+      const float rounded = rounded_sums_[r];
+#else
       const float rounded = quad_sum(sums_[r].rounded);
+#endif
       const float exact = quad_sum(sums_[r].exact);
       if (lane_ % 4 == 0) {
         smem_.sum_exchange[consumer_][row0_ + 8 * r] = rounded;

@@ -65,6 +65,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     reinterpret_cast<uint4*>(smem.k)[i] = make_uint4(0, 0, 0, 0);
   }
 #endif
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+  // The ones tile of the leader's row-sum MMAs (written once; wgmma, the async proxy, reads it).
+  if (threadIdx.x < kOnesTileBytes / 16) {
+    reinterpret_cast<uint4*>(smem.ones)[threadIdx.x] = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);
+    fence_proxy_async();
+  }
+#endif
   __syncthreads();
   trace_life(warpgroup, kLifeSetUp);
   if (warpgroup >= kConsumers) {

@@ -52,6 +52,12 @@ constexpr int kQTileBytes = kColumnBlocks * kQColumnBlockBytes;
 constexpr int kColumnBlocksPerConsumer = kColumnBlocks / kConsumers;  // of Q in, of O out: consumer c's dims 256 c ..
 constexpr int kKTileBytes = 8 * kKColumnBlockBytes;
 constexpr int kPTileBytes = kHeads * kBlockRows * 2;
+// CAKE_HOPPER_MMA_ROW_SUMS (a development build): the leader's PV also multiplies its weights by
+// a tile of bf16 ones (wgmma m64n8k16); every column of that product is a row's sum of the weights
+// exactly as PV used them (bf16-rounded), which the epilogue divides O by, so the softmax keeps
+// only the fp32 sums (the LSE's). One 128-byte-swizzle atom (8 rows of 128 bytes): any address
+// the wgmma reads in it holds 1.0.
+constexpr int kOnesTileBytes = 1024;
 
 // K tiles: block j of the CTA's walk (over all its items) lives in tile j % 2. The consumers
 // work on a pair of blocks at once (one each), and each frees a block as soon as its last MMA
@@ -115,6 +121,9 @@ struct alignas(1024) SharedStorage {
   // shared memory so that a point costs the dequant (56 registers) one register and a 32-bit
   // address, not a 64-bit value and a 64-bit global address (spills in its loop).
   uint32_t dequant_trace[kDequantWarpgroups][kDequantTraceEvents][kTraceBlocks];
+#endif
+#if defined(CAKE_HOPPER_MMA_ROW_SUMS)
+  alignas(1024) uint8_t ones[kOnesTileBytes];  // bf16 1.0 everywhere (kOnesTileBytes)
 #endif
 };
 constexpr int kSmemBytes = int(sizeof(SharedStorage));
