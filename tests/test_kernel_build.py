@@ -28,7 +28,7 @@ sys.path.pop(0)
 # (source, extra nvcc flags): the two kernels, the 64-head kernel under each development switch
 # that leaves part of its work out (docs/hopper_kernel.md, "Development builds"), which must keep
 # compiling for the ablation runs, with the leader's QK^T in groups (drained between them) and with
-# the rounded row sums made by the leader's PV (alone and in the trace build), the
+# the rounded row sums made by the leader's PV (alone and in the trace build) or not made at all, the
 # small-heads kernel's trace build and its development builds
 # (the row table written by a converter at 16 heads, two QK^T groups in flight a converter, the
 # ablation without PV, code added on the converters' path, the table writer's first two indices
@@ -45,6 +45,7 @@ WGMMA_SOURCES = [("csrc/cuda/hopper/prefill_hopper.cu", ()), ("csrc/cuda/hopper_
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_LEADER_QK_GROUP=2",)),
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_MMA_ROW_SUMS",)),
     ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_MMA_ROW_SUMS", "-DCAKE_HOPPER_TRACE")),
+    ("csrc/cuda/hopper/prefill_hopper.cu", ("-DCAKE_HOPPER_EXACT_NORMALISER",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TRACE",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_TABLE_BY_CONVERTER",)),
     ("csrc/cuda/hopper_small/prefill_small.cu", ("-DCAKE_SMALL_CONVERT_GROUPS_IN_FLIGHT=2",)),

@@ -49,6 +49,15 @@ inline constexpr bool kMmaRowSums = true;
 #else
 inline constexpr bool kMmaRowSums = false;
 #endif
+// CAKE_HOPPER_EXACT_NORMALISER (a development build, other results): O divided by the fp32
+// weights' sum instead of the bf16 weights' that PV multiplied, so nobody sums the rounded weights:
+// what the softmax saves without them, the bound on kMmaRowSums.
+#if defined(CAKE_HOPPER_EXACT_NORMALISER)
+static_assert(!kMmaRowSums, "one normaliser at a time");
+inline constexpr bool kExactNormaliser = true;
+#else
+inline constexpr bool kExactNormaliser = false;
+#endif
 static_assert(kLeaderQkGroup >= 0 && (kLeaderQkGroup == 0 || kQkStepsPerHalf % kLeaderQkGroup == 0),
               "the leader's QK^T groups divide a dim half's k-steps");
 // A block's candidate flags as the dequant wrote them with its low half (valid[parity]: eight
@@ -529,7 +538,7 @@ class ConsumerRole : public ConsumerEpilogue<kSplitItems> {
       WeightSums block = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        if constexpr (kMmaRowSums) {
+        if constexpr (kMmaRowSums || kExactNormaliser) {
           weights[i][r] = add_weight_pair_exact(block.exact, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], base);
         } else {
           weights[i][r] = add_weight_pair(block, s_acc[4 * i + 2 * r], s_acc[4 * i + 2 * r + 1], base);

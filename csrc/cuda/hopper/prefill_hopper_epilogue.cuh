@@ -229,6 +229,8 @@ class ConsumerEpilogue : public ConsumerState<kSplitItems> {
       // The leader's MMAs summed both consumers' bf16 weights (each lane of a quad holds its row's
       // sum); the follower's are zeros.
       const float rounded = rounded_sums_[r];
+#elif defined(CAKE_HOPPER_EXACT_NORMALISER)
+      const float rounded = quad_sum(sums_[r].exact);  // the fp32 weights' sum normalises O
 #else
       const float rounded = quad_sum(sums_[r].rounded);
 #endif
