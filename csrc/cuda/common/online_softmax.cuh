@@ -59,8 +59,9 @@ __device__ __forceinline__ uint32_t add_weight_pair(WeightSums& sums, float logi
   return packed;
 }
 
-// add_weight_pair for a kernel whose MMAs sum the rounded weights themselves (the 64-head Hopper
-// kernel: its PV against a ones tile): only the fp32 weights' sum is kept here.
+// add_weight_pair without the rounded weights' sum: only the fp32 weights' is kept here (the 64-head
+// Hopper kernel's development builds whose PV sums the rounded weights against a ones tile, or
+// that divide O by the fp32 sum).
 __device__ __forceinline__ uint32_t add_weight_pair_exact(float& exact_sum, float logit2_0, float logit2_1,
                                                           float reference) {
   const float weight0 = fast_exp2_ftz(logit2_0 - reference);

@@ -56,7 +56,7 @@ constexpr int kPTileBytes = kHeads * kBlockRows * 2;
 // a tile of bf16 ones (wgmma m64n8k16); every column of that product is a row's sum of the weights
 // exactly as PV used them (bf16-rounded), which the epilogue divides O by, so the softmax keeps
 // only the fp32 sums (the LSE's). One 128-byte-swizzle atom (8 rows of 128 bytes): any address
-// the wgmma reads in it holds 1.0.
+// the wgmma reads in it holds 1.0. (With CAKE_HOPPER_TRACE too the shared memory is full to the byte.)
 constexpr int kOnesTileBytes = 1024;
 
 // K tiles: block j of the CTA's walk (over all its items) lives in tile j % 2. The consumers
