@@ -46,28 +46,25 @@ __device__ __forceinline__ float add_weight(WeightSums& sums, float logit2, floa
   return rounded;
 }
 
-// The weights of two logits of one row against `reference`, added to `sums`; returns them as a
-// bf16 pair (element 0 low). The rounded sum comes from the packed pair, so each weight is
-// rounded once. Flushes weights below 2^-126 to zero.
-__device__ __forceinline__ uint32_t add_weight_pair(WeightSums& sums, float logit2_0, float logit2_1,
-                                                    float reference) {
-  const float weight0 = fast_exp2_ftz(logit2_0 - reference);
-  const float weight1 = fast_exp2_ftz(logit2_1 - reference);
-  sums.exact += weight0 + weight1;
-  const uint32_t packed = pack_bf16x2(weight0, weight1);
-  sums.rounded += __uint_as_float(packed << 16) + __uint_as_float(packed & 0xFFFF0000u);
-  return packed;
-}
-
-// add_weight_pair without the rounded weights' sum: only the fp32 weights' is kept here (the 64-head
-// Hopper kernel's development builds whose PV sums the rounded weights against a ones tile, or
-// that divide O by the fp32 sum).
+// The weights of two logits of one row against `reference`, their fp32 sum added to `exact_sum`;
+// returns them as a bf16 pair (element 0 low). Flushes weights below 2^-126 to zero. Alone: for
+// the 64-head Hopper kernel's development builds whose PV sums the rounded weights against a ones
+// tile, or that divide O by the fp32 sum.
 __device__ __forceinline__ uint32_t add_weight_pair_exact(float& exact_sum, float logit2_0, float logit2_1,
                                                           float reference) {
   const float weight0 = fast_exp2_ftz(logit2_0 - reference);
   const float weight1 = fast_exp2_ftz(logit2_1 - reference);
   exact_sum += weight0 + weight1;
   return pack_bf16x2(weight0, weight1);
+}
+
+// add_weight_pair_exact with the rounded weights' sum too. The rounded sum comes from the packed
+// pair, so each weight is rounded once.
+__device__ __forceinline__ uint32_t add_weight_pair(WeightSums& sums, float logit2_0, float logit2_1,
+                                                    float reference) {
+  const uint32_t packed = add_weight_pair_exact(sums.exact, logit2_0, logit2_1, reference);
+  sums.rounded += __uint_as_float(packed << 16) + __uint_as_float(packed & 0xFFFF0000u);
+  return packed;
 }
 
 // A row's running sums (`rounded`, `exact`) after its reference moved by log2(rescale) and a
