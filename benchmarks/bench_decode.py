@@ -43,18 +43,13 @@ import time
 import torch
 
 import torch_ops
-from bench_prefill import git_commit, prefill_inputs, prepare_run, run_meta, timed_median
+from bench_prefill import git_commit, prefill_inputs, prepare_run, run_meta, shape_arg, timed_median
 
 DEFAULT_ROWS = ["128x128x2048", "64x128x2048", "128x64x1024", "1x64x2048", "8x64x1024", "4x128x1024", "8x16x1024",
                 "64x8x4096"]
 GRID_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128]
 GRID_HEADS = [16, 64, 128]
 GRID_CANDIDATES = [512, 1024]
-
-
-def parse_row(text):
-    num_tokens, num_heads, candidates = (int(x) for x in text.split("x"))
-    return num_tokens, num_heads, candidates
 
 
 def kernel_times(fn, repeats, flush):
@@ -248,9 +243,9 @@ def main():
                         help="also time the decode of each shape at these head tiles (where H allows them)")
     args = parser.parse_args()
 
-    flush, ceiling, device_name, _, cache = prepare_run()
     shapes = ([(t, h, c) for h in GRID_HEADS for c in GRID_CANDIDATES for t in GRID_TOKENS] if args.grid
-              else [parse_row(text) for text in args.rows])
+              else [shape_arg(parser, text, "--rows", "TxHxCANDIDATES") for text in args.rows])
+    flush, ceiling, device_name, _, cache = prepare_run()
 
     floor_one, floor_two = launch_floor(flush, args.repeats, args.warmup)
     print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s, "

@@ -43,21 +43,22 @@ def idle_ms_arg(text):
     return value
 
 
-def parse_shape(text):
-    """"TxHxTOPK" -> (T, H, topk), ValueError naming --shape otherwise."""
+def parse_shape(text, option="--shape", form="TxHxTOPK"):
+    """"TxHxTOPK" -> (T, H, topk), ValueError naming `option` otherwise (three positive integers
+    joined by x; `form` is how the message spells them)."""
     try:
         num_tokens, num_heads, topk = (int(x) for x in text.split("x"))
     except ValueError:
-        raise ValueError(f"--shape: expected TxHxTOPK (e.g. 4096x64x512), got {text!r}") from None
+        raise ValueError(f"{option}: expected {form} (e.g. 4096x64x512), got {text!r}") from None
     if min(num_tokens, num_heads, topk) < 1:
-        raise ValueError(f"--shape: every part must be positive, got {text!r}")
+        raise ValueError(f"{option}: every part must be positive, got {text!r}")
     return num_tokens, num_heads, topk
 
 
-def shape_arg(parser, text):
-    """--shape as (T, H, topk), or the parser's error naming it."""
+def shape_arg(parser, text, option="--shape", form="TxHxTOPK"):
+    """`option` as (T, H, topk), or the parser's error naming it."""
     try:
-        return parse_shape(text)
+        return parse_shape(text, option, form)
     except ValueError as error:
         parser.error(str(error))
 

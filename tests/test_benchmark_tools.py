@@ -48,6 +48,15 @@ def test_decode_benchmark_command_line():
     assert "--head-tiles" in result.stdout
 
 
+def test_decode_benchmark_refuses_a_malformed_row():
+    """A row that is not three positive integers joined by x is refused, naming --rows, before the
+    benchmark needs a GPU."""
+    for row, message in (("1x64", "--rows: expected TxHxCANDIDATES"), ("1x0x2048", "--rows: every part must be positive")):
+        result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_decode.py"), "--rows", row],
+                                capture_output=True, text=True, cwd=ROOT / "benchmarks")
+        assert result.returncode == 2 and message in result.stderr, (row, result.returncode, result.stderr[-400:])
+
+
 def test_host_path_benchmark_command_line():
     """The host-path benchmark imports (bench_prefill's helpers, the decode planner) and lists its
     layers and rows."""
