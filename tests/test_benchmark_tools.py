@@ -1,6 +1,6 @@
 """The benchmarks' GPU-free paths: the prefill benchmark's plot from the recorded H200 run, the
 decode benchmark's command line, its kernel names and its forced split counts, the item / block
-cost fit, the item trace summary; on a GPU, the decode benchmark's CUDA-graph replay."""
+cost fit, the item trace summary, the accuracy script on the CPU; on a GPU, the decode benchmark's CUDA-graph replay."""
 import gzip
 import importlib
 import json
@@ -55,6 +55,40 @@ def test_decode_benchmark_refuses_a_malformed_row():
         result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_decode.py"), "--rows", row],
                                 capture_output=True, text=True, cwd=ROOT / "benchmarks")
         assert result.returncode == 2 and message in result.stderr, (row, result.returncode, result.stderr[-400:])
+
+
+def test_accuracy_script_on_the_cpu(tmp_path, monkeypatch):
+    """benchmarks/accuracy.py on the CPU kernel: every row written, errors within the contract, the
+    JSON's rows one per shape and scale; then a prefill that leaves a row unwritten and one that is
+    1% off are each reported and fail the run."""
+    accuracy = import_benchmark("accuracy")
+    out = tmp_path / "acc.json"
+    argv = ["--device", "cpu", "--tokens", "3", "--heads", "16", "--topk", "64", "--scales", "1", "4", "--pool", "256"]
+    assert accuracy.main(argv + ["--json", str(out)]) == 0
+    recorded = json.loads(out.read_text())
+    assert [(r["T"], r["H"], r["topk"], r["scale"]) for r in recorded["rows"]] == [(3, 16, 64, 1.0), (3, 16, 64, 4.0)]
+    for row in recorded["rows"]:
+        assert row["rows"] == 3 * 16 and row["unwritten"] == 0
+        assert 0 < row["max"] <= 1e-2 and row["median"] <= row["p99"] <= row["max"] and row["lse_max"] <= 1e-3
+    assert recorded["meta"]["commit"] and recorded["meta"]["pool"] == 256
+
+    real = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill
+
+    def leaves_a_row(q, cache, indices, output, out_lse, *args, **kwargs):
+        plan = real(q, cache, indices, output, out_lse, *args, **kwargs)
+        output[1, 2] = float("nan")
+        return plan
+
+    def one_percent_off(q, cache, indices, output, out_lse, *args, **kwargs):
+        plan = real(q, cache, indices, output, out_lse, *args, **kwargs)
+        output.mul_(1.01)
+        return plan
+
+    for wrong, key in ((leaves_a_row, "unwritten"), (one_percent_off, "max")):
+        monkeypatch.setattr(torch_ops, "cake_sparse_mla_sm120_dsv4_nvfp4_prefill", wrong)
+        assert accuracy.main(argv[:-5] + ["--scales", "1", "--pool", "256", "--json", str(out)]) == 1
+        row = json.loads(out.read_text())["rows"][0]
+        assert (row["unwritten"] == 1) if key == "unwritten" else (row["max"] > 1e-2), row
 
 
 def test_host_path_benchmark_command_line():
