@@ -32,7 +32,10 @@
 # AB_DIGEST=1 fingerprints each tree's outputs on fixed inputs (benchmarks/output_digest.py of the tree
 #             running this script) and compares them with the first tree's: a change that keeps the
 #             arithmetic must give the same bits
-# AB_TIMING_ONLY labels timed without their tests and digest (development builds whose results are
+# AB_ACCURACY benchmarks/accuracy.py arguments (this script's copy; set, even empty, to run it), after
+#             the tests and digest, on each tree that is not timing only: the prefill's per-row error
+#             against float64 in <label>/accuracy.{md,json}, the worst row printed
+# AB_TIMING_ONLY labels timed without their tests, digest and accuracy (development builds whose results are
 #             wrong by design, e.g. "-DCAKE_HOPPER_NO_WAITS"), so that one call can test some trees and
 #             time others
 # AB_NCU      profile_one.py arguments (e.g. "--tokens 4096 --heads 128 --topk 1024"): after the
@@ -164,6 +167,18 @@ if [ -n "${AB_DIGEST:-}" ]; then
     echo "[digest] $(grep -c 'same bits' "$out/digest_compare.txt") cases the same, $(grep -c -E 'DIFFERENT|MISSING' "$out/digest_compare.txt") different or missing (digest_compare.txt)"
   fi
   [ ${#digests[@]} -eq "$expected" ] || echo "[digest] only ${#digests[@]} of $expected tested trees gave a digest"
+fi
+
+if [ -n "${AB_ACCURACY+x}" ]; then
+  for i in "${built[@]}"; do
+    timing_only "$i" && continue
+    if in_tree "$i" "$py" "$here/benchmarks/accuracy.py" $AB_ACCURACY --json "$out/${labels[$i]}/accuracy.json" \
+        > "$out/${labels[$i]}/accuracy.md" 2>&1; then
+      echo "[${labels[$i]}] accuracy: worst row $(grep '^| [0-9]' "$out/${labels[$i]}/accuracy.md" | cut -d'|' -f10 | sort -g | tail -1 | tr -d ' ') (${labels[$i]}/accuracy.md)"
+    else
+      echo "[${labels[$i]}] accuracy failed: $(tail -1 "$out/${labels[$i]}/accuracy.md")"
+    fi
+  done
 fi
 
 for round in $(seq 1 "${AB_ROUNDS:-1}"); do

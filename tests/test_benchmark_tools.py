@@ -1071,6 +1071,28 @@ def test_ab_trees_runs_tests_builds_only_and_keeps_its_deadline(tmp_path):
     assert (tmp_path / "out" / "summary.md").read_text().startswith("no tree timed")
 
 
+def test_ab_trees_runs_the_accuracy_script_on_tested_trees(tmp_path):
+    """AB_ACCURACY runs benchmarks/accuracy.py (this checkout's) in each tree that is not timing
+    only, with the tree's package first on the path, its arguments passed on; a failure is
+    reported with its last line and the call goes on. Here the fake tree's torch_ops has none of
+    the library, so the script fails at its first use of it; without AB_ACCURACY nothing runs."""
+    script = ROOT / "benchmarks" / "ab_trees.sh"
+    tree = fake_tree(tmp_path / "tree")
+    env = dict(os.environ, OUT=str(tmp_path / "out"), AB_WORK=str(tmp_path / "work"), PYTHON=sys.executable,
+               AB_ACCURACY="--device cpu --tokens 2 --heads 16 --topk 64 --scales 1 --pool 256", AB_TIMING_ONLY="dev")
+    result = subprocess.run(["bash", str(script), f"a={tree}", f"dev={tree}@-DX=1"], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[a] accuracy failed:" in result.stdout and "nvfp4_quantize_pack_sparse_mla_cache" in result.stdout, result.stdout
+    assert "[dev] accuracy" not in result.stdout
+    log = (tmp_path / "work" / "ab" / "a" / "accuracy.md").read_text()
+    # The tree's label as its commit (in_tree's CAKE_COMMIT), and its torch_ops, not the library's.
+    assert "commit a, pool 256" in log and "module 'torch_ops' has no attribute" in log, log
+    env.pop("AB_ACCURACY")
+    result = subprocess.run(["bash", str(script), f"a={tree}"], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0 and "accuracy" not in result.stdout, result.stdout + result.stderr
+
+
 def test_ab_trees_profiles_each_tree_from_its_own_tree(tmp_path):
     """AB_NCU runs the profiler once a timed tree, in the tree with its package first on the path,
     and keeps each tree's gzipped output in the archive (here a stand-in profiler that records
