@@ -1,9 +1,10 @@
-"""The prefill's error against the float64 reference, per output row (a token's head), on fresh
-random inputs: the median, 99th percentile and worst of the rows' relative L2 errors, and the
+"""The prefill's (or the decode's) error against the float64 reference, per output row (a token's
+head), on fresh random inputs: the median, 99th percentile and worst of the rows' relative L2 errors, and the
 worst LSE error, for each shape and softmax temperature.
 
     python benchmarks/accuracy.py [--tokens 64] [--heads 64 128] [--topk 512 1024] \
         [--scales 1 4 8] [--device cuda|cpu] [--kernel hopper|portable|hopper_small] [--json acc.json]
+    python benchmarks/accuracy.py --op decode --tokens 1 8 --heads 16 64 --topk 2048   # the split-K decode
 
 Inputs: a pool of --pool tokens of bf16 latents (normal values, each 16-value group times its own
 e^N(0,1) magnitude, so the block scales matter) in pages of 64, packed by the library's writer;
@@ -11,7 +12,8 @@ each token's topk distinct pool rows at random; random bf16 q; a sink. sm_scale 
 times each --scales entry: larger ones give peakier softmaxes (at 8, with these inputs, most rows
 have one candidate carrying nearly all the weight, so their error is that row's alone). Outputs are NaN before the call; a NaN left where the reference is finite counts as
 unwritten, and the script exits 1 if any is, or if any row's error exceeds --max-error (the
-contract's bound, 1e-2, by default). The reference (torch_ops.reference, float64 on the CPU) costs
+contract's bound, 1e-2, by default). `--op decode` runs the decode at its planned split count
+(scratch from the library's allocator; `--kernel` sets the prefill's override only). The reference (torch_ops.reference, float64 on the CPU) costs
 about 4 * T * H * topk * 512 double-precision operations a shape.
 """
 import argparse
@@ -66,12 +68,20 @@ def measure(num_tokens, num_heads, topk, scale, args, generator):
     sm_scale = scale / math.sqrt(512)
     output = torch.full((num_tokens, num_heads, 512), float("nan"), dtype=torch.bfloat16, device=args.device)
     out_lse = torch.full((num_tokens, num_heads), float("nan"), dtype=torch.float32, device=args.device)
-    plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, sm_scale,
-                                                              attn_sink=sink)
+    if args.op == "decode":
+        mid_out, mid_lse = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_allocate_decode_scratch(
+            num_tokens, num_heads, topk, device=args.device)
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_decode(q, cache, indices, output, out_lse, sm_scale,
+                                                                 attn_sink=sink, mid_out=mid_out, mid_lse=mid_lse)
+        kernel = f"decode, {plan['num_splits']} splits"
+    else:
+        plan = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill(q, cache, indices, output, out_lse, sm_scale,
+                                                                  attn_sink=sink)
+        kernel = plan.get("kernel")
     ref_out, ref_lse = sparse_mla_prefill_reference(q, cache, indices, sm_scale, attn_sink=sink)
     rel, lse_err, unwritten = row_errors(output, out_lse, ref_out, ref_lse)
-    return dict(T=num_tokens, H=num_heads, topk=topk, scale=scale, kernel=plan.get("kernel"),
-                head_tiles=plan.get("head_tiles"), rows=int(rel.numel()), unwritten=unwritten,
+    return dict(op=args.op, T=num_tokens, H=num_heads, topk=topk, scale=scale, kernel=kernel,
+                plan={key: value for key, value in plan.items()}, rows=int(rel.numel()), unwritten=unwritten,
                 median=rel.median().item() if rel.numel() else 0.0,
                 p99=rel.quantile(0.99).item() if rel.numel() else 0.0,
                 max=rel.max().item() if rel.numel() else 0.0,
@@ -80,6 +90,7 @@ def measure(num_tokens, num_heads, topk, scale, args, generator):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", choices=["prefill", "decode"], default="prefill")
     parser.add_argument("--tokens", type=int, nargs="+", default=[64])
     parser.add_argument("--heads", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--topk", type=int, nargs="+", default=[512, 1024])
@@ -118,7 +129,7 @@ def main(argv=None):
                               f"{row['median']:.2e} | {row['p99']:.2e} | {row['max']:.2e} | {row['lse_max']:.2e} | "
                               f"{row['unwritten']} |", flush=True)
     if args.json:
-        meta = dict(device=device_name, commit=git_commit(), torch=torch.__version__, pool=args.pool, seed=args.seed,
+        meta = dict(op=args.op, device=device_name, commit=git_commit(), torch=torch.__version__, pool=args.pool, seed=args.seed,
                     command=" ".join(shlex.quote(w) for w in [os.path.basename(sys.executable)] + sys.argv),
                     environment={k: v for k, v in sorted(os.environ.items()) if k.startswith("CAKE_")},
                     torch_ops_file=torch_ops.__file__)

@@ -58,8 +58,8 @@ def test_decode_benchmark_refuses_a_malformed_row():
 
 
 def test_accuracy_script_on_the_cpu(tmp_path, monkeypatch):
-    """benchmarks/accuracy.py on the CPU kernel: every row written, errors within the contract, the
-    JSON's rows one per shape and scale; then a prefill that leaves a row unwritten and one that is
+    """benchmarks/accuracy.py on the CPU kernels: every row written, errors within the contract, the
+    JSON's rows one per shape and scale, the decode too; then a prefill that leaves a row unwritten and one that is
     1% off are each reported and fail the run."""
     accuracy = import_benchmark("accuracy")
     out = tmp_path / "acc.json"
@@ -70,7 +70,13 @@ def test_accuracy_script_on_the_cpu(tmp_path, monkeypatch):
     for row in recorded["rows"]:
         assert row["rows"] == 3 * 16 and row["unwritten"] == 0
         assert 0 < row["max"] <= 1e-2 and row["median"] <= row["p99"] <= row["max"] and row["lse_max"] <= 1e-3
-    assert recorded["meta"]["commit"] and recorded["meta"]["pool"] == 256
+    assert recorded["meta"]["commit"] and recorded["meta"]["pool"] == 256 and recorded["meta"]["op"] == "prefill"
+    # The decode at its planned split count (one token, 8 heads: a split-K plan).
+    assert accuracy.main(["--op", "decode", "--device", "cpu", "--tokens", "1", "--heads", "8", "--topk", "256",
+                          "--scales", "1", "--pool", "512", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["op"] == "decode" and row["plan"]["num_splits"] >= 1 and row["rows"] == 8 and row["unwritten"] == 0
+    assert 0 < row["max"] <= 1e-2
 
     real = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill
 
