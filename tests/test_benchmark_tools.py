@@ -4,6 +4,7 @@ cost fit, the item trace summary, the accuracy script on the CPU; on a GPU, the 
 import gzip
 import importlib
 import json
+import math
 import os
 import pathlib
 import random
@@ -57,44 +58,51 @@ def test_decode_benchmark_refuses_a_malformed_row():
         assert result.returncode == 2 and message in result.stderr, (row, result.returncode, result.stderr[-400:])
 
 
-def test_accuracy_script_on_the_cpu(tmp_path, monkeypatch):
+def test_accuracy_script_on_the_cpu(tmp_path, monkeypatch, capsys):
     """benchmarks/accuracy.py on the CPU kernels: every row written, errors within the contract, the
-    JSON's rows one per shape and scale, the decode too; then a prefill that leaves a row unwritten and one that is
-    1% off are each reported and fail the run."""
+    JSON's rows one per shape and scale, the decode too (a split-K plan); then prefills that leave a
+    row unwritten, are 5% off, return -inf LSEs or LSEs 1.0 off are each reported and fail the run."""
     accuracy = import_benchmark("accuracy")
     out = tmp_path / "acc.json"
-    argv = ["--device", "cpu", "--tokens", "3", "--heads", "16", "--topk", "64", "--scales", "1", "4", "--pool", "256"]
-    assert accuracy.main(argv + ["--json", str(out)]) == 0
+    small = ["--device", "cpu", "--tokens", "3", "--heads", "16", "--topk", "64", "--pool", "256", "--json", str(out)]
+    assert accuracy.main(small + ["--scales", "1", "4"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("passed: 2 shapes, worst row error ")
     recorded = json.loads(out.read_text())
     assert [(r["T"], r["H"], r["topk"], r["scale"]) for r in recorded["rows"]] == [(3, 16, 64, 1.0), (3, 16, 64, 4.0)]
     for row in recorded["rows"]:
-        assert row["rows"] == 3 * 16 and row["unwritten"] == 0
+        assert row["rows"] == 3 * 16 and row["nan_rows"] == 0 and row["lse_inf_mismatch"] == 0
         assert 0 < row["max"] <= 1e-2 and row["median"] <= row["p99"] <= row["max"] and row["lse_max"] <= 1e-3
     assert recorded["meta"]["commit"] and recorded["meta"]["pool"] == 256 and recorded["meta"]["op"] == "prefill"
-    # The decode at its planned split count (one token, 8 heads: a split-K plan).
+    assert "--scales 1 4" in recorded["meta"]["command"]
+    # A row's inputs depend on its shape and scale only: scale 4 alone gives the same errors.
+    assert accuracy.main(small + ["--scales", "4"]) == 0
+    assert json.loads(out.read_text())["rows"][0] == recorded["rows"][1]
+    # The decode at its planned split count (one token, 8 heads: a split-K plan on the CPU).
     assert accuracy.main(["--op", "decode", "--device", "cpu", "--tokens", "1", "--heads", "8", "--topk", "256",
                           "--scales", "1", "--pool", "512", "--json", str(out)]) == 0
     row = json.loads(out.read_text())["rows"][0]
-    assert row["op"] == "decode" and row["plan"]["num_splits"] >= 1 and row["rows"] == 8 and row["unwritten"] == 0
-    assert 0 < row["max"] <= 1e-2
+    assert row["op"] == "decode" and row["plan"]["num_splits"] > 1 and row["rows"] == 8 and row["nan_rows"] == 0
+    assert 0 < row["max"] <= 1e-2 and row["kernel"] == f"cpu, {row['plan']['num_splits']} splits"
 
     real = torch_ops.cake_sparse_mla_sm120_dsv4_nvfp4_prefill
 
-    def leaves_a_row(q, cache, indices, output, out_lse, *args, **kwargs):
-        plan = real(q, cache, indices, output, out_lse, *args, **kwargs)
-        output[1, 2] = float("nan")
-        return plan
+    def spoiled(spoil):
+        def prefill(q, cache, indices, output, out_lse, *args, **kwargs):
+            plan = real(q, cache, indices, output, out_lse, *args, **kwargs)
+            spoil(output, out_lse)
+            return plan
+        return prefill
 
-    def one_percent_off(q, cache, indices, output, out_lse, *args, **kwargs):
-        plan = real(q, cache, indices, output, out_lse, *args, **kwargs)
-        output.mul_(1.01)
-        return plan
-
-    for wrong, key in ((leaves_a_row, "unwritten"), (one_percent_off, "max")):
-        monkeypatch.setattr(torch_ops, "cake_sparse_mla_sm120_dsv4_nvfp4_prefill", wrong)
-        assert accuracy.main(argv[:-5] + ["--scales", "1", "--pool", "256", "--json", str(out)]) == 1
-        row = json.loads(out.read_text())["rows"][0]
-        assert (row["unwritten"] == 1) if key == "unwritten" else (row["max"] > 1e-2), row
+    cases = [(lambda o, lse: o[1, 2].fill_(float("nan")), lambda r: r["nan_rows"] == 1, "1 NaN rows"),
+             (lambda o, lse: o.mul_(1.05), lambda r: r["max"] > 1e-2, "row error"),
+             (lambda o, lse: lse.fill_(-math.inf), lambda r: r["lse_inf_mismatch"] == 3 * 16, "-inf LSE"),
+             (lambda o, lse: lse.add_(1.0), lambda r: r["lse_max"] > 1e-3, "LSE error")]
+    for spoil, seen, reason in cases:
+        monkeypatch.setattr(torch_ops, "cake_sparse_mla_sm120_dsv4_nvfp4_prefill", spoiled(spoil))
+        assert accuracy.main(small + ["--scales", "1"]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[-1].startswith("FAILED: 1 shapes") and reason in lines[-2], lines[-2:]
+        assert seen(json.loads(out.read_text())["rows"][0])
 
 
 def test_host_path_benchmark_command_line():
@@ -1079,8 +1087,8 @@ def test_ab_trees_runs_tests_builds_only_and_keeps_its_deadline(tmp_path):
 
 def test_ab_trees_runs_the_accuracy_script_on_tested_trees(tmp_path):
     """AB_ACCURACY runs benchmarks/accuracy.py (this checkout's) in each tree that is not timing
-    only, with the tree's package first on the path, its arguments passed on; a failure is
-    reported with its last line and the call goes on. Here the fake tree's torch_ops has none of
+    only, with the tree's package first on the path, its arguments passed on; its exit status and
+    last line are reported (the summary line, or a crash's error) and the call goes on. Here the fake tree's torch_ops has none of
     the library, so the script fails at its first use of it; without AB_ACCURACY nothing runs."""
     script = ROOT / "benchmarks" / "ab_trees.sh"
     tree = fake_tree(tmp_path / "tree")
@@ -1089,11 +1097,12 @@ def test_ab_trees_runs_the_accuracy_script_on_tested_trees(tmp_path):
     result = subprocess.run(["bash", str(script), f"a={tree}", f"dev={tree}@-DX=1"], capture_output=True, text=True,
                             env=env, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[a] accuracy failed:" in result.stdout and "nvfp4_quantize_pack_sparse_mla_cache" in result.stdout, result.stdout
+    assert "[a] accuracy (exit 1): AttributeError:" in result.stdout, result.stdout
+    assert "nvfp4_quantize_pack_sparse_mla_cache" in result.stdout
     assert "[dev] accuracy" not in result.stdout
     log = (tmp_path / "work" / "ab" / "a" / "accuracy.md").read_text()
     # The tree's label as its commit (in_tree's CAKE_COMMIT), and its torch_ops, not the library's.
-    assert "commit a, pool 256" in log and "module 'torch_ops' has no attribute" in log, log
+    assert "commit a, op prefill, pool 256" in log and "module 'torch_ops' has no attribute" in log, log
     env.pop("AB_ACCURACY")
     result = subprocess.run(["bash", str(script), f"a={tree}"], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0 and "accuracy" not in result.stdout, result.stdout + result.stderr
