@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session: build for the local GPU's arch, run the whole test suite, optionally the
 # sanitizer and the benchmark. Logs go to $OUT (or /tmp/cake-device).
-#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [register-probe] [converter-probe] [small-roles-probe] [wgmma-probe] [contention-probe] [eight-head-probe] [code-fetch-probe] [merge-launch-probe] [mode-probe] [arrive-probe] [ncu-source] [pack]
+#   bash benchmarks/device_suite.sh [build] [test] [sanitize] [accuracy] [bench] [bench-quick] [bench-small] [planner-sweep] [bench-decode] [trace] [store-probe] [operand-probe] [register-probe] [converter-probe] [small-roles-probe] [wgmma-probe] [contention-probe] [eight-head-probe] [code-fetch-probe] [merge-launch-probe] [mode-probe] [arrive-probe] [ncu-source] [pack]
 # pack (last): every file in $OUT into $OUT/device_suite.tar.gz, with $OUT/summary.txt beside it
 # (each step's time and the logs' pass / fail / sanitizer summary lines): two files, where the
 # device returns only a few from $OUT. A step not in this list stops the script before any runs.
@@ -17,7 +17,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 steps="${*:-build test}"
-known=" build test sanitize bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe register-probe converter-probe small-roles-probe wgmma-probe contention-probe eight-head-probe code-fetch-probe merge-launch-probe mode-probe arrive-probe ncu-source pack "
+known=" build test sanitize accuracy bench bench-quick bench-small planner-sweep bench-decode trace store-probe operand-probe register-probe converter-probe small-roles-probe wgmma-probe contention-probe eight-head-probe code-fetch-probe merge-launch-probe mode-probe arrive-probe ncu-source pack "
 for step in $steps; do
   [[ "$known" == *" $step "* ]] || { echo "unknown step: $step (steps:$known)"; exit 2; }
 done
@@ -48,6 +48,13 @@ for step in $steps; do
       ;;
     sanitize)
       bash benchmarks/run_sanitizer.sh "$out" || rc=1
+      ;;
+    accuracy)
+      # Each output row's error against float64 (benchmarks/accuracy.py): the prefill's default
+      # shapes, then the decode's at one, eight and 64 tokens (split-K plans and unsplit ones).
+      "$py" benchmarks/accuracy.py --json "$out/accuracy.json" 2>&1 | tee "$out/accuracy.md" || rc=1
+      "$py" benchmarks/accuracy.py --op decode --tokens 1 8 64 --heads 8 16 64 128 --topk 2048 --scales 1 4 \
+        --json "$out/accuracy_decode.json" 2>&1 | tee "$out/accuracy_decode.md" || rc=1
       ;;
     bench)
       "$py" benchmarks/bench_prefill.py --json "$out/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.md" || rc=1
