@@ -11,6 +11,7 @@ import time
 import torch
 
 import torch_ops
+from bench_prefill import attention_flops
 
 
 def main():
@@ -37,7 +38,7 @@ def main():
         run()
         times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
-    flops = 4 * args.tokens * args.heads * args.topk * 512
+    flops = attention_flops(args.tokens, args.heads, args.topk)
     print(f"CPU, {torch.get_num_threads()} threads: T={args.tokens} H={args.heads} topk={args.topk}: "
           f"{seconds:.3f} s median of {args.repeats} ({flops / seconds / 1e9:.1f} GFLOP/s)")
 

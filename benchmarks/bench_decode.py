@@ -43,7 +43,7 @@ import time
 import torch
 
 import torch_ops
-from bench_prefill import git_commit, prefill_inputs, prepare_run, run_meta, shape_arg, timed_median
+from bench_prefill import attention_flops, git_commit, prefill_inputs, prepare_run, run_meta, shape_arg, timed_median
 
 DEFAULT_ROWS = ["128x128x2048", "64x128x2048", "128x64x1024", "1x64x2048", "8x64x1024", "4x128x1024", "8x16x1024",
                 "64x8x4096"]
@@ -137,7 +137,7 @@ def time_row(num_tokens, num_heads, candidates, cache, flush, ceiling, args, num
     sm_scale = 1 / math.sqrt(512)
     q, indices, sink, output, out_lse, mid_out, mid_lse = decode_inputs(num_tokens, num_heads, candidates,
                                                                         args.max_splits)
-    flops = 4 * num_tokens * num_heads * candidates * 512
+    flops = attention_flops(num_tokens, num_heads, candidates)
     decode_plan = {}
 
     def decode():

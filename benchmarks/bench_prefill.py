@@ -63,6 +63,12 @@ def shape_arg(parser, text, option="--shape", form="TxHxTOPK"):
         parser.error(str(error))
 
 
+def attention_flops(num_tokens, num_heads, topk):
+    """The FLOPs every benchmark counts for a call: QK^T and PV, 2 * 512 each per (token, head,
+    candidate)."""
+    return 4 * num_tokens * num_heads * topk * 512
+
+
 def timed_median(fn, repeats, warmup, flush, spread=None, idle_s=0.0):
     """The median in seconds of `repeats` launches of fn, each timed by CUDA events after an L2
     flush (outside the events), after `warmup` untimed ones; `spread`, a dict, gets the fastest,
@@ -292,7 +298,7 @@ def run_benchmark(args):
 
                 spread = {}
                 seconds = timed_median(run, args.repeats, args.warmup, flush, spread, idle_s=args.idle_ms * 1e-3)
-                flops = 4 * num_tokens * num_heads * topk * 512
+                flops = attention_flops(num_tokens, num_heads, topk)
                 row = dict(T=num_tokens, H=num_heads, topk=topk, head_tiles=plan["head_tiles"],
                            kernel=plan["kernel"], us=seconds * 1e6,
                            tflops=flops / seconds / 1e12, of_matmul=flops / seconds / ceiling,

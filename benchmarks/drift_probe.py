@@ -33,7 +33,7 @@ import time
 import torch
 
 import torch_ops
-from bench_prefill import git_commit, idle_ms_arg, prefill_inputs, prepare_run, run_meta, shape_arg
+from bench_prefill import attention_flops, git_commit, idle_ms_arg, prefill_inputs, prepare_run, run_meta, shape_arg
 
 
 def correlation(xs, ys):
@@ -98,7 +98,7 @@ def main():
         prefill_us.append(events[1].elapsed_time(events[2]) * 1e3)
         spin_us.append(events[2].elapsed_time(events[3]) * 1e3)
 
-    flops = 4 * num_tokens * num_heads * topk * 512
+    flops = attention_flops(num_tokens, num_heads, topk)
     print(f"device {device_name}, commit {git_commit()}, bf16 matmul ceiling {ceiling / 1e12:.0f} TFLOP/s, "
           f"shape {args.shape}, {args.calls} calls, spin {args.spin_cycles} cycles, idle {args.idle_ms} ms")
     print("| calls | prefill us | of matmul | SM clock MHz (spin) | flush us |")

@@ -42,7 +42,8 @@ import statistics
 import torch
 
 import torch_ops
-from bench_prefill import git_commit, idle_ms_arg, prefill_inputs, prepare_run, run_meta, shape_arg, timed_median
+from bench_prefill import (attention_flops, git_commit, idle_ms_arg, prefill_inputs, prepare_run, run_meta, shape_arg,
+                           timed_median)
 
 MIB = 1 << 20
 PAGE = 2 * MIB  # the GPU's large page: an allocation's placement inside one is set here
@@ -104,7 +105,7 @@ def main():
     placements = [{name: carve(t, page_offset(k)) for name, t in source.items()} for k in range(args.placements)]
     del source, cache, flush
     torch.cuda.empty_cache()
-    flops = 4 * num_tokens * num_heads * topk * 512
+    flops = attention_flops(num_tokens, num_heads, topk)
 
     def time_placement(p):
         def run():

@@ -19,7 +19,7 @@ import sys
 import torch
 
 import torch_ops
-from bench_prefill import POOL_TOKENS, git_commit, prepare_run, random_indices, timed_median
+from bench_prefill import POOL_TOKENS, attention_flops, git_commit, prepare_run, random_indices, timed_median
 
 
 def main():
@@ -61,7 +61,7 @@ def main():
                             q, cache, indices, output, out_lse, sm_scale, attn_sink=sink)
 
                     seconds = timed_median(run, args.repeats, args.warmup, flush)
-                    flops = 4 * num_tokens * num_heads * topk * 512
+                    flops = attention_flops(num_tokens, num_heads, topk)
                     if pool == POOL_TOKENS:
                         full = seconds
                     row = dict(T=num_tokens, H=num_heads, topk=topk, pool_tokens=pool, us=seconds * 1e6,
