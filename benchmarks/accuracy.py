@@ -32,22 +32,23 @@ import shlex
 import sys
 import zlib
 
+from pathlib import Path
+
 import torch
 
 import torch_ops
 from torch_ops.reference import sparse_mla_prefill_reference
 
-from bench_prefill import git_commit
+from bench_prefill import PAGE_SIZE, git_commit
 
-PAGE_SIZE = 64
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers import random_latent  # noqa: E402  the tests' latents (groups spanning several magnitudes)
 
 
 def draw_problem(num_tokens, num_heads, topk, pool, generator, device):
     """q, the NVFP4 cache, indices and sink, drawn on the CPU from `generator` (the same inputs on
     every device)."""
-    base = torch.randn(pool, 512, generator=generator)
-    group_scale = torch.exp(torch.randn(pool, 32, generator=generator)).repeat_interleave(16, dim=1)
-    latent = (base * group_scale).to(torch.bfloat16).view(pool // PAGE_SIZE, PAGE_SIZE, 512)
+    latent = random_latent(pool, generator).view(pool // PAGE_SIZE, PAGE_SIZE, 512)
     cache = torch_ops.nvfp4_quantize_pack_sparse_mla_cache(latent.to(device), kv_layout="HND")
     indices = torch.rand(num_tokens, pool, generator=generator).topk(topk, dim=1).indices.to(torch.int32)
     q = torch.randn(num_tokens, num_heads, 512, generator=generator).to(torch.bfloat16)

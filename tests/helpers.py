@@ -1,6 +1,9 @@
 """Shared test helpers: cache views with padded page strides, random problems, the precision
 contract check (docs/contract.md section 11)."""
+import importlib
 import math
+import pathlib
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -11,10 +14,20 @@ import torch_ops
 from torch_ops.reference import sparse_mla_prefill_reference
 
 HAS_CUDA = torch.cuda.is_available()
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 HOPPER_SMEM = 232448  # H100/H200 shared memory per block (opt-in)
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device"))]
 PREFILL_HEADS = [16, 32, 48, 64, 80, 96, 112, 128]
 VIEWS = ["3d", "HND", "NHD"]
+
+
+def import_benchmark(name):
+    """benchmarks/<name>.py as a module (the benchmarks import each other from their own folder)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
 
 
 def random_latent(num_rows: int, generator: torch.Generator, device="cpu") -> torch.Tensor:

@@ -7,28 +7,16 @@ plans (the 64-head Hopper kernel at 64 and 128 heads on an sm_90 GPU, the small-
 the portable one elsewhere), the prefill and the decode; on the CPU, the CPU kernels on small
 shapes."""
 import argparse
-import importlib
-import pathlib
-import sys
 
 import pytest
 
-from helpers import HAS_CUDA
+from helpers import HAS_CUDA, import_benchmark
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 MEDIAN_BOUND = 3e-3
 
 
-def accuracy_module():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("accuracy")
-    finally:
-        sys.path.pop(0)
-
-
 def check_shape(op, device, num_tokens, num_heads, topk, scale, pool):
-    accuracy = accuracy_module()
+    accuracy = import_benchmark("accuracy")
     args = argparse.Namespace(op=op, device=device, pool=pool, seed=0)
     row = accuracy.measure(num_tokens, num_heads, topk, scale, args)
     assert accuracy.failures(row, 1e-2, 1e-3) == [], row

@@ -17,17 +17,9 @@ import pytest
 import torch
 
 import torch_ops
+from helpers import import_benchmark
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def import_benchmark(name):
-    """benchmarks/<name>.py as a module (bench_decode imports bench_prefill from its own folder)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.pop(0)
 
 
 def test_plot_from_recorded_json(tmp_path):
